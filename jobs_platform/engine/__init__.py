@@ -1,0 +1,1 @@
+"""The partition attempt: gate, lease, chunks, finalize. Plain Python, no Dagster."""

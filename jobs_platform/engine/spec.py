@@ -1,0 +1,63 @@
+"""What a backfill is, independent of the orchestrator that runs it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import pandas as pd
+import sqlalchemy as sa
+
+from jobs_platform.settings import Settings
+
+DEFAULT_CHUNK_ROWS = 10_000
+
+
+@dataclass(frozen=True)
+class PartitionInput:
+    """What a backfill's reader gets: which partition, how big a chunk, where things are."""
+
+    asset: str
+    partition_key: str
+    chunk_rows: int
+    settings: Settings
+    warehouse: sa.Engine
+    log: logging.Logger | logging.LoggerAdapter = field(
+        default_factory=lambda: logging.getLogger("jobs_platform")
+    )
+
+
+ChunkReader = Callable[[PartitionInput], Iterable[pd.DataFrame]]
+Fingerprinter = Callable[[PartitionInput], str]
+PartitionScope = Callable[[sa.Table, str], sa.ColumnElement[bool]]
+ExampleSeeder = Callable[[Settings], list[str]]
+
+
+@dataclass(frozen=True)
+class BackfillSpec:
+    """A backfill: read a partition's input in chunks and upsert it into `table` by `key`.
+
+    `partition_scope(table, partition)` selects the rows that belong to a partition, so
+    that rows no longer in the input can be swept. `fingerprint(input)` cheaply
+    identifies the input (e.g. a file hash); without one, chunks are matched on their
+    content alone. `seed_example(settings)` writes a small sample input and returns its
+    partitions, so the generic idempotency suite covers every backfill without new tests.
+    """
+
+    asset: str
+    table: sa.Table
+    key: tuple[str, ...]
+    read_chunks: ChunkReader
+    partition_scope: PartitionScope
+    fingerprint: Fingerprinter | None = None
+    seed_example: ExampleSeeder | None = None
+    upstream: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        missing = [name for name in self.key if name not in self.table.columns]
+        if not self.key or missing:
+            raise ValueError(
+                f"backfill {self.asset!r}: key {list(self.key)} must name columns of "
+                f"table {self.table.name!r} (missing: {missing})"
+            )

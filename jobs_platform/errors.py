@@ -1,0 +1,269 @@
+"""The error taxonomy: how a failed attempt is classified (DESIGN §2), with no Dagster in sight."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import httpx
+import psycopg
+import pydantic
+import sqlalchemy.exc
+
+__all__ = [
+    "AttemptInterrupted",
+    "AttemptTimedOut",
+    "Classification",
+    "InputValidationError",
+    "JobsPlatformError",
+    "LeaseLostError",
+    "RetryableError",
+    "TerminalError",
+    "Verdict",
+    "classify",
+    "parse_retry_after",
+]
+
+
+class Classification(enum.StrEnum):
+    """How an attempt ended, as spelled in histories, the CLI and metadata."""
+
+    RETRYABLE = "retryable"
+    """A transient failure (timeout, lost connection, 429/503, deadlock): retried with backoff."""
+    TERMINAL = "terminal"
+    """The input itself is bad (validation, malformed data, 4xx): quarantined at once."""
+    CRASH = "crash"
+    """The worker process died mid-attempt; recorded by the rescuer, never by `classify`."""
+    LEASE_LOST = "lease_lost"
+    """The worker's fencing token no longer owns the partition lease; its commit is rolled back."""
+    INTERRUPTED = "interrupted"
+    """A graceful shutdown stopped the attempt; not counted against the input."""
+    UNKNOWN = "unknown"
+    """Anything unrecognised: retried (bounded) but labelled so someone can classify it."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome `classify` assigns to one exception."""
+
+    classification: Classification
+    retry_after: float | None
+    reason: str
+
+
+class JobsPlatformError(Exception):
+    """Base of every error the platform raises on purpose."""
+
+
+class RetryableError(JobsPlatformError):
+    """A transient failure job code signals explicitly, optionally with a server-given delay."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TerminalError(JobsPlatformError):
+    """A failure retrying cannot fix: the partition is quarantined at once."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class InputValidationError(TerminalError):
+    """A record of the input data is invalid."""
+
+    def __init__(self, message: str, *, line: int | None = None, field: str | None = None) -> None:
+        where = [f"line {line}"] if line is not None else []
+        where += [f"field {field!r}"] if field is not None else []
+        # The location goes into args too, so str() and a pickled copy both read naturally.
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        self.detail = message
+        self.line = line
+        self.field = field
+
+
+class LeaseLostError(JobsPlatformError):
+    """The worker's fencing token no longer owns the partition lease."""
+
+
+class AttemptInterrupted(JobsPlatformError):
+    """A graceful shutdown (SIGTERM, run terminated) interrupted the attempt."""
+
+
+class AttemptTimedOut(RetryableError):
+    """The attempt passed its deadline."""
+
+
+_R, _T = Classification.RETRYABLE, Classification.TERMINAL
+
+# First isinstance match wins, so subclasses precede their bases (AttemptTimedOut before
+# RetryableError). Exceptions carrying a SQLSTATE or an HTTP status are looked up in the
+# tables below first; these are the fallbacks by type.
+_BY_TYPE: tuple[tuple[type[BaseException], Classification, str], ...] = (
+    (AttemptTimedOut, _R, "attempt deadline passed"),
+    (RetryableError, _R, "retryable error raised by the job"),
+    (TerminalError, _T, "terminal error raised by the job"),
+    (LeaseLostError, Classification.LEASE_LOST, "partition lease lost"),
+    (AttemptInterrupted, Classification.INTERRUPTED, "interrupted by shutdown"),
+    # Ctrl-C is an operator stopping the worker, not a fault in the input.
+    (KeyboardInterrupt, Classification.INTERRUPTED, "interrupted by shutdown"),
+    (TimeoutError, _R, "timeout"),  # socket.timeout is an alias of it since Python 3.10
+    (ConnectionError, _R, "connection error"),
+    (httpx.TimeoutException, _R, "HTTP timeout"),
+    (httpx.NetworkError, _R, "HTTP network error"),  # includes httpx.ConnectError
+    (httpx.RemoteProtocolError, _R, "server dropped the connection"),
+    (json.JSONDecodeError, _T, "malformed JSON"),
+    (pydantic.ValidationError, _T, "payload validation failed"),
+    (UnicodeDecodeError, _T, "undecodable text"),
+    (FileNotFoundError, _T, "missing input file"),
+    # Without a known SQLSTATE (connection refused, SQLite's "database is locked") an
+    # operational error is about the database's state, not the data: worth another try.
+    (sqlalchemy.exc.OperationalError, _R, "database operational error"),
+    (psycopg.OperationalError, _R, "database operational error"),
+    (sqlite3.OperationalError, _R, "database operational error"),
+    (sqlalchemy.exc.TimeoutError, _R, "database connection pool timeout"),
+    (sqlalchemy.exc.IntegrityError, _T, "integrity constraint violation"),
+    (sqlalchemy.exc.DataError, _T, "data error"),
+    (psycopg.IntegrityError, _T, "integrity constraint violation"),
+    (psycopg.DataError, _T, "data error"),
+    (sqlite3.IntegrityError, _T, "integrity constraint violation"),
+)
+
+_BY_SQLSTATE: dict[str, tuple[Classification, str]] = {
+    "40001": (_R, "serialization failure"),
+    "40P01": (_R, "deadlock detected"),
+    "55P03": (_R, "lock not available"),
+    "53300": (_R, "too many connections"),
+    "57014": (_R, "query canceled (statement timeout)"),
+    "57P01": (_R, "admin shutdown"),
+    "57P02": (_R, "crash shutdown"),
+    "57P03": (_R, "cannot connect now"),
+}
+
+# The first two characters of a SQLSTATE name its class; consulted after exact codes.
+_BY_SQLSTATE_CLASS: dict[str, tuple[Classification, str]] = {
+    "08": (_R, "connection exception"),
+    "22": (_T, "data exception"),
+    "23": (_T, "integrity constraint violation"),
+    # Syntax errors and undefined tables are code bugs: a human must look, not the input.
+    "42": (Classification.UNKNOWN, "syntax error or access rule violation"),
+}
+
+_BY_HTTP_STATUS: dict[int, Classification] = {
+    408: _R,
+    429: _R,
+    # A bare 500 is usually a server hiccup or a deploy in progress; UNKNOWN would retry it
+    # anyway, and RETRYABLE says so plainly while the attempt ceiling still bounds it.
+    500: _R,
+    502: _R,
+    503: _R,
+    504: _R,
+}
+_HTTP_HONOURS_RETRY_AFTER = frozenset({429, 503})
+
+# Long enough for any realistic wrapping, short enough to stop a pathological chain.
+_MAX_CAUSE_DEPTH = 8
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delay-seconds or HTTP-date), None if unusable."""
+    if value is None or not value.strip():
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000" means UTC with no claim about local time (RFC 5322)
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    # A date in the past or a negative delay means "now", not "never".
+    return max(0.0, seconds)
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a database error, looking through SQLAlchemy's wrapper."""
+    error = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
+    # psycopg 3 spells it `sqlstate` (and `diag.sqlstate`); psycopg2 spells it `pgcode`.
+    for code in (
+        getattr(error, "sqlstate", None),
+        getattr(getattr(error, "diag", None), "sqlstate", None),
+        getattr(error, "pgcode", None),
+    ):
+        if isinstance(code, str) and len(code) == 5:
+            return code
+    return None
+
+
+def _by_sqlstate(exc: BaseException) -> Verdict | None:
+    code = _sqlstate(exc)
+    if code is None:
+        return None
+    known = _BY_SQLSTATE.get(code) or _BY_SQLSTATE_CLASS.get(code[:2])
+    return Verdict(known[0], None, f"SQLSTATE {code} {known[1]}") if known else None
+
+
+def _by_http_status(exc: BaseException) -> Verdict | None:
+    # Duck-typed so requests.HTTPError works without importing requests; a foreign
+    # `.response` property may raise anything, and classify must never raise.
+    try:
+        response = getattr(exc, "response", None)
+        status = getattr(response, "status_code", None)
+        headers = getattr(response, "headers", None)
+        if not isinstance(status, int) or headers is None or status < 300:
+            return None
+        retry_after_header = headers.get("Retry-After")
+    except Exception:
+        return None
+    default = _T if 400 <= status < 500 else Classification.UNKNOWN
+    classification = _BY_HTTP_STATUS.get(status, default)
+    retry_after = (
+        parse_retry_after(retry_after_header) if status in _HTTP_HONOURS_RETRY_AFTER else None
+    )
+    return Verdict(classification, retry_after, f"HTTP {status}")
+
+
+def _by_type(exc: BaseException) -> Verdict | None:
+    for exc_type, classification, label in _BY_TYPE:
+        if isinstance(exc, exc_type):
+            retry_after = exc.retry_after if isinstance(exc, RetryableError) else None
+            retry_after = float(retry_after) if retry_after is not None else None
+            return Verdict(classification, retry_after, f"{label} ({type(exc).__name__})")
+    return None
+
+
+def _classify_one(exc: BaseException) -> Verdict | None:
+    # Our own errors are an explicit decision by job code, so they outrank what they wrap.
+    if isinstance(exc, JobsPlatformError):
+        return _by_type(exc)
+    return _by_sqlstate(exc) or _by_http_status(exc) or _by_type(exc)
+
+
+def classify(exc: BaseException) -> Verdict:
+    """Decide how an attempt that raised `exc` ended (DESIGN §2)."""
+    current: BaseException | None = exc
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen and len(seen) < _MAX_CAUSE_DEPTH:
+        verdict = _classify_one(current)
+        if verdict is not None:
+            if current is not exc:
+                verdict = Verdict(
+                    verdict.classification,
+                    verdict.retry_after,
+                    f"{verdict.reason}, the cause of {type(exc).__name__}",
+                )
+            return verdict
+        seen.add(id(current))
+        # Only an explicit `raise ... from cause`: an implicit __context__ may be unrelated.
+        current = current.__cause__
+    return Verdict(Classification.UNKNOWN, None, f"unclassified {type(exc).__name__}")

@@ -1,0 +1,1 @@
+"""The Dagster side: translates between Dagster and the plain core, holds no rules of its own."""

@@ -1,0 +1,115 @@
+"""`backfill_asset`: one decorator turns a chunk reader into a safe partitioned asset."""
+
+from collections.abc import Callable, Sequence
+
+import dagster as dg
+import sqlalchemy as sa
+from dagster._core.errors import DagsterExecutionInterruptedError
+
+from jobs_platform.engine.runner import AttemptInfo, PartitionReport, PartitionRunner
+from jobs_platform.engine.spec import (
+    DEFAULT_CHUNK_ROWS,
+    BackfillSpec,
+    ChunkReader,
+    ExampleSeeder,
+    Fingerprinter,
+    PartitionScope,
+)
+from jobs_platform.orchestration.hooks import quarantine_on_failure
+from jobs_platform.orchestration.outcomes import (
+    CRASH_RETRY_POLICY,
+    raise_for_dagster,
+    report_metadata,
+)
+from jobs_platform.orchestration.registry import register_backfill
+from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.store.leases import this_holder
+
+BACKFILL_TAG = "jobs_platform/backfill"
+CORRELATION_TAG = "jobs_platform/correlation_id"
+RESOURCE_KEY = "jobs_platform"
+
+
+class BackfillConfig(dg.Config):
+    """Run config every backfill asset takes."""
+
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+
+
+def backfill_asset(
+    *,
+    table: sa.Table,
+    partitions_def: dg.PartitionsDefinition,
+    partition_scope: PartitionScope,
+    key: Sequence[str] | None = None,
+    fingerprint: Fingerprinter | None = None,
+    seed_example: ExampleSeeder | None = None,
+    deps: Sequence[str] = (),
+    name: str | None = None,
+    group_name: str = "backfills",
+    description: str | None = None,
+) -> Callable[[ChunkReader], dg.AssetsDefinition]:
+    """Declare a backfill: the decorated function yields DataFrame chunks of a partition.
+
+    The framework owns the rest: chunk checkpoints, upserts by `key` (the table's primary
+    key by default), the sweep of rows no longer in the input, fencing, the error
+    taxonomy, bounded retries and quarantine.
+    """
+
+    def decorator(read_chunks: ChunkReader) -> dg.AssetsDefinition:
+        asset_name = name or read_chunks.__name__
+        spec = BackfillSpec(
+            asset=asset_name,
+            table=table,
+            key=tuple(key) if key else tuple(column.name for column in table.primary_key),
+            read_chunks=read_chunks,
+            partition_scope=partition_scope,
+            fingerprint=fingerprint,
+            seed_example=seed_example,
+            upstream=tuple(deps),
+        )
+        register_backfill(spec)
+
+        @dg.asset(
+            name=asset_name,
+            partitions_def=partitions_def,
+            deps=list(deps),
+            retry_policy=CRASH_RETRY_POLICY,
+            hooks={quarantine_on_failure},
+            group_name=group_name,
+            description=description or (read_chunks.__doc__ or "").strip() or None,
+            kinds={"sql"},
+            tags={BACKFILL_TAG: "true"},
+            metadata={"table": table.name, "key": ", ".join(spec.key)},
+            required_resource_keys={RESOURCE_KEY},
+        )
+        def _backfill(context: dg.AssetExecutionContext, config: BackfillConfig):
+            return run_backfill_step(context, spec, config.chunk_rows)
+
+        return _backfill
+
+    return decorator
+
+
+def run_backfill_step(
+    context: dg.AssetExecutionContext, spec: BackfillSpec, chunk_rows: int
+) -> dg.MaterializeResult:
+    """One step = one attempt at the step's partition."""
+    resource: JobsPlatformResource = getattr(context.resources, RESOURCE_KEY)
+    runner = PartitionRunner(
+        spec,
+        resource.settings(),
+        log=context.log,
+        interrupt_types=(DagsterExecutionInterruptedError,),
+    )
+    info = AttemptInfo(
+        run_id=context.run_id,
+        step_retry=context.retry_number,
+        correlation_id=context.run.tags.get(CORRELATION_TAG),
+        holder=this_holder(),
+    )
+    result = runner.attempt(context.partition_key, info, chunk_rows=chunk_rows)
+    if isinstance(result, PartitionReport):
+        return dg.MaterializeResult(metadata=report_metadata(result))
+    raise_for_dagster(result, context.retry_number)
+    raise AssertionError("unreachable")  # raise_for_dagster always raises

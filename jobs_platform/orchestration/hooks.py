@@ -1,0 +1,34 @@
+"""The failure hook: a partition whose step failed for good ends in the quarantine.
+
+The runner already quarantines what it decides to quarantine; the hook covers a step that
+failed some other way (an error before classification, Dagster's own retry budget spent)
+and is idempotent, so both reporting the same failure make one entry.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.partitions import current_episode
+from jobs_platform.store.schema import create_tables
+
+PARTITION_TAG = "dagster/partition"
+
+
+@dg.failure_hook(required_resource_keys={"jobs_platform"})
+def quarantine_on_failure(context: dg.HookContext) -> None:
+    run = context.instance.get_run_by_id(context.run_id)
+    partition = run.tags.get(PARTITION_TAG) if run else None
+    if partition is None:
+        context.log.warning("failure hook: run has no single partition tag; nothing to quarantine")
+        return
+    asset = context.step_key.split(".")[0]
+    settings = context.resources.jobs_platform.settings()
+    engine = warehouse_engine(settings.database_url)
+    create_tables(engine)
+    with engine.begin() as connection:
+        episode = current_episode(connection, asset, partition)
+        entry_id = quarantine_store.quarantine_partition(connection, asset, partition, episode)
+    context.log.warning("%s/%s is quarantined as entry %s", asset, partition, entry_id)

@@ -1,0 +1,64 @@
+"""Turn the core's verdict on an attempt into what Dagster understands.
+
+This is the taxonomy's custom retry policy: the core decides retry, snooze or quarantine
+from the cross-run attempt count; here that becomes `RetryRequested` with the computed
+wait or `Failure(allow_retries=False)`. The static `RetryPolicy` below only covers what
+our code never sees: a step process killed outright, which Dagster retries on its own.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from jobs_platform.engine.decisions import NextStep
+from jobs_platform.engine.runner import FailedAttempt, PartitionReport
+
+# Dagster's own budget for step processes that die (SIGKILL, OOM): larger than any
+# sensible JOBS_PLATFORM_MAX_ATTEMPTS, because the cross-run ceiling in the warehouse
+# is what stops a crash loop (the next attempt finds the budget spent and quarantines).
+CRASH_RETRY_POLICY = dg.RetryPolicy(
+    max_retries=25, delay=1, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.FULL
+)
+
+
+def report_metadata(report: PartitionReport) -> dict:
+    return {
+        "attempt": report.attempt,
+        "input_rows": report.input_rows,
+        "rows_inserted": report.counts.inserted,
+        "rows_updated": report.counts.updated,
+        "rows_unchanged": report.counts.unchanged,
+        "rows_swept": report.rows_swept,
+        "chunks_written": report.chunks_written,
+        "chunks_resumed": report.chunks_resumed,
+        "duration_seconds": report.duration_seconds,
+        "input_fingerprint": report.fingerprint,
+    }
+
+
+def raise_for_dagster(failed: FailedAttempt, retry_number: int) -> None:
+    """Raise RetryRequested or a non-retryable Failure for a failed attempt."""
+    decision = failed.decision
+    if decision.next_step in (NextStep.RETRY, NextStep.SNOOZE):
+        # Our ceiling, not Dagster's counter, bounds retries: always allow one more.
+        raise dg.RetryRequested(
+            max_retries=retry_number + 1, seconds_to_wait=round(decision.delay_seconds, 3)
+        ) from failed.error
+    verdict = failed.verdict
+    raise dg.Failure(
+        description=(
+            f"{failed.asset}/{failed.partition} quarantined: {failed.message}"
+            if not failed.gated
+            else failed.message
+        ),
+        metadata={
+            "asset": failed.asset,
+            "partition": failed.partition,
+            "error_class": str(verdict.classification) if verdict else "unknown",
+            "error_type": type(failed.error).__name__ if failed.error else "",
+            "attempts": failed.failures,
+            "quarantine_entry": failed.entry_id if failed.entry_id is not None else -1,
+            "requeue": f"jobs-platform dead-letter requeue {failed.asset} {failed.partition}",
+        },
+        allow_retries=False,
+    )

@@ -1,0 +1,39 @@
+"""The Dagster resource that carries the framework's settings into a code location."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import dagster as dg
+
+from jobs_platform.settings import Settings
+
+
+class JobsPlatformResource(dg.ConfigurableResource):
+    """Framework settings; each field left unset falls back to its environment variable.
+
+    The variables are read when a step runs, never at import, so a shell, a test or a
+    deployment can set them without code.
+    """
+
+    database_url: str | None = None
+    landing: str | None = None
+    max_attempts: int | None = None
+    retry_delay_seconds: float | None = None
+    lease_seconds: float | None = None
+    attempt_timeout_seconds: float | None = None
+    alert_webhook_url: str | None = None
+
+    def settings(self) -> Settings:
+        overrides = {
+            "database_url": self.database_url,
+            "landing_root": self.landing,
+            "max_attempts": self.max_attempts,
+            "retry_delay_seconds": self.retry_delay_seconds,
+            "lease_seconds": self.lease_seconds,
+            "attempt_timeout_seconds": self.attempt_timeout_seconds,
+            "alert_webhook_url": self.alert_webhook_url,
+        }
+        return dataclasses.replace(
+            Settings.from_env(), **{k: v for k, v in overrides.items() if v is not None}
+        )

@@ -1,0 +1,1 @@
+"""The framework's state in the warehouse: plain SQLAlchemy, no Dagster."""

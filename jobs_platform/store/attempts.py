@@ -1,0 +1,172 @@
+"""The attempt history: every attempt at a partition, kept, never only the last.
+
+Attempts are counted per partition and episode across runs, processes and hosts, so op
+retries, run retries, re-launches and crashes all draw from one ceiling.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from jobs_platform.errors import Classification
+from jobs_platform.store.schema import attempts, utcnow
+
+
+class AttemptOutcome(enum.StrEnum):
+    """Where an attempt stands."""
+
+    RUNNING = "running"  # a worker took the lease and started; no result yet
+    SUCCEEDED = "succeeded"  # the finalize transaction committed
+    FAILED = "failed"  # it ended with an error_class (a crash is found by the next worker)
+
+
+# Classes that spend an attempt. Losing the lease or being shut down says nothing
+# about the input, so those attempts are recorded but not counted.
+COUNTED_CLASSES = frozenset(
+    {
+        Classification.RETRYABLE,
+        Classification.TERMINAL,
+        Classification.CRASH,
+        Classification.UNKNOWN,
+    }
+)
+
+
+@dataclass(frozen=True)
+class AttemptFailure:
+    error_class: Classification
+    error_type: str
+    message: str
+    traceback: str | None = None
+
+
+def start_attempt(
+    connection: sa.Connection,
+    *,
+    asset: str,
+    partition: str,
+    episode: int,
+    run_id: str | None,
+    step_retry: int | None,
+    token: int,
+    holder: str,
+    correlation_id: str | None,
+) -> tuple[int, int]:
+    """Record a started attempt; returns (attempt id, attempt number in the episode)."""
+    previous = connection.execute(
+        sa.select(sa.func.max(attempts.c.attempt)).where(
+            attempts.c.asset == asset,
+            attempts.c.partition == partition,
+            attempts.c.episode == episode,
+        )
+    ).scalar_one()
+    number = (previous or 0) + 1
+    attempt_id = connection.execute(
+        sa.insert(attempts)
+        .values(
+            asset=asset,
+            partition=partition,
+            episode=episode,
+            attempt=number,
+            run_id=run_id,
+            step_retry=step_retry,
+            token=token,
+            holder=holder,
+            correlation_id=correlation_id,
+            outcome=AttemptOutcome.RUNNING,
+            started_at=utcnow(),
+        )
+        .returning(attempts.c.id)
+    ).scalar_one()
+    return attempt_id, number
+
+
+def finish_attempt(
+    connection: sa.Connection, attempt_id: int, failure: AttemptFailure | None = None
+) -> None:
+    """Record how an attempt ended (its own worker knows best, so it may correct a crash)."""
+    values: dict = {"ended_at": utcnow()}
+    if failure is None:
+        values.update(outcome=AttemptOutcome.SUCCEEDED, error_class=None)
+    else:
+        values.update(
+            outcome=AttemptOutcome.FAILED,
+            error_class=failure.error_class,
+            error_type=failure.error_type,
+            message=failure.message,
+            traceback=failure.traceback,
+        )
+    connection.execute(sa.update(attempts).where(attempts.c.id == attempt_id).values(**values))
+
+
+def record_abandoned_attempts(
+    connection: sa.Connection, asset: str, partition: str, before_token: int
+) -> int:
+    """Mark attempts whose lease was taken over without a result as crashes."""
+    return connection.execute(
+        sa.update(attempts)
+        .where(
+            attempts.c.asset == asset,
+            attempts.c.partition == partition,
+            attempts.c.outcome == AttemptOutcome.RUNNING,
+            attempts.c.token < before_token,
+        )
+        .values(
+            outcome=AttemptOutcome.FAILED,
+            error_class=Classification.CRASH,
+            error_type="WorkerLost",
+            message="the worker stopped (killed, out of memory or hung) without reporting a "
+            "result; its lease expired and another worker took over",
+            ended_at=utcnow(),
+        )
+    ).rowcount
+
+
+def counted_failures(connection: sa.Connection, asset: str, partition: str, episode: int) -> int:
+    """How many attempts of this episode spent the budget since the partition last succeeded."""
+    return connection.execute(
+        sa.select(sa.func.count()).where(
+            *_failing_streak(asset, partition, episode),
+            attempts.c.error_class.in_([str(c) for c in COUNTED_CLASSES]),
+        )
+    ).scalar_one()
+
+
+def failing_streak(
+    connection: sa.Connection, asset: str, partition: str, episode: int
+) -> list[sa.Row]:
+    """The failed attempts of this episode since the partition last succeeded, oldest first."""
+    return list(
+        connection.execute(
+            sa.select(attempts)
+            .where(*_failing_streak(asset, partition, episode))
+            .order_by(attempts.c.id)
+        )
+    )
+
+
+def _failing_streak(asset: str, partition: str, episode: int) -> list[sa.ColumnElement[bool]]:
+    of_episode = [
+        attempts.c.asset == asset,
+        attempts.c.partition == partition,
+        attempts.c.episode == episode,
+    ]
+    last_success = (
+        sa.select(sa.func.coalesce(sa.func.max(attempts.c.id), 0))
+        .where(*of_episode, attempts.c.outcome == AttemptOutcome.SUCCEEDED)
+        .scalar_subquery()
+    )
+    return [*of_episode, attempts.c.outcome == AttemptOutcome.FAILED, attempts.c.id > last_success]
+
+
+def attempt_history(
+    connection: sa.Connection, asset: str, partition: str, episode: int | None = None
+) -> list[sa.Row]:
+    """Every attempt at the partition (or one episode of it), oldest first."""
+    query = sa.select(attempts).where(attempts.c.asset == asset, attempts.c.partition == partition)
+    if episode is not None:
+        query = query.where(attempts.c.episode == episode)
+    return list(connection.execute(query.order_by(attempts.c.id)))

@@ -1,0 +1,83 @@
+"""Chunk checkpoints: which chunks of which input a partition has committed.
+
+A checkpoint is written in the same transaction as its chunk's rows, so it exists if and
+only if those rows committed. A retry skips a chunk whose checkpoint matches both the
+input fingerprint and the chunk's content hash.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from jobs_platform.store.schema import checkpoints, utcnow
+
+
+def committed_chunks(
+    connection: sa.Connection, asset: str, partition: str, fingerprint: str
+) -> dict[int, str]:
+    """Chunk index → content hash, for the chunks of this input already committed."""
+    rows = connection.execute(
+        sa.select(checkpoints.c.chunk_index, checkpoints.c.chunk_hash).where(
+            checkpoints.c.asset == asset,
+            checkpoints.c.partition == partition,
+            checkpoints.c.fingerprint == fingerprint,
+        )
+    )
+    return {index: chunk_hash for index, chunk_hash in rows}
+
+
+def record_chunk(
+    connection: sa.Connection,
+    *,
+    asset: str,
+    partition: str,
+    fingerprint: str,
+    chunk_index: int,
+    chunk_hash: str,
+    row_count: int,
+    token: int,
+) -> None:
+    """Upsert the checkpoint of one chunk (inside the chunk's transaction)."""
+    key = {"asset": asset, "partition": partition, "fingerprint": fingerprint}
+    connection.execute(
+        sa.delete(checkpoints).where(
+            *[checkpoints.c[name] == value for name, value in key.items()],
+            checkpoints.c.chunk_index == chunk_index,
+        )
+    )
+    connection.execute(
+        sa.insert(checkpoints).values(
+            **key,
+            chunk_index=chunk_index,
+            chunk_hash=chunk_hash,
+            row_count=row_count,
+            token=token,
+            committed_at=utcnow(),
+        )
+    )
+
+
+def forget_other_inputs(
+    connection: sa.Connection, asset: str, partition: str, fingerprint: str
+) -> int:
+    """Drop checkpoints of any other input: a changed input invalidates them."""
+    return connection.execute(
+        sa.delete(checkpoints).where(
+            checkpoints.c.asset == asset,
+            checkpoints.c.partition == partition,
+            checkpoints.c.fingerprint != fingerprint,
+        )
+    ).rowcount
+
+
+def forget_chunks_from(
+    connection: sa.Connection, asset: str, partition: str, first_stale_index: int
+) -> int:
+    """Drop checkpoints past the input's last chunk (the input got shorter)."""
+    return connection.execute(
+        sa.delete(checkpoints).where(
+            checkpoints.c.asset == asset,
+            checkpoints.c.partition == partition,
+            checkpoints.c.chunk_index >= first_stale_index,
+        )
+    ).rowcount

@@ -1,0 +1,59 @@
+"""Per-partition state: done, failing or quarantined, and the current episode."""
+
+from __future__ import annotations
+
+import enum
+
+import sqlalchemy as sa
+
+from jobs_platform.store.schema import partitions, utcnow
+
+
+class PartitionStatus(enum.StrEnum):
+    """Where a partition stands; missing partitions have no row at all."""
+
+    DONE = "done"  # its finalize transaction committed
+    FAILED = "failed"  # its last attempt failed and it will be retried
+    QUARANTINED = "quarantined"  # it failed terminally or ran out of attempts
+
+
+def current_episode(connection: sa.Connection, asset: str, partition: str) -> int:
+    episode = connection.execute(
+        sa.select(partitions.c.episode).where(
+            partitions.c.asset == asset, partitions.c.partition == partition
+        )
+    ).scalar_one_or_none()
+    return episode or 1
+
+
+def set_partition_status(
+    connection: sa.Connection,
+    asset: str,
+    partition: str,
+    status: PartitionStatus,
+    *,
+    episode: int | None = None,
+    **details,
+) -> None:
+    """Upsert the partition's row (idempotent: the same call twice leaves the same row)."""
+    values = {"status": str(status), "updated_at": utcnow(), **details}
+    if episode is not None:
+        values["episode"] = episode
+    updated = connection.execute(
+        sa.update(partitions)
+        .where(partitions.c.asset == asset, partitions.c.partition == partition)
+        .values(**values)
+    ).rowcount
+    if not updated:
+        connection.execute(
+            sa.insert(partitions).values(
+                {"asset": asset, "partition": partition, "episode": 1, **values}
+            )
+        )
+
+
+def partition_rows(connection: sa.Connection, asset: str | None = None) -> list[sa.Row]:
+    query = sa.select(partitions)
+    if asset is not None:
+        query = query.where(partitions.c.asset == asset)
+    return list(connection.execute(query.order_by(partitions.c.asset, partitions.c.partition)))

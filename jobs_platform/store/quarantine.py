@@ -1,0 +1,150 @@
+"""The quarantine (dead letter): partitions that must stop and wait for a person.
+
+An entry is created once per partition and episode, however many times the runner, the
+failure hook or a repeated sensor tick report the same failure.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import sqlalchemy as sa
+
+from jobs_platform.store.attempts import failing_streak
+from jobs_platform.store.partitions import PartitionStatus, set_partition_status
+from jobs_platform.store.schema import quarantine, utcnow
+
+
+class QuarantineStatus(enum.StrEnum):
+    """Where a quarantine entry stands."""
+
+    QUARANTINED = "quarantined"  # the partition failed for good; its gate refuses all work
+    REQUEUED = "requeued"  # a person released it; a new episode of attempts runs
+    RESOLVED = "resolved"  # the requeued partition then succeeded
+
+
+class UnknownEntry(LookupError):
+    """No quarantine entry matches."""
+
+
+def quarantine_partition(
+    connection: sa.Connection, asset: str, partition: str, episode: int
+) -> int:
+    """Quarantine the partition's episode from its history; returns the entry id."""
+    existing = _entry_for_episode(connection, asset, partition, episode)
+    if existing is not None:
+        return existing.id
+    history = failing_streak(connection, asset, partition, episode)
+    last = history[-1] if history else None
+    now = utcnow()
+    entry_id = connection.execute(
+        sa.insert(quarantine)
+        .values(
+            asset=asset,
+            partition=partition,
+            episode=episode,
+            status=QuarantineStatus.QUARANTINED,
+            attempts=len(history),
+            error_class=last.error_class if last else "unknown",
+            error_type=last.error_type if last else None,
+            last_error=last.message if last else None,
+            first_failed_at=history[0].ended_at if history else now,
+            last_failed_at=last.ended_at if last else now,
+            quarantined_at=now,
+        )
+        .returning(quarantine.c.id)
+    ).scalar_one()
+    set_partition_status(connection, asset, partition, PartitionStatus.QUARANTINED)
+    return entry_id
+
+
+def active_entry(connection: sa.Connection, asset: str, partition: str) -> sa.Row | None:
+    """The partition's open entry, if it is quarantined now."""
+    return connection.execute(
+        sa.select(quarantine).where(
+            quarantine.c.asset == asset,
+            quarantine.c.partition == partition,
+            quarantine.c.status == QuarantineStatus.QUARANTINED,
+        )
+    ).first()
+
+
+def latest_entry(connection: sa.Connection, asset: str, partition: str) -> sa.Row:
+    row = connection.execute(
+        sa.select(quarantine)
+        .where(quarantine.c.asset == asset, quarantine.c.partition == partition)
+        .order_by(quarantine.c.id.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        raise UnknownEntry(f"{asset}/{partition} has never been quarantined")
+    return row
+
+
+def list_entries(
+    connection: sa.Connection,
+    statuses: tuple[QuarantineStatus, ...] = (QuarantineStatus.QUARANTINED,),
+) -> list[sa.Row]:
+    return list(
+        connection.execute(
+            sa.select(quarantine)
+            .where(quarantine.c.status.in_([str(s) for s in statuses]))
+            .order_by(quarantine.c.id)
+        )
+    )
+
+
+def entries_after(connection: sa.Connection, after_id: int, limit: int) -> list[sa.Row]:
+    """Entries created after `after_id`, oldest first (a sensor's cursor walk; indexed by id)."""
+    return list(
+        connection.execute(
+            sa.select(quarantine)
+            .where(quarantine.c.id > after_id)
+            .order_by(quarantine.c.id)
+            .limit(limit)
+        )
+    )
+
+
+def requeue_partition(connection: sa.Connection, asset: str, partition: str) -> sa.Row:
+    """Release the open entry: the partition starts a new episode with a fresh budget.
+
+    The old attempts stay in the history under their episode.
+    """
+    entry = active_entry(connection, asset, partition)
+    if entry is None:
+        raise UnknownEntry(f"{asset}/{partition} is not quarantined")
+    connection.execute(
+        sa.update(quarantine)
+        .where(quarantine.c.id == entry.id)
+        .values(status=QuarantineStatus.REQUEUED, requeued_at=utcnow())
+    )
+    set_partition_status(
+        connection, asset, partition, PartitionStatus.FAILED, episode=entry.episode + 1
+    )
+    return entry
+
+
+def resolve_requeued(connection: sa.Connection, asset: str, partition: str) -> int:
+    """Mark requeued entries of the partition resolved once it has succeeded."""
+    return connection.execute(
+        sa.update(quarantine)
+        .where(
+            quarantine.c.asset == asset,
+            quarantine.c.partition == partition,
+            quarantine.c.status == QuarantineStatus.REQUEUED,
+        )
+        .values(status=QuarantineStatus.RESOLVED, resolved_at=utcnow())
+    ).rowcount
+
+
+def _entry_for_episode(
+    connection: sa.Connection, asset: str, partition: str, episode: int
+) -> sa.Row | None:
+    return connection.execute(
+        sa.select(quarantine).where(
+            quarantine.c.asset == asset,
+            quarantine.c.partition == partition,
+            quarantine.c.episode == episode,
+        )
+    ).first()

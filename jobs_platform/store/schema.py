@@ -1,0 +1,158 @@
+"""The framework's own tables, kept in the warehouse beside the job's target tables.
+
+They live in the same database as the target tables on purpose: a chunk's rows, its
+checkpoint and its fence check then commit in one transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+
+
+class UtcDateTime(sa.types.TypeDecorator):
+    """A timestamp stored in UTC and always read back timezone-aware (SQLite drops the zone)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are ambiguous; pass a UTC-aware datetime")
+        value = value.astimezone(dt.UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+framework_metadata = sa.MetaData()
+
+checkpoints = sa.Table(
+    "jp_checkpoints",
+    framework_metadata,
+    sa.Column("asset", sa.String(255), primary_key=True),
+    sa.Column("partition", sa.String(255), primary_key=True),
+    sa.Column("fingerprint", sa.String(128), primary_key=True),
+    sa.Column("chunk_index", sa.Integer, primary_key=True),
+    # The chunk's content hash: a chunk is skipped only when it is the very same data.
+    sa.Column("chunk_hash", sa.String(64), nullable=False),
+    sa.Column("row_count", sa.Integer, nullable=False),
+    sa.Column("token", sa.BigInteger, nullable=False),
+    sa.Column("committed_at", UtcDateTime, nullable=False),
+)
+
+partitions = sa.Table(
+    "jp_partitions",
+    framework_metadata,
+    sa.Column("asset", sa.String(255), primary_key=True),
+    sa.Column("partition", sa.String(255), primary_key=True),
+    sa.Column("status", sa.String(32), nullable=False),
+    # Requeueing a quarantined partition starts a new episode: its attempt count starts over.
+    sa.Column("episode", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("fingerprint", sa.String(128)),
+    sa.Column("row_count", sa.BigInteger),
+    sa.Column("duration_seconds", sa.Float),
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+leases = sa.Table(
+    "jp_leases",
+    framework_metadata,
+    sa.Column("asset", sa.String(255), primary_key=True),
+    sa.Column("partition", sa.String(255), primary_key=True),
+    # Fencing token: strictly increasing per partition, a new one on every acquisition.
+    sa.Column("token", sa.BigInteger, nullable=False),
+    sa.Column("holder", sa.String(255)),
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("attempt_id", sa.BigInteger),
+    sa.Column("acquired_at", UtcDateTime),
+    sa.Column("expires_at", UtcDateTime, nullable=False),
+)
+
+attempts = sa.Table(
+    "jp_attempts",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("partition", sa.String(255), nullable=False),
+    sa.Column("episode", sa.Integer, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("step_retry", sa.Integer),
+    sa.Column("token", sa.BigInteger),
+    sa.Column("holder", sa.String(255)),
+    sa.Column("correlation_id", sa.String(255)),
+    sa.Column("outcome", sa.String(32), nullable=False),
+    sa.Column("error_class", sa.String(32)),
+    sa.Column("error_type", sa.String(255)),
+    sa.Column("message", sa.Text),
+    sa.Column("traceback", sa.Text),
+    sa.Column("started_at", UtcDateTime, nullable=False),
+    sa.Column("ended_at", UtcDateTime),
+    sa.Index("ix_jp_attempts_partition", "asset", "partition", "episode"),
+)
+
+quarantine = sa.Table(
+    "jp_quarantine",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("partition", sa.String(255), nullable=False),
+    sa.Column("episode", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("error_class", sa.String(32), nullable=False),
+    sa.Column("error_type", sa.String(255)),
+    sa.Column("last_error", sa.Text),
+    sa.Column("first_failed_at", UtcDateTime),
+    sa.Column("last_failed_at", UtcDateTime),
+    sa.Column("quarantined_at", UtcDateTime, nullable=False),
+    sa.Column("requeued_at", UtcDateTime),
+    sa.Column("resolved_at", UtcDateTime),
+    # One entry per episode: the hook and the runner may both report the same failure.
+    sa.UniqueConstraint("asset", "partition", "episode", name="uq_jp_quarantine_episode"),
+)
+
+alert_ledger = sa.Table(
+    "jp_alert_ledger",
+    framework_metadata,
+    sa.Column("entry_id", sa.BigInteger, primary_key=True),
+    sa.Column("sink", sa.String(64), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("tries", sa.Integer, nullable=False),
+    sa.Column("last_error", sa.Text),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+
+# Any constant works; it only has to be the same for every process creating tables.
+_CREATE_TABLES_LOCK_ID = 7_415_902_311
+
+
+def create_tables(engine: sa.Engine, *tables: sa.Table) -> None:
+    """Create the framework's tables and the given target tables when missing.
+
+    Safe when many workers start at once: on PostgreSQL a transaction-scoped advisory
+    lock serialises the creators (concurrent CREATE TABLE races on the catalog);
+    SQLite's BEGIN IMMEDIATE already does.
+    """
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(
+                sa.text("SELECT pg_advisory_xact_lock(:lock_id)"),
+                {"lock_id": _CREATE_TABLES_LOCK_ID},
+            )
+        framework_metadata.create_all(connection, checkfirst=True)
+        for table in tables:
+            table.create(connection, checkfirst=True)
