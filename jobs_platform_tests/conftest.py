@@ -62,3 +62,38 @@ def warehouse_url(request) -> str:
     """A fresh warehouse on each backend the framework supports."""
     fixture_name = "pg_url" if request.param == "postgresql" else "sqlite_url"
     return request.getfixturevalue(fixture_name)
+
+
+@pytest.fixture
+def platform_env(warehouse_url, tmp_path, monkeypatch) -> dict[str, str]:
+    """Environment of a framework run: fresh warehouse, landing zone and Dagster home.
+
+    Set in this process (for in-process runs) and returned (for subprocesses).
+    """
+    from jobs_platform_tests.support import platform_environment
+
+    env = platform_environment(warehouse_url, tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    return env
+
+
+@pytest.fixture
+def pg_platform_env(pg_url, tmp_path, monkeypatch) -> dict[str, str]:
+    """Like `platform_env`, PostgreSQL only (for what only PostgreSQL can show)."""
+    from jobs_platform_tests.support import platform_environment
+
+    env = platform_environment(pg_url, tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    return env
+
+
+@pytest.fixture(autouse=True)
+def _dispose_engines():
+    yield
+    from jobs_platform.store.db import dispose_engines
+
+    dispose_engines()

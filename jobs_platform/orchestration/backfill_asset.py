@@ -103,7 +103,7 @@ def run_backfill_step(
         interrupt_types=(DagsterExecutionInterruptedError,),
     )
     info = AttemptInfo(
-        run_id=context.run_id,
+        run_id=context.run.run_id,
         step_retry=context.retry_number,
         correlation_id=context.run.tags.get(CORRELATION_TAG),
         holder=this_holder(),

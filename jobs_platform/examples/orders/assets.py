@@ -104,6 +104,5 @@ def daily_revenue(source: PartitionInput) -> Iterator[pd.DataFrame]:
 orders_backfill = dg.define_asset_job(
     "orders_backfill",
     selection=[orders, daily_revenue],
-    partitions_def=daily_partitions,
     description="Backfill orders and their daily revenue, one day per partition.",
 )
