@@ -118,12 +118,9 @@ def table_snapshot(engine: sa.Engine, table_name: str) -> list[tuple]:
 def row_versions(engine: sa.Engine, table_name: str) -> list[str]:
     """PostgreSQL's xmin of every row: unchanged when no row was rewritten."""
     with engine.connect() as connection:
-        return [
-            str(v)
-            for v in connection.execute(
-                sa.text(f"SELECT xmin::text FROM {table_name} ORDER BY 1")  # noqa: S608 - test-owned name
-            ).scalars()
-        ]
+        xmin = sa.literal_column("xmin::text")
+        query = sa.select(xmin).select_from(sa.table(table_name)).order_by(xmin)
+        return list(connection.execute(query).scalars())
 
 
 def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict:
