@@ -326,7 +326,12 @@ class PartitionRunner:
             round(duration, 3),
             fingerprint,
         )
-        self.log.info("%s/%s succeeded: %s", spec.asset, partition, report)
+        self.log.info(
+            "%s/%s succeeded: %d input rows (%d inserted, %d updated, %d unchanged, %d swept), "
+            "%d chunks written, %d resumed, %.2fs",
+            spec.asset, partition, input_rows, counts.inserted, counts.updated,
+            counts.unchanged, swept, written, resumed, duration,
+        )  # fmt: skip
         return report
 
     def _chunks(

@@ -119,6 +119,8 @@ quarantine = sa.Table(
     sa.Column("last_failed_at", UtcDateTime),
     sa.Column("quarantined_at", UtcDateTime, nullable=False),
     sa.Column("requeued_at", UtcDateTime),
+    # Set when a run for the requeued partition was launched (by the CLI or the sensor).
+    sa.Column("requeue_launched_at", UtcDateTime),
     sa.Column("resolved_at", UtcDateTime),
     # One entry per episode: the hook and the runner may both report the same failure.
     sa.UniqueConstraint("asset", "partition", "episode", name="uq_jp_quarantine_episode"),

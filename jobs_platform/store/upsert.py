@@ -152,7 +152,8 @@ def _merge_from_stage(
         )
     else:
         statement = statement.on_conflict_do_nothing(index_elements=list(key))
-    written = connection.execute(statement).rowcount
+    # SQLAlchemy 2.1 drops an INSERT's rowcount on PostgreSQL (-1) unless asked to keep it.
+    written = connection.execute(statement, execution_options={"preserve_rowcount": True}).rowcount
     inserted = row_count - existing
     updated = written - inserted
     return UpsertCounts(inserted=inserted, updated=updated, unchanged=existing - updated)

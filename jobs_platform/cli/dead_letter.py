@@ -1,0 +1,162 @@
+"""`jobs-platform dead-letter list|show|requeue`: find, read and release quarantined work."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from jobs_platform.settings import Settings
+from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store.attempts import attempt_history
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.schema import create_tables, quarantine, utcnow
+
+LIST_FIELDS = (
+    "asset", "partition", "status", "attempts", "error_class", "last_error",
+    "first_failed_at", "last_failed_at",
+)  # fmt: skip
+
+
+def register(commands) -> None:
+    parser = commands.add_parser("dead-letter", help="inspect and requeue quarantined partitions")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="quarantined partitions")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(handler=run_list)
+    show = actions.add_parser("show", help="one entry with its whole failure history")
+    show.add_argument("asset")
+    show.add_argument("partition")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.set_defaults(handler=run_show)
+    requeue = actions.add_parser("requeue", help="release an entry and launch a run for it")
+    requeue.add_argument("asset")
+    requeue.add_argument("partition")
+    requeue.add_argument(
+        "--no-launch", action="store_true", help="only release; let the requeue sensor launch it"
+    )
+    requeue.set_defaults(handler=run_requeue)
+
+
+def _engine() -> sa.Engine:
+    engine = warehouse_engine(Settings.from_env().database_url)
+    create_tables(engine)
+    return engine
+
+
+def entry_summary(row: sa.Row) -> dict:
+    return {name: _plain(getattr(row, name)) for name in LIST_FIELDS}
+
+
+def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[dict]:
+    return [
+        {
+            "episode": row.episode,
+            "attempt": row.attempt,
+            "run_id": row.run_id,
+            "error_class": row.error_class or row.outcome,
+            "error_type": row.error_type,
+            "message": row.message,
+            "at": _plain(row.ended_at or row.started_at),
+        }
+        for row in attempt_history(connection, asset, partition)
+    ]
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with _engine().connect() as connection:
+        entries = [entry_summary(row) for row in quarantine_store.list_entries(connection)]
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    if not entries:
+        print("the dead letter is empty: no quarantined partitions")
+        return 0
+    for entry in entries:
+        print(
+            f"{entry['asset']}/{entry['partition']}  {entry['error_class']} after "
+            f"{entry['attempts']} attempt(s), last at {entry['last_failed_at']}\n"
+            f"    {_one_line(entry['last_error'])}"
+        )
+    print(f"\n{len(entries)} quarantined. Details: jobs-platform dead-letter show ASSET PARTITION")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with _engine().connect() as connection:
+        row = quarantine_store.latest_entry(connection, args.asset, args.partition)
+        entry = {"id": row.id, "episode": row.episode, **entry_summary(row)}
+        entry["history"] = history_rows(connection, args.asset, args.partition)
+    if args.json:
+        print(json.dumps(entry, indent=2))
+        return 0
+    print(
+        f"{entry['asset']}/{entry['partition']}: {entry['status']} (entry {entry['id']}, "
+        f"episode {entry['episode']}, {entry['attempts']} attempt(s))"
+    )
+    print(f"first failed {entry['first_failed_at']}, last failed {entry['last_failed_at']}")
+    print(f"last error ({entry['error_class']}): {_one_line(entry['last_error'])}\n")
+    for attempt in entry["history"]:
+        print(
+            f"  episode {attempt['episode']} attempt {attempt['attempt']}  {attempt['at']}  "
+            f"{attempt['error_class']:<11} {attempt['error_type'] or ''}  run {attempt['run_id']}"
+        )
+        if attempt["message"]:
+            print(f"      {_one_line(attempt['message'])}")
+    if entry["status"] == quarantine_store.QuarantineStatus.QUARANTINED:
+        print(f"\nrequeue with: jobs-platform dead-letter requeue {args.asset} {args.partition}")
+    return 0
+
+
+def run_requeue(args: argparse.Namespace) -> int:
+    engine = _engine()
+    with engine.begin() as connection:
+        entry = quarantine_store.requeue_partition(connection, args.asset, args.partition)
+        if not args.no_launch:
+            connection.execute(
+                sa.update(quarantine)
+                .where(quarantine.c.id == entry.id)
+                .values(requeue_launched_at=utcnow())
+            )
+    print(
+        f"released {args.asset}/{args.partition} (entry {entry.id}); "
+        f"its attempt count starts over, the old history is kept"
+    )
+    if args.no_launch:
+        print("the requeue sensor will launch a run for it")
+        return 0
+    return launch_partition_run(args.asset, args.partition)
+
+
+def launch_partition_run(asset: str, partition: str) -> int:
+    """Materialize the asset and the backfills downstream of it for one partition."""
+    from jobs_platform.orchestration.registry import backfill_specs
+    import jobs_platform.definitions  # noqa: F401 - registers the code location's backfills
+
+    downstream = [name for name, spec in backfill_specs().items() if asset in spec.upstream]
+    selection = ",".join([asset, *downstream])
+    command = [
+        str(Path(sys.executable).with_name("dagster")), "asset", "materialize",
+        "-m", "jobs_platform.definitions", "--select", selection, "--partition", partition,
+    ]  # fmt: skip
+    print(f"launching: dagster asset materialize --select {selection} --partition {partition}")
+    finished = subprocess.run(command, capture_output=True, text=True, check=False)
+    if finished.returncode == 0:
+        print(f"{asset}/{partition} succeeded")
+    else:
+        tail = "\n".join((finished.stdout + finished.stderr).strip().splitlines()[-15:])
+        print(f"{asset}/{partition} failed again:\n{tail}", file=sys.stderr)
+    return finished.returncode
+
+
+def _plain(value):
+    return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+def _one_line(text: str | None, limit: int = 300) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

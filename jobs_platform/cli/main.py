@@ -1,0 +1,50 @@
+"""`jobs-platform`: seed landing data, run the demo, inspect and requeue the dead letter."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from collections.abc import Sequence
+
+from jobs_platform.settings import SettingsError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except (SettingsError, ValueError, LookupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        from jobs_platform.store.db import dispose_engines
+
+        dispose_engines()
+
+
+def _parser() -> argparse.ArgumentParser:
+    from jobs_platform.cli import dead_letter, demo, seed
+
+    parser = argparse.ArgumentParser(
+        prog="jobs-platform",
+        description="Idempotent, retry-safe historical backfills on Dagster.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    seed.register(commands)
+    demo.register(commands)
+    dead_letter.register(commands)
+    return parser
+
+
+def parse_day(text: str) -> dt.date:
+    """argparse type for YYYY-MM-DD days."""
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
