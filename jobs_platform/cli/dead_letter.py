@@ -134,8 +134,8 @@ def run_requeue(args: argparse.Namespace) -> int:
 
 def launch_partition_run(asset: str, partition: str) -> int:
     """Materialize the asset and the backfills downstream of it for one partition."""
-    from jobs_platform.orchestration.registry import backfill_specs
     import jobs_platform.definitions  # noqa: F401 - registers the code location's backfills
+    from jobs_platform.orchestration.registry import backfill_specs
 
     downstream = [name for name, spec in backfill_specs().items() if asset in spec.upstream]
     selection = ",".join([asset, *downstream])
