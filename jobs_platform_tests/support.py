@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -29,6 +33,10 @@ def platform_environment(warehouse_url: str, folder: Path, **overrides: str) -> 
     dagster_home = folder / "dagster_home"
     dagster_home.mkdir(parents=True, exist_ok=True)
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # Create the instance's storage now: Dagster processes that start at the same moment
+    # on a fresh SQLite instance race on its schema migrations.
+    with dg.DagsterInstance.from_config(str(dagster_home)):
+        pass
     env = {
         "JOBS_PLATFORM_DATABASE_URL": warehouse_url,
         "JOBS_PLATFORM_LANDING": str(folder / "landing"),
@@ -104,8 +112,17 @@ def dagster_job_execute(
         json.dumps({"dagster/partition": partition}),
     ]
     if config is not None:
-        args += ["--config-json", json.dumps(config)]
+        args += ["--config", _config_file(config)]
     return run_cli(args, env)
+
+
+def _config_file(config: dict) -> str:
+    """`dagster job execute` takes run config only as files (JSON is valid YAML)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
+        json.dump(config, handle)
+    return handle.name
 
 
 def table_snapshot(engine: sa.Engine, table_name: str) -> list[tuple]:
@@ -128,3 +145,282 @@ def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict:
         if event.asset_key.to_user_string() == asset:
             return {k: v.value for k, v in event.materialization.metadata.items()}
     raise AssertionError(f"no materialization of {asset}")
+
+
+# Helpers added for the retry, convergence, CLI, generic-backfill and validation suites.
+
+DAGSTER = str(Path(sys.executable).with_name("dagster"))
+
+
+def run_config_file(env: dict[str, str], config: dict) -> Path:
+    """Write run config where a CLI run can read it (`dagster job execute` has no JSON flag)."""
+    folder = Path(env["DAGSTER_HOME"]).parent / "run_configs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"run_config_{len(list(folder.iterdir()))}.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def dagster_job_execute_configured(
+    env: dict[str, str], partition: str, config: dict, *, job: str = "orders_backfill"
+) -> subprocess.CompletedProcess:
+    """`dagster job execute … -c FILE` for one partition, with run config."""
+    args = [
+        DAGSTER,
+        "job",
+        "execute",
+        "-m",
+        "jobs_platform.definitions",
+        "-j",
+        job,
+        "--tags",
+        json.dumps({"dagster/partition": partition}),
+        "-c",
+        str(run_config_file(env, config)),
+    ]
+    return run_cli(args, env)
+
+
+def chunk_rows_config(assets: list[str], chunk_rows: int) -> dict:
+    return {"ops": {name: {"config": {"chunk_rows": chunk_rows}} for name in assets}}
+
+
+def dagster_asset_materialize(
+    env: dict[str, str], assets: list[str], partition: str, *, chunk_rows: int | None = None
+) -> subprocess.CompletedProcess:
+    """`dagster asset materialize -m jobs_platform.definitions --select … --partition …`."""
+    args = [
+        DAGSTER,
+        "asset",
+        "materialize",
+        "-m",
+        "jobs_platform.definitions",
+        "--select",
+        ",".join(assets),
+        "--partition",
+        partition,
+    ]
+    if chunk_rows is not None:
+        args += ["--config-json", json.dumps(chunk_rows_config(assets, chunk_rows))]
+    return run_cli(args, env)
+
+
+def stored_materialization_metadata(env: dict[str, str], asset: str, partition: str) -> dict:
+    """Metadata of the latest materialization of `asset`/`partition` in the env's instance."""
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]),
+            limit=1,
+        ).records
+    if not records:
+        raise AssertionError(f"no materialization of {asset}/{partition} in {env['DAGSTER_HOME']}")
+    metadata = records[0].asset_materialization.metadata
+    return {name: value.value for name, value in metadata.items()}
+
+
+def declared_rows(
+    engine: sa.Engine, table: sa.Table, where: sa.ColumnElement[bool] | None = None
+) -> list[tuple]:
+    """Rows read through the declared table (so timestamps are UTC-aware on every backend)."""
+    query = sa.select(table).order_by(*table.primary_key.columns)
+    if where is not None:
+        query = query.where(where)
+    with engine.connect() as connection:
+        return [tuple(row) for row in connection.execute(query)]
+
+
+def attempts_of(engine: sa.Engine, asset: str, partition: str) -> list[sa.Row]:
+    """The attempt history of one partition, oldest first."""
+    from jobs_platform.store.schema import attempts
+
+    with engine.connect() as connection:
+        return list(
+            connection.execute(
+                sa.select(attempts)
+                .where(attempts.c.asset == asset, attempts.c.partition == partition)
+                .order_by(attempts.c.id)
+            )
+        )
+
+
+@contextlib.contextmanager
+def sibling_database(url: str, folder: Path) -> Iterator[str]:
+    """A second fresh, empty database on the same backend as `url`, dropped afterwards."""
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        path = folder / f"sibling_{uuid.uuid4().hex[:8]}.db"
+        yield f"sqlite:///{path}"
+        return
+    name = f"{parsed.database}_sib_{uuid.uuid4().hex[:6]}"
+    admin = sa.create_engine(
+        parsed.set(database="postgres"), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool
+    )
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield parsed.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def materialize_into(
+    database_url: str, assets, partition: str, *, chunk_rows: int | None = None
+) -> dg.ExecuteInProcessResult:
+    """A clean in-process run against another warehouse, on a throwaway Dagster instance."""
+    from jobs_platform.orchestration.resources import JobsPlatformResource
+
+    run_config = {}
+    if chunk_rows is not None:
+        names = [asset.key.to_python_identifier() for asset in assets]
+        run_config = chunk_rows_config(names, chunk_rows)
+    with dg.DagsterInstance.ephemeral() as instance:
+        return dg.materialize(
+            assets,
+            partition_key=partition,
+            instance=instance,
+            resources={"jobs_platform": JobsPlatformResource(database_url=database_url)},
+            run_config=run_config,
+            raise_on_error=True,
+        )
+
+
+def order_line(
+    order_id: int,
+    *,
+    day: str,
+    amount_cents: int = 1_000,
+    currency: str = "USD",
+    status: str = "paid",
+    customer_id: int = 1,
+    second: int = 0,
+) -> dict:
+    """One valid landing record of `day` (a dict; write it with `write_landing_lines`)."""
+    hours, remainder = divmod(second % 86_400, 3600)
+    return {
+        "schema_version": 1,
+        "order_id": order_id,
+        "customer_id": customer_id,
+        "amount_cents": amount_cents,
+        "currency": currency,
+        "status": status,
+        "ordered_at": f"{day}T{hours:02d}:{remainder // 60:02d}:{remainder % 60:02d}Z",
+    }
+
+
+def orders_landing_path(landing_root: str, day: str) -> Path:
+    return Path(landing_root) / "orders" / f"{day}.jsonl"
+
+
+def write_landing_lines(landing_root: str, day: str, lines: list[dict | str]) -> Path:
+    """Write a day's landing file: dicts as JSON, strings verbatim (for malformed lines)."""
+    path = orders_landing_path(landing_root, day)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def read_landing_lines(landing_root: str, day: str) -> list[dict]:
+    path = orders_landing_path(landing_root, day)
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def expected_tables_from_landing(landing_root: str, day: str) -> tuple[list[tuple], list[tuple]]:
+    """(orders rows, daily_revenue rows) a day's file must produce, derived without the framework.
+
+    The contract (DESIGN §4): one row per order_id, the last line wins; revenue and count
+    per currency over `paid` orders. Rows are ordered by primary key, as `declared_rows`.
+    """
+    last_by_id: dict[int, dict] = {}
+    for record in read_landing_lines(landing_root, day):
+        last_by_id[record["order_id"]] = record
+    orders_rows = []
+    for order_id in sorted(last_by_id):
+        record = last_by_id[order_id]
+        ordered_at = dt.datetime.fromisoformat(record["ordered_at"])
+        if ordered_at.tzinfo is None:
+            ordered_at = ordered_at.replace(tzinfo=dt.UTC)
+        orders_rows.append(
+            (
+                order_id,
+                record["customer_id"],
+                record["amount_cents"],
+                record["currency"],
+                record["status"],
+                ordered_at.astimezone(dt.UTC),
+            )
+        )
+    revenue: dict[str, list[int]] = {}
+    for row in orders_rows:
+        if row[4] == "paid":
+            totals = revenue.setdefault(row[3], [0, 0])
+            totals[0] += row[2]
+            totals[1] += 1
+    day_date = dt.date.fromisoformat(day)
+    revenue_rows = [
+        (day_date, currency, totals[0], totals[1]) for currency, totals in sorted(revenue.items())
+    ]
+    return orders_rows, revenue_rows
+
+
+def dagster_job_command(partition: str, *, job: str = "orders_backfill", chunk_rows: int = 0):
+    args = [
+        str(Path(sys.executable).with_name("dagster")),
+        "job",
+        "execute",
+        "-m",
+        "jobs_platform.definitions",
+        "-j",
+        job,
+        "--tags",
+        json.dumps({"dagster/partition": partition}),
+    ]
+    if chunk_rows:
+        args += [
+            "--config",
+            _config_file({"ops": {"orders": {"config": {"chunk_rows": chunk_rows}}}}),
+        ]
+    return args
+
+
+def start_run(
+    env: dict[str, str], partition: str, *, chunk_rows: int = 0, log_path: Path | None = None
+) -> subprocess.Popen:
+    """Start `dagster job execute` in its own process group (so tests can signal it whole)."""
+    output = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    return subprocess.Popen(
+        dagster_job_command(partition, chunk_rows=chunk_rows),
+        env={**os.environ, **env},
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.1, what: str = "condition"):
+    """Poll until `predicate()` is truthy; fail with `what` after `timeout` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def materializations_metadata(
+    instance: dg.DagsterInstance, asset: str, partition: str
+) -> list[dict]:
+    """Metadata of every materialization of one asset partition, oldest first."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]),
+        limit=100,
+        ascending=True,
+    ).records
+    return [
+        {k: v.value for k, v in record.asset_materialization.metadata.items()} for record in records
+    ]

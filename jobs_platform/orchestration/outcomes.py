@@ -16,9 +16,9 @@ from jobs_platform.engine.runner import FailedAttempt, PartitionReport
 # Dagster's own budget for step processes that die (SIGKILL, OOM): larger than any
 # sensible JOBS_PLATFORM_MAX_ATTEMPTS, because the cross-run ceiling in the warehouse
 # is what stops a crash loop (the next attempt finds the budget spent and quarantines).
-CRASH_RETRY_POLICY = dg.RetryPolicy(
-    max_retries=25, delay=1, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.FULL
-)
+# A constant short delay: the dead process's lease is taken over at once on the same host,
+# and an exponential delay over 25 retries would grow to hours.
+CRASH_RETRY_POLICY = dg.RetryPolicy(max_retries=25, delay=1, jitter=dg.Jitter.PLUS_MINUS)
 
 
 def report_metadata(report: PartitionReport) -> dict:

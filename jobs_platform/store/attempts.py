@@ -114,15 +114,20 @@ def record_abandoned_attempts(
             attempts.c.outcome == AttemptOutcome.RUNNING,
             attempts.c.token < before_token,
         )
-        .values(
-            outcome=AttemptOutcome.FAILED,
-            error_class=Classification.CRASH,
-            error_type="WorkerLost",
-            message="the worker stopped (killed, out of memory or hung) without reporting a "
-            "result; its lease expired and another worker took over",
-            ended_at=utcnow(),
-        )
+        .values(**crash_values())
     ).rowcount
+
+
+def crash_values() -> dict:
+    """The columns of an attempt whose worker died without reporting."""
+    return {
+        "outcome": AttemptOutcome.FAILED,
+        "error_class": Classification.CRASH,
+        "error_type": "WorkerLost",
+        "message": "the worker stopped (killed, out of memory or hung) without reporting a "
+        "result, and its lease expired or was taken over",
+        "ended_at": utcnow(),
+    }
 
 
 def counted_failures(connection: sa.Connection, asset: str, partition: str, episode: int) -> int:

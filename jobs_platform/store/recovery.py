@@ -1,0 +1,99 @@
+"""Finding attempts whose worker died: the stuck-attempt rescuer's queries.
+
+An attempt is abandoned when it is still `running` but its lease has expired (nobody
+renewed it) or its holder process is gone, or another worker has since taken the lease.
+Recording it as a crash here, instead of only when the next worker arrives, lets the
+orchestrator fail the run that owned it within a bounded time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+
+from jobs_platform.errors import Classification
+from jobs_platform.store.attempts import AttemptOutcome, crash_values
+from jobs_platform.store.leases import holder_is_dead
+from jobs_platform.store.schema import attempts, leases, utcnow
+
+
+def record_abandoned_attempts_everywhere(connection: sa.Connection) -> list[sa.Row]:
+    """Mark every abandoned attempt as a crash; returns the attempts marked."""
+    now = utcnow()
+    candidates = connection.execute(
+        sa.select(
+            attempts,
+            leases.c.token.label("lease_token"),
+            leases.c.holder.label("lease_holder"),
+            leases.c.expires_at,
+        )
+        .join(
+            leases,
+            sa.and_(leases.c.asset == attempts.c.asset, leases.c.partition == attempts.c.partition),
+        )
+        .where(attempts.c.outcome == AttemptOutcome.RUNNING)
+    ).all()
+    abandoned = [
+        row
+        for row in candidates
+        if row.lease_token != row.token
+        or row.expires_at <= now
+        or (row.lease_holder is not None and holder_is_dead(row.lease_holder))
+    ]
+    for row in abandoned:
+        connection.execute(
+            sa.update(attempts)
+            .where(attempts.c.id == row.id, attempts.c.outcome == AttemptOutcome.RUNNING)
+            .values(**crash_values())
+        )
+    return abandoned
+
+
+def runs_with_live_attempts(connection: sa.Connection, run_ids: list[str]) -> set[str]:
+    """Which of these runs still have an attempt running under a live lease."""
+    if not run_ids:
+        return set()
+    rows = connection.execute(
+        sa.select(attempts.c.run_id)
+        .join(
+            leases,
+            sa.and_(
+                leases.c.asset == attempts.c.asset,
+                leases.c.partition == attempts.c.partition,
+                leases.c.token == attempts.c.token,
+            ),
+        )
+        .where(
+            attempts.c.run_id.in_(run_ids),
+            attempts.c.outcome == AttemptOutcome.RUNNING,
+            leases.c.expires_at > utcnow(),
+        )
+    ).scalars()
+    return set(rows)
+
+
+def runs_whose_worker_died(
+    connection: sa.Connection, run_ids: list[str], grace_seconds: float
+) -> set[str]:
+    """Runs whose latest attempt crashed more than `grace_seconds` ago and started no other.
+
+    The grace leaves a live run worker time to retry its killed step itself; a run worker
+    that is gone never does, and its run must be failed by someone else.
+    """
+    if not run_ids:
+        return set()
+    live = runs_with_live_attempts(connection, run_ids)
+    latest = (
+        sa.select(attempts.c.run_id, sa.func.max(attempts.c.id).label("latest_id"))
+        .where(attempts.c.run_id.in_(run_ids))
+        .group_by(attempts.c.run_id)
+        .subquery()
+    )
+    cutoff = utcnow() - dt.timedelta(seconds=grace_seconds)
+    crashed = connection.execute(
+        sa.select(attempts.c.run_id)
+        .join(latest, attempts.c.id == latest.c.latest_id)
+        .where(attempts.c.error_class == Classification.CRASH, attempts.c.ended_at <= cutoff)
+    ).scalars()
+    return set(crashed) - live

@@ -1,0 +1,222 @@
+"""Overlapping, paused, hung and crashed workers never double-apply or lose work.
+
+Real `dagster job execute` processes, real signals, real databases.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import time
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform.orchestration.recovery import abandoned_run_sensor
+from jobs_platform.store.schema import attempts, checkpoints, create_tables, quarantine
+from jobs_platform_tests.support import (
+    engine_from,
+    materializations_metadata,
+    start_run,
+    table_snapshot,
+    wait_for,
+)
+
+DAY = dt.date(2024, 3, 1)
+PARTITION = DAY.isoformat()
+ORDERS = 200
+CHUNK_ROWS = 50  # four chunks
+
+
+def seed(env) -> None:
+    seed_orders(env["JOBS_PLATFORM_LANDING"], DAY, DAY, orders_per_day=ORDERS)
+    create_tables(engine_from(env))  # so the test can poll them before a run creates them
+
+
+def orders_attempts(env) -> list[sa.Row]:
+    with engine_from(env).connect() as connection:
+        return list(
+            connection.execute(
+                sa.select(attempts)
+                .where(attempts.c.asset == "orders", attempts.c.partition == PARTITION)
+                .order_by(attempts.c.id)
+            )
+        )
+
+
+def committed_chunks(env) -> list[sa.Row]:
+    with engine_from(env).connect() as connection:
+        return list(
+            connection.execute(
+                sa.select(checkpoints.c.chunk_index, checkpoints.c.token).where(
+                    checkpoints.c.asset == "orders", checkpoints.c.partition == PARTITION
+                )
+            )
+        )
+
+
+def assert_tables_equal_one_clean_run(env) -> None:
+    engine = engine_from(env)
+    orders_rows = table_snapshot(engine, "orders")
+    assert len(orders_rows) == ORDERS
+    assert len({row[0] for row in orders_rows}) == ORDERS
+    revenue = table_snapshot(engine, "daily_revenue")
+    paid = [row for row in orders_rows if row[4] == "paid"]
+    expected = {}
+    for row in paid:
+        total, count = expected.get(row[3], (0, 0))
+        expected[row[3]] = (total + row[2], count + 1)
+    assert {(row[1], row[2], row[3]) for row in revenue} == {
+        (currency, total, count) for currency, (total, count) in expected.items()
+    }
+
+
+def finish(process, timeout: float = 120) -> int:
+    try:
+        return process.wait(timeout=timeout)
+    except Exception:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+
+
+def test_two_runs_started_at_once_apply_the_partition_once(platform_env, tmp_path):
+    seed(platform_env)
+    env = {**platform_env, "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders=sleep:0.4"}
+
+    first = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, log_path=tmp_path / "a.log")
+    second = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, log_path=tmp_path / "b.log")
+
+    assert finish(first) == 0, (tmp_path / "a.log").read_text()[-5000:]
+    assert finish(second) == 0, (tmp_path / "b.log").read_text()[-5000:]
+    assert_tables_equal_one_clean_run(platform_env)
+    with dg.DagsterInstance.get() as instance:
+        runs = materializations_metadata(instance, "orders", PARTITION)
+    assert sorted(run["chunks_written"] for run in runs) == [0, 4]
+    # Every committed chunk carries the token of the one attempt that did the work.
+    tokens = {row.token for row in committed_chunks(platform_env)}
+    assert len(tokens) == 1
+    worked = [row for row in orders_attempts(platform_env) if row.token in tokens]
+    assert [row.outcome for row in worked] == ["succeeded"]
+
+
+def test_paused_holder_cannot_commit_after_another_took_over(pg_platform_env, tmp_path):
+    seed(pg_platform_env)
+    env = {
+        **pg_platform_env,
+        "JOBS_PLATFORM_LEASE_SECONDS": "2",
+        "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#0=sleep:1*1",
+    }
+    holder = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, log_path=tmp_path / "a.log")
+    wait_for(lambda: committed_chunks(pg_platform_env), timeout=60, what="chunk 0 of run A")
+    os.killpg(holder.pid, signal.SIGSTOP)  # a long GC pause or a frozen VM
+    try:
+        time.sleep(3)  # past the 2 s lease
+        taker = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS)
+        assert finish(taker) == 0
+    finally:
+        os.killpg(holder.pid, signal.SIGCONT)
+    assert finish(holder) == 0, (tmp_path / "a.log").read_text()[-3000:]
+
+    history = orders_attempts(pg_platform_env)
+    assert history[0].error_class == "lease_lost"
+    assert "lease" in history[0].message
+    # A's token committed chunk 0 only; B's token committed the rest.
+    by_chunk = {row.chunk_index: row.token for row in committed_chunks(pg_platform_env)}
+    assert by_chunk[0] == history[0].token
+    assert {by_chunk[i] for i in (1, 2, 3)} == {history[1].token}
+    assert_tables_equal_one_clean_run(pg_platform_env)
+
+
+def test_hung_attempt_loses_its_lease_at_the_deadline(pg_platform_env, tmp_path):
+    seed(pg_platform_env)
+    env = {
+        **pg_platform_env,
+        "JOBS_PLATFORM_LEASE_SECONDS": "1.5",
+        "JOBS_PLATFORM_ATTEMPT_TIMEOUT_SECONDS": "2",
+        # Stalls past the deadline while its heartbeat thread is alive.
+        "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#0=sleep:7*1",
+    }
+    stalled = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, log_path=tmp_path / "a.log")
+    wait_for(lambda: committed_chunks(pg_platform_env), timeout=60, what="chunk 0 of run A")
+    time.sleep(3.5)  # deadline (2 s) + lease (1.5 s): the heartbeat stopped, the lease expired
+    other = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS)
+    assert finish(other) == 0
+    assert finish(stalled) == 0, (tmp_path / "a.log").read_text()[-3000:]
+
+    stalled_attempt = orders_attempts(pg_platform_env)[0]
+    assert (stalled_attempt.error_class, stalled_attempt.error_type) == (
+        "retryable",
+        "AttemptTimedOut",
+    )
+    tokens = {row.chunk_index: row.token for row in committed_chunks(pg_platform_env)}
+    assert all(tokens[i] != stalled_attempt.token for i in (1, 2, 3))
+    assert_tables_equal_one_clean_run(pg_platform_env)
+
+
+@pytest.mark.parametrize("ceiling", [3])
+def test_partition_that_always_kills_its_worker_is_quarantined_at_the_ceiling(
+    pg_platform_env, ceiling
+):
+    seed(pg_platform_env)
+    env = {
+        **pg_platform_env,
+        "JOBS_PLATFORM_MAX_ATTEMPTS": str(ceiling),
+        "JOBS_PLATFORM_FAILPOINTS": "read@orders#1=crash",
+    }
+
+    assert finish(start_run(env, PARTITION, chunk_rows=CHUNK_ROWS)) != 0
+
+    history = orders_attempts(pg_platform_env)
+    assert [row.error_class for row in history] == ["crash"] * ceiling
+    with engine_from(pg_platform_env).connect() as connection:
+        entry = connection.execute(sa.select(quarantine)).one()
+    assert (entry.partition, entry.attempts, entry.error_class) == (PARTITION, ceiling, "crash")
+
+
+def test_run_whose_worker_was_killed_is_failed_and_the_partition_rerun_once(
+    pg_platform_env, monkeypatch
+):
+    seed(pg_platform_env)
+    monkeypatch.setenv("JOBS_PLATFORM_LEASE_SECONDS", "2")  # the sensor runs in this process
+    env = {
+        **pg_platform_env,
+        "JOBS_PLATFORM_LEASE_SECONDS": "2",
+        "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#1=sleep:30",
+    }
+    victim = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS)
+    wait_for(
+        lambda: len(committed_chunks(pg_platform_env)) >= 2, timeout=60, what="chunks 0 and 1"
+    )
+    os.killpg(victim.pid, signal.SIGKILL)  # the run worker and its step process
+    victim.wait()
+    killed_at = time.monotonic()
+
+    from jobs_platform.definitions import defs
+
+    with dg.DagsterInstance.get() as instance:
+        (run,) = instance.get_runs()
+        assert run.status == dg.DagsterRunStatus.STARTED  # what Dagster alone leaves behind
+
+        def run_failed():
+            context = dg.build_sensor_context(
+                instance=instance, definitions=defs, resources=dict(defs.resources)
+            )
+            abandoned_run_sensor.evaluate_tick(context)
+            return instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+
+        wait_for(run_failed, timeout=30, interval=0.5, what="the dead run to be failed")
+        failed_after = time.monotonic() - killed_at
+
+    history = orders_attempts(pg_platform_env)
+    assert [row.error_class for row in history] == ["crash"]
+    assert failed_after < 2 * 2 + 5  # lease + grace + polling
+
+    rerun = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS)
+    assert finish(rerun) == 0
+    assert_tables_equal_one_clean_run(pg_platform_env)
+    with dg.DagsterInstance.get() as instance:
+        (metadata,) = materializations_metadata(instance, "orders", PARTITION)
+    assert (metadata["chunks_resumed"], metadata["chunks_written"]) == (2, 2)
