@@ -86,8 +86,12 @@ def test_two_runs_started_at_once_apply_the_partition_once(platform_env, tmp_pat
     seed(platform_env)
     env = {**platform_env, "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders=sleep:0.4"}
 
-    first = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, log_path=tmp_path / "a.log")
-    second = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, log_path=tmp_path / "b.log")
+    first = start_run(
+        env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"
+    )
+    second = start_run(
+        env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "b.log"
+    )
 
     assert finish(first) == 0, (tmp_path / "a.log").read_text()[-5000:]
     assert finish(second) == 0, (tmp_path / "b.log").read_text()[-5000:]
@@ -109,12 +113,14 @@ def test_paused_holder_cannot_commit_after_another_took_over(pg_platform_env, tm
         "JOBS_PLATFORM_LEASE_SECONDS": "2",
         "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#0=sleep:1*1",
     }
-    holder = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, log_path=tmp_path / "a.log")
+    holder = start_run(
+        env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"
+    )
     wait_for(lambda: committed_chunks(pg_platform_env), timeout=60, what="chunk 0 of run A")
     os.killpg(holder.pid, signal.SIGSTOP)  # a long GC pause or a frozen VM
     try:
         time.sleep(3)  # past the 2 s lease
-        taker = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS)
+        taker = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True)
         assert finish(taker) == 0
     finally:
         os.killpg(holder.pid, signal.SIGCONT)
@@ -139,10 +145,12 @@ def test_hung_attempt_loses_its_lease_at_the_deadline(pg_platform_env, tmp_path)
         # Stalls past the deadline while its heartbeat thread is alive.
         "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#0=sleep:7*1",
     }
-    stalled = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, log_path=tmp_path / "a.log")
+    stalled = start_run(
+        env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"
+    )
     wait_for(lambda: committed_chunks(pg_platform_env), timeout=60, what="chunk 0 of run A")
     time.sleep(3.5)  # deadline (2 s) + lease (1.5 s): the heartbeat stopped, the lease expired
-    other = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS)
+    other = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True)
     assert finish(other) == 0
     assert finish(stalled) == 0, (tmp_path / "a.log").read_text()[-3000:]
 
@@ -186,10 +194,8 @@ def test_run_whose_worker_was_killed_is_failed_and_the_partition_rerun_once(
         "JOBS_PLATFORM_LEASE_SECONDS": "2",
         "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#1=sleep:30",
     }
-    victim = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS)
-    wait_for(
-        lambda: len(committed_chunks(pg_platform_env)) >= 2, timeout=60, what="chunks 0 and 1"
-    )
+    victim = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True)
+    wait_for(lambda: len(committed_chunks(pg_platform_env)) >= 2, timeout=60, what="chunks 0 and 1")
     os.killpg(victim.pid, signal.SIGKILL)  # the run worker and its step process
     victim.wait()
     killed_at = time.monotonic()
@@ -214,7 +220,7 @@ def test_run_whose_worker_was_killed_is_failed_and_the_partition_rerun_once(
     assert [row.error_class for row in history] == ["crash"]
     assert failed_after < 2 * 2 + 5  # lease + grace + polling
 
-    rerun = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS)
+    rerun = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True)
     assert finish(rerun) == 0
     assert_tables_equal_one_clean_run(pg_platform_env)
     with dg.DagsterInstance.get() as instance:
