@@ -47,7 +47,7 @@ class RateServer(http.server.ThreadingHTTPServer):
 
 
 class RateHandler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):
         self.server.request_times.append(time.monotonic())
         if len(self.server.request_times) == 1:
             self.send_response(429)
