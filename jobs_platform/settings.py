@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class Settings:
     attempt_timeout_seconds: float = DEFAULT_ATTEMPT_TIMEOUT_SECONDS
     alert_webhook_url: str | None = None
     failpoints: str | None = None
+    log_format: str = "human"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -52,6 +54,7 @@ class Settings:
             ),
             alert_webhook_url=env.get("JOBS_PLATFORM_ALERT_WEBHOOK_URL") or None,
             failpoints=env.get("JOBS_PLATFORM_FAILPOINTS") or None,
+            log_format=_log_format(env),
         )
 
 
@@ -60,9 +63,14 @@ def _number(env: Mapping[str, str], name: str, default, kind):
     if raw is None or raw.strip() == "":
         return default
     try:
-        return kind(raw)
+        value = kind(raw)
     except ValueError:
         raise SettingsError(f"{name}={raw!r} is not a valid {kind.__name__}") from None
+    # float() accepts "nan" and "inf": NaN slips past every range check below, and
+    # neither makes a usable delay or lease.
+    if not math.isfinite(value):
+        raise SettingsError(f"{name}={raw!r} is not a finite number")
+    return value
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -83,4 +91,11 @@ def _non_negative_float(env: Mapping[str, str], name: str, default: float) -> fl
     value = _number(env, name, default, float)
     if value < 0:
         raise SettingsError(f"{name} must be 0 or more, got {value}")
+    return value
+
+
+def _log_format(env: Mapping[str, str]) -> str:
+    value = (env.get("JOBS_PLATFORM_LOG_FORMAT") or "human").strip().lower()
+    if value not in ("human", "json"):
+        raise SettingsError(f"JOBS_PLATFORM_LOG_FORMAT must be 'human' or 'json', got {value!r}")
     return value

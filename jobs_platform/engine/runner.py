@@ -24,6 +24,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform.engine.decisions import Decision, NextStep, decide_after_failure
+from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
@@ -114,6 +115,7 @@ class PartitionRunner:
         self.rng = rng or random.Random()
         self.failpoints: tuple[Failpoint, ...] = parse_failpoints(settings.failpoints)
         self.engine = warehouse_engine(settings.database_url)
+        self._trail = EventTrail(self.log, spec.asset, "")
         create_tables(self.engine, spec.table)
 
     def attempt(
@@ -122,6 +124,14 @@ class PartitionRunner:
         spec = self.spec
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
+        self._trail = EventTrail(
+            self.log,
+            spec.asset,
+            partition,
+            run_id=info.run_id,
+            correlation_id=info.correlation_id,
+            log_format=LogFormat(self.settings.log_format),
+        )
         with self.engine.connect() as connection:
             entry = quarantine_store.active_entry(connection, spec.asset, partition)
         if entry is not None:
@@ -142,14 +152,8 @@ class PartitionRunner:
         if isinstance(started, FailedAttempt):
             return started
         attempt_id, number, episode = started
-        self.log.info(
-            "%s/%s attempt %d started (run %s, token %d)",
-            spec.asset,
-            partition,
-            number,
-            info.run_id,
-            lease.token,
-        )
+        self._trail = self._trail.with_attempt(number)
+        self._trail.emit(Lifecycle.STARTED, token=lease.token, step_retry=info.step_retry)
         deadline = time.monotonic() + self.settings.attempt_timeout_seconds
         began = time.monotonic()
         with Heartbeat(self.engine, lease, self.settings.lease_seconds, deadline) as heartbeat:
@@ -167,7 +171,9 @@ class PartitionRunner:
 
     def _refused_at_gate(self, partition: str, entry: sa.Row) -> FailedAttempt:
         error = quarantine_store_error(self.spec.asset, partition, entry)
-        self.log.warning("%s", error)
+        self._trail.emit(
+            Lifecycle.QUARANTINED, str(error), error_class=entry.error_class, entry_id=entry.id
+        )
         return FailedAttempt(
             self.spec.asset,
             partition,
@@ -185,7 +191,7 @@ class PartitionRunner:
         # have expired, spread out so that waiters do not stampede.
         delay = min(busy.seconds_left(), self.settings.lease_seconds / 3)
         delay = max(0.5, delay) * (1 + self.rng.random() / 2)
-        self.log.info("%s; snoozing %.1fs", busy, delay)
+        self._trail.emit(Lifecycle.RETRYING, str(busy), delay_seconds=round(delay, 3), snooze=True)
         return FailedAttempt(
             self.spec.asset, partition, Decision(NextStep.SNOOZE, delay), None, None, 0, None, busy
         )
@@ -210,6 +216,12 @@ class PartitionRunner:
                     connection, spec.asset, partition, episode
                 )
                 lease_store.release_lease(connection, lease)
+                self._trail.emit(
+                    Lifecycle.QUARANTINED,
+                    f"attempt budget spent: {failures} attempt(s), the last ones crashed",
+                    error_class=str(Classification.CRASH),
+                    entry_id=entry_id,
+                )
                 return FailedAttempt(
                     spec.asset,
                     partition,
@@ -284,9 +296,7 @@ class PartitionRunner:
                 self._failpoint(Point.BEFORE_COMMIT, partition, info, index)
                 lease_store.fence(connection, lease, ttl)
             written += 1
-            self.log.info(
-                "%s/%s chunk %d committed (%d rows)", spec.asset, partition, index, len(chunk)
-            )
+            self._trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
             self._failpoint(Point.AFTER_COMMIT, partition, info, index)
         self._check_still_owner(heartbeat, lease)
         duration = time.monotonic() - began
@@ -326,12 +336,17 @@ class PartitionRunner:
             round(duration, 3),
             fingerprint,
         )
-        self.log.info(
-            "%s/%s succeeded: %d input rows (%d inserted, %d updated, %d unchanged, %d swept), "
-            "%d chunks written, %d resumed, %.2fs",
-            spec.asset, partition, input_rows, counts.inserted, counts.updated,
-            counts.unchanged, swept, written, resumed, duration,
-        )  # fmt: skip
+        self._trail.emit(
+            Lifecycle.SUCCEEDED,
+            input_rows=input_rows,
+            inserted=counts.inserted,
+            updated=counts.updated,
+            unchanged=counts.unchanged,
+            swept=swept,
+            chunks_written=written,
+            chunks_resumed=resumed,
+            duration_seconds=round(duration, 3),
+        )
         return report
 
     def _chunks(
@@ -425,18 +440,27 @@ class PartitionRunner:
                 self.settings.retry_delay_seconds,
                 self.rng,
             )
-        self.log.warning(
-            "%s/%s attempt %d failed (%s: %s): %s%s",
-            spec.asset,
-            partition,
-            number,
-            verdict.classification,
-            type(exc).__name__,
-            decision.next_step,
-            f" in {decision.delay_seconds:.1f}s"
-            if decision.next_step is not NextStep.QUARANTINE
-            else "",
+        self._trail.emit(
+            Lifecycle.FAILED,
+            failure.message.splitlines()[0][:500],
+            error_class=str(verdict.classification),
+            error_type=failure.error_type,
+            failures=failures,
         )
+        if decision.next_step is NextStep.QUARANTINE:
+            self._trail.emit(
+                Lifecycle.QUARANTINED,
+                f"after {failures} attempt(s)",
+                error_class=str(verdict.classification),
+                entry_id=entry_id,
+            )
+        else:
+            self._trail.emit(
+                Lifecycle.RETRYING,
+                error_class=str(verdict.classification),
+                delay_seconds=round(decision.delay_seconds, 3),
+                snooze=decision.next_step is NextStep.SNOOZE,
+            )
         return FailedAttempt(
             spec.asset, partition, decision, verdict, number, failures, entry_id, exc
         )

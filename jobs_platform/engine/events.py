@@ -1,0 +1,100 @@
+"""Lifecycle events: one structured log line per step of a partition's life.
+
+Each event carries run id, asset, partition, attempt, error class and correlation id, so a
+request can be followed end to end. Human-readable by default; JSON lines when
+`JOBS_PLATFORM_LOG_FORMAT=json`. They go to whatever logger the caller hands over —
+Dagster's, in a run, so they show in the run view.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+class Lifecycle(enum.StrEnum):
+    """A step in a partition's life, as logged."""
+
+    REQUESTED = "requested"  # an application asked for the work (outbox)
+    STARTED = "started"  # an attempt took the lease and began
+    CHUNK_COMMITTED = "chunk_committed"  # a chunk's rows and checkpoint committed
+    SUCCEEDED = "succeeded"  # the finalize transaction committed
+    FAILED = "failed"  # an attempt ended with an error
+    RETRYING = "retrying"  # it will be tried again after a delay
+    QUARANTINED = "quarantined"  # it stopped for a person to look at
+    REQUEUED = "requeued"  # a person released it from the quarantine
+
+
+class LogFormat(enum.StrEnum):
+    HUMAN = "human"
+    JSON = "json"
+
+
+_LEVELS = {
+    Lifecycle.FAILED: logging.WARNING,
+    Lifecycle.RETRYING: logging.WARNING,
+    Lifecycle.QUARANTINED: logging.ERROR,
+}
+
+
+@dataclass(frozen=True)
+class EventTrail:
+    """The fields every event of one attempt shares; `emit` adds the event's own."""
+
+    log: Any  # a logging.Logger, LoggerAdapter or Dagster's log manager
+    asset: str
+    partition: str
+    run_id: str | None = None
+    attempt: int | None = None
+    correlation_id: str | None = None
+    log_format: LogFormat = LogFormat.HUMAN
+    extra: dict = field(default_factory=dict)
+
+    def with_attempt(self, attempt: int) -> EventTrail:
+        return replace(self, attempt=attempt)
+
+    def emit(
+        self,
+        event: Lifecycle,
+        message: str = "",
+        *,
+        error_class: str | None = None,
+        **details: Any,
+    ) -> dict:
+        record = {
+            "event": str(event),
+            "run_id": self.run_id,
+            "asset": self.asset,
+            "partition": self.partition,
+            "attempt": self.attempt,
+            "error_class": error_class,
+            "correlation_id": self.correlation_id,
+            **details,
+            "message": message,
+        }
+        self.log.log(_LEVELS.get(event, logging.INFO), render(record, self.log_format))
+        return record
+
+
+def render(record: dict, log_format: LogFormat) -> str:
+    """One line: JSON, or `asset/partition event …` for people."""
+    if log_format is LogFormat.JSON:
+        return json.dumps(record, default=str, sort_keys=False)
+    head = f"{record['asset']}/{record['partition']} {record['event']}"
+    if record.get("attempt") is not None:
+        head += f" (attempt {record['attempt']})"
+    parts = [head]
+    if record.get("message"):
+        parts.append(f"— {record['message']}")
+    tags = [
+        f"{name}={record[name]}"
+        for name in record
+        if name not in ("event", "asset", "partition", "attempt", "message")
+        and record[name] is not None
+    ]
+    if tags:
+        parts.append(f"[{' '.join(tags)}]")
+    return " ".join(parts)
