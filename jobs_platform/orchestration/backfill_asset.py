@@ -108,7 +108,18 @@ def run_backfill_step(
         correlation_id=context.run.tags.get(CORRELATION_TAG),
         holder=this_holder(),
     )
-    result = runner.attempt(context.partition_key, info, chunk_rows=chunk_rows)
+    try:
+        result = runner.attempt(context.partition_key, info, chunk_rows=chunk_rows)
+    except DagsterExecutionInterruptedError:
+        # Shutdown (SIGTERM, or the run terminated from the UI): the runner rolled back the
+        # in-flight chunk, recorded the attempt as interrupted and released the lease. Stop
+        # here; a retry policy must not restart work the operator asked to stop.
+        raise dg.Failure(
+            description=f"{spec.asset}/{context.partition_key} interrupted by shutdown; "
+            "committed chunks are kept and a re-run finishes the partition",
+            metadata={"error_class": "interrupted"},
+            allow_retries=False,
+        ) from None
     if isinstance(result, PartitionReport):
         return dg.MaterializeResult(metadata=report_metadata(result))
     raise_for_dagster(result, context.retry_number)

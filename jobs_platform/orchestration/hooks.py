@@ -1,8 +1,9 @@
 """The failure hook: a partition whose step failed for good ends in the quarantine.
 
 The runner already quarantines what it decides to quarantine; the hook covers a step that
-failed some other way (an error before classification, Dagster's own retry budget spent)
-and is idempotent, so both reporting the same failure make one entry.
+failed some other way (Dagster's own retry budget spent on crashes) and is idempotent, so
+both reporting the same failure make one entry. The decision stays in the core: an
+interrupted attempt or a partition with budget left is not quarantined.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import dagster as dg
 
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.partitions import current_episode
 from jobs_platform.store.schema import create_tables
 
 PARTITION_TAG = "dagster/partition"
@@ -29,6 +29,8 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
     engine = warehouse_engine(settings.database_url)
     create_tables(engine)
     with engine.begin() as connection:
-        episode = current_episode(connection, asset, partition)
-        entry_id = quarantine_store.quarantine_partition(connection, asset, partition, episode)
-    context.log.warning("%s/%s is quarantined as entry %s", asset, partition, entry_id)
+        entry_id = quarantine_store.quarantine_if_spent(
+            connection, asset, partition, settings.max_attempts
+        )
+    if entry_id is not None:
+        context.log.warning("%s/%s is quarantined as entry %s", asset, partition, entry_id)
