@@ -106,3 +106,13 @@ orders_backfill = dg.define_asset_job(
     selection=[orders, daily_revenue],
     description="Backfill orders and their daily revenue, one day per partition.",
 )
+
+# The same asset serves scheduled runs and historical backfills: each day, shortly after
+# midnight UTC, run yesterday's partition (Dagster targets the last complete day).
+orders_daily_schedule = dg.build_schedule_from_partitioned_job(
+    orders_backfill,
+    name="orders_daily_schedule",
+    hour_of_day=0,
+    minute_of_hour=30,
+    description="Runs yesterday's partition of orders_backfill every day at 00:30 UTC.",
+)
