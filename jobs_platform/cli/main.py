@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import dead_letter, demo, seed
+    from jobs_platform.cli import dead_letter, demo, seed, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
@@ -35,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     seed.register(commands)
     demo.register(commands)
     dead_letter.register(commands)
+    status.register(commands)
     return parser
 
 

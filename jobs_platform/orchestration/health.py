@@ -1,0 +1,92 @@
+"""`platform_health`: the status figures as an asset in the UI, with checks on them."""
+
+import dagster as dg
+
+from jobs_platform.outbox.store import queue_stats
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.health import AssetHealth, asset_health
+from jobs_platform.store.schema import create_tables
+
+BACKFILL_TAG = "jobs_platform/backfill"
+
+
+def backfill_partition_keys(
+    definitions: dg.Definitions, instance: dg.DagsterInstance
+) -> dict[str, list[str]]:
+    """Every partition key each backfill asset should have, as of now."""
+    keys = {}
+    for spec in definitions.resolve_all_asset_specs():
+        if spec.tags.get(BACKFILL_TAG) != "true" or spec.partitions_def is None:
+            continue
+        keys[spec.key.to_user_string()] = list(
+            spec.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
+        )
+    return keys
+
+
+def status_report(definitions: dg.Definitions, instance: dg.DagsterInstance, settings) -> dict:
+    """The figures of `jobs-platform status` and of the `platform_health` asset."""
+    engine = warehouse_engine(settings.database_url)
+    create_tables(engine)
+    keys = backfill_partition_keys(definitions, instance)
+    with engine.connect() as connection:
+        assets = asset_health(connection, keys)
+        queue = queue_stats(connection)
+    return {
+        "assets": assets,
+        "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
+        "pending_requests": queue.pending,
+    }
+
+
+def _health_metadata(report: dict) -> dict:
+    metadata: dict = {
+        "oldest_pending_request_age_seconds": report["oldest_pending_request_age_seconds"] or 0.0,
+        "pending_requests": report["pending_requests"],
+    }
+    health: AssetHealth
+    for asset, health in report["assets"].items():
+        for field, value in vars(health).items():
+            if value is not None:
+                metadata[f"{asset}/{field}"] = value
+    return metadata
+
+
+@dg.asset(
+    group_name="platform",
+    required_resource_keys={"jobs_platform"},
+    check_specs=[
+        dg.AssetCheckSpec("nothing_quarantined", asset="platform_health"),
+        dg.AssetCheckSpec("no_lease_older_than_its_ttl", asset="platform_health"),
+    ],
+    description="Partitions done / failed / quarantined / missing per backfill, in-flight "
+    "work, pending requests and speed. Materialize it (or let its schedule) to refresh.",
+)
+def platform_health(context: dg.AssetExecutionContext):
+    from jobs_platform.definitions import defs
+
+    report = status_report(defs, context.instance, context.resources.jobs_platform.settings())
+    assets = report["assets"]
+    quarantined = {name: h.quarantined for name, h in assets.items() if h.quarantined}
+    expired = {name: h.expired_leases for name, h in assets.items() if h.expired_leases}
+    yield dg.MaterializeResult(metadata=_health_metadata(report))
+    yield dg.AssetCheckResult(
+        check_name="nothing_quarantined",
+        passed=not quarantined,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"quarantined": str(quarantined or "none")},
+    )
+    yield dg.AssetCheckResult(
+        check_name="no_lease_older_than_its_ttl",
+        passed=not expired,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"expired_leases": str(expired or "none")},
+    )
+
+
+platform_health_schedule = dg.ScheduleDefinition(
+    name="platform_health_every_10_minutes",
+    target=dg.AssetSelection.assets(platform_health),
+    cron_schedule="*/10 * * * *",
+    description="Refreshes the platform_health figures in the UI.",
+)
