@@ -18,6 +18,7 @@ from jobs_platform.engine.spec import (
 from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.outcomes import (
     CRASH_RETRY_POLICY,
+    finish_range,
     raise_for_dagster,
     report_metadata,
 )
@@ -48,12 +49,15 @@ def backfill_asset(
     name: str | None = None,
     group_name: str = "backfills",
     description: str | None = None,
+    backfill_policy: dg.BackfillPolicy | None = None,
 ) -> Callable[[ChunkReader], dg.AssetsDefinition]:
     """Declare a backfill: the decorated function yields DataFrame chunks of a partition.
 
     The framework owns the rest: chunk checkpoints, upserts by `key` (the table's primary
     key by default), the sweep of rows no longer in the input, fencing, the error
-    taxonomy, bounded retries and quarantine.
+    taxonomy, bounded retries and quarantine. With a ranged `backfill_policy`
+    (`BackfillPolicy.single_run()` / `multi_run(n)`) one run processes many partitions,
+    each still its own unit of checkpoint, attempt count and quarantine.
     """
 
     def decorator(read_chunks: ChunkReader) -> dg.AssetsDefinition:
@@ -82,6 +86,7 @@ def backfill_asset(
             tags={BACKFILL_TAG: "true"},
             metadata={"table": table.name, "key": ", ".join(spec.key)},
             required_resource_keys={RESOURCE_KEY},
+            backfill_policy=backfill_policy,
         )
         def _backfill(context: dg.AssetExecutionContext, config: BackfillConfig):
             return run_backfill_step(context, spec, config.chunk_rows)
@@ -94,7 +99,7 @@ def backfill_asset(
 def run_backfill_step(
     context: dg.AssetExecutionContext, spec: BackfillSpec, chunk_rows: int
 ) -> dg.MaterializeResult:
-    """One step = one attempt at the step's partition."""
+    """One step = one attempt at each of the step's partitions (one, or a range)."""
     resource: JobsPlatformResource = getattr(context.resources, RESOURCE_KEY)
     runner = PartitionRunner(
         spec,
@@ -108,19 +113,24 @@ def run_backfill_step(
         correlation_id=context.run.tags.get(CORRELATION_TAG),
         holder=this_holder(),
     )
-    try:
-        result = runner.attempt(context.partition_key, info, chunk_rows=chunk_rows)
-    except DagsterExecutionInterruptedError:
-        # Shutdown (SIGTERM, or the run terminated from the UI): the runner rolled back the
-        # in-flight chunk, recorded the attempt as interrupted and released the lease. Stop
-        # here; a retry policy must not restart work the operator asked to stop.
-        raise dg.Failure(
-            description=f"{spec.asset}/{context.partition_key} interrupted by shutdown; "
-            "committed chunks are kept and a re-run finishes the partition",
-            metadata={"error_class": "interrupted"},
-            allow_retries=False,
-        ) from None
-    if isinstance(result, PartitionReport):
-        return dg.MaterializeResult(metadata=report_metadata(result))
-    raise_for_dagster(result, context.retry_number)
-    raise AssertionError("unreachable")  # raise_for_dagster always raises
+    partitions = list(context.partition_keys)
+    results = []
+    for partition in partitions:
+        try:
+            results.append(runner.attempt(partition, info, chunk_rows=chunk_rows))
+        except DagsterExecutionInterruptedError:
+            # Shutdown (SIGTERM, or the run terminated from the UI): the runner rolled back
+            # the in-flight chunk, recorded the attempt as interrupted and released the
+            # lease. Stop; a retry policy must not restart work the operator asked to stop.
+            raise dg.Failure(
+                description=f"{spec.asset}/{partition} interrupted by shutdown; committed "
+                "chunks are kept and a re-run finishes the partition",
+                metadata={"error_class": "interrupted"},
+                allow_retries=False,
+            ) from None
+    if len(partitions) == 1:
+        (result,) = results
+        if isinstance(result, PartitionReport):
+            return dg.MaterializeResult(metadata=report_metadata(result))
+        raise_for_dagster(result, context.retry_number)
+    return finish_range(context, spec.asset, results)

@@ -62,3 +62,55 @@ def raise_for_dagster(failed: FailedAttempt, retry_number: int) -> None:
         },
         allow_retries=False,
     )
+
+
+def finish_range(
+    context: dg.AssetExecutionContext,
+    asset: str,
+    results: list[PartitionReport | FailedAttempt],
+) -> dg.MaterializeResult:
+    """End a ranged step: every partition was attempted on its own; now decide the step.
+
+    A poison partition is quarantined alone and the others of the range commit. When the
+    step as a whole fails or retries, the partitions that did commit are reported one by
+    one, so the UI shows them materialized and only the others failed.
+    """
+    reports = [result for result in results if isinstance(result, PartitionReport)]
+    failed = [result for result in results if isinstance(result, FailedAttempt)]
+    committed = [report.partition for report in reports]
+    if not failed:
+        return dg.MaterializeResult(
+            metadata={
+                "partitions": len(reports),
+                "input_rows": sum(report.input_rows for report in reports),
+                "rows_written": sum(report.counts.written for report in reports),
+                "rows_swept": sum(report.rows_swept for report in reports),
+                "chunks_written": sum(report.chunks_written for report in reports),
+                "chunks_resumed": sum(report.chunks_resumed for report in reports),
+            }
+        )
+    for report in reports:
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key=asset, partition=report.partition, metadata=report_metadata(report)
+            )
+        )
+    again = [f for f in failed if f.decision.next_step in (NextStep.RETRY, NextStep.SNOOZE)]
+    if again:
+        raise dg.RetryRequested(
+            max_retries=context.retry_number + 1,
+            seconds_to_wait=round(min(f.decision.delay_seconds for f in again), 3),
+        ) from again[0].error
+    quarantined = [f.partition for f in failed]
+    raise dg.Failure(
+        description=(
+            f"{asset}: {len(quarantined)} of {len(results)} partitions quarantined "
+            f"({', '.join(quarantined)}); {len(committed)} committed"
+        ),
+        metadata={
+            "committed": ", ".join(committed) or "none",
+            "quarantined": ", ".join(quarantined),
+            "errors": "\n".join(f"{f.partition}: {f.message}" for f in failed)[:4000],
+        },
+        allow_retries=False,
+    )
