@@ -2,6 +2,7 @@
 
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import Classification, RetryableError, TerminalError, classify
+from jobs_platform.outbox import request_backfill
 
 __all__ = [
     "BackfillSpec",
@@ -11,6 +12,7 @@ __all__ = [
     "TerminalError",
     "backfill_asset",
     "classify",
+    "request_backfill",
 ]
 
 

@@ -152,35 +152,6 @@ def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict:
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 
 
-def run_config_file(env: dict[str, str], config: dict) -> Path:
-    """Write run config where a CLI run can read it (`dagster job execute` has no JSON flag)."""
-    folder = Path(env["DAGSTER_HOME"]).parent / "run_configs"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"run_config_{len(list(folder.iterdir()))}.yaml"
-    path.write_text(json.dumps(config))  # JSON is YAML
-    return path
-
-
-def dagster_job_execute_configured(
-    env: dict[str, str], partition: str, config: dict, *, job: str = "orders_backfill"
-) -> subprocess.CompletedProcess:
-    """`dagster job execute … -c FILE` for one partition, with run config."""
-    args = [
-        DAGSTER,
-        "job",
-        "execute",
-        "-m",
-        "jobs_platform.definitions",
-        "-j",
-        job,
-        "--tags",
-        json.dumps({"dagster/partition": partition}),
-        "-c",
-        str(run_config_file(env, config)),
-    ]
-    return run_cli(args, env)
-
-
 def chunk_rows_config(assets: list[str], chunk_rows: int) -> dict:
     return {"ops": {name: {"config": {"chunk_rows": chunk_rows}} for name in assets}}
 

@@ -60,9 +60,7 @@ def test_terminal_failure_is_not_retried_by_dagster(platform_env):
     assert len(step_events(result, dg.DagsterEventType.STEP_FAILURE)) == 1
 
 
-def test_retryable_error_that_never_clears_is_quarantined_at_the_ceiling(
-    platform_env, monkeypatch
-):
+def test_retryable_error_that_never_clears_is_quarantined_at_the_ceiling(platform_env, monkeypatch):
     seed_orders(platform_env["JOBS_PLATFORM_LANDING"], DAY, DAY)
     monkeypatch.setenv("JOBS_PLATFORM_FAILPOINTS", "read@orders=transient")
 

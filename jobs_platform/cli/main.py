@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import dead_letter, demo, seed, status
+    from jobs_platform.cli import dead_letter, demo, outbox, seed, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.register(commands)
     dead_letter.register(commands)
     status.register(commands)
+    outbox.register(commands)
     return parser
 
 

@@ -137,6 +137,26 @@ alert_ledger = sa.Table(
     sa.Column("updated_at", UtcDateTime, nullable=False),
 )
 
+# Backfill requests written by application code in its own transaction (jobs_platform.outbox).
+outbox = sa.Table(
+    "jp_outbox",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("schema_version", sa.Integer, nullable=False),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("partitions", sa.Text, nullable=False),  # a JSON array of partition keys
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("correlation_id", sa.String(255)),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("claimed_at", UtcDateTime),
+    sa.Column("launched_at", UtcDateTime),
+    sa.Column("run_key", sa.String(64)),
+    # The sensor's claim walks (status, id); the queue statistics count by status.
+    sa.Index("ix_jp_outbox_status", "status", "id"),
+)
+
 
 # Any constant works; it only has to be the same for every process creating tables.
 _CREATE_TABLES_LOCK_ID = 7_415_902_311

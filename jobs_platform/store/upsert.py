@@ -8,6 +8,11 @@ versions on PostgreSQL). Nothing is appended blindly and nothing is incremented.
 Both backends stage the chunk in a temporary table first and merge from it in one
 statement: PostgreSQL fills the stage with COPY (the bulk path), SQLite with an
 executemany. Callers only ever hand over a DataFrame.
+
+Where the time goes on PostgreSQL, and why the code is shaped this way (figures in
+docs/BENCHMARKS.md): the COPY text of common columns is built column by column rather
+than row by row (`copy_text`), and the merge reports its own inserted/updated split, so
+no separate join counts the existing rows first.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from dataclasses import dataclass
 import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+
+from jobs_platform.store.copy_text import copy_text
 
 
 @dataclass(frozen=True)
@@ -57,19 +64,27 @@ def upsert_frame(
     frame = last_row_per_key(frame, key)
     if frame.empty:
         return UpsertCounts()
+    frame = _whole_numbers_as_integers(table, frame)
     columns = [column.name for column in table.columns if column.name in frame.columns]
-    stage = _stage_table(table, columns)
     dialect = connection.dialect.name
+    if dialect == "postgresql" and _copied_as_new_rows(connection, table, key, columns, frame):
+        return UpsertCounts(inserted=len(frame))
+    stage = _stage_table(table, columns)
     stage.create(connection)
     try:
         if dialect == "postgresql":
             _copy_into(connection, stage, columns, frame)
         else:
             connection.execute(stage.insert(), _records(frame, columns))
-        return _merge_from_stage(connection, table, stage, key, columns, len(frame))
-    finally:
-        if dialect != "postgresql":  # PostgreSQL drops it at commit (ON COMMIT DROP)
+        counts = _merge_from_stage(connection, table, stage, key, columns, len(frame))
+    except BaseException:
+        if dialect != "postgresql":  # PostgreSQL's failed transaction drops it on rollback
             stage.drop(connection)
+        raise
+    # Dropped now, not at commit (ON COMMIT DROP), so that one transaction may upsert
+    # into the same table again.
+    stage.drop(connection)
+    return counts
 
 
 def _check_columns(table: sa.Table, key: Sequence[str], frame: pd.DataFrame) -> None:
@@ -96,24 +111,112 @@ def _records(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict]:
     return [dict(zip(columns, row, strict=True)) for row in values]
 
 
+def _whole_numbers_as_integers(table: sa.Table, frame: pd.DataFrame) -> pd.DataFrame:
+    """Integer columns with a missing value arrive from pandas as floats (7.0, NaN).
+
+    SQLite stores 7.0 as 7, but COPY refuses "7.0" for an integer column: send integers.
+    Values that are not whole numbers are left for the database to refuse.
+    """
+    whole = {}
+    for name in frame.columns:
+        if isinstance(table.c[name].type, sa.Integer) and pd.api.types.is_float_dtype(
+            frame[name].dtype
+        ):
+            try:
+                whole[name] = frame[name].astype("Int64")
+            except (TypeError, ValueError, OverflowError):
+                continue
+    return frame.assign(**whole) if whole else frame
+
+
 def _python_values(frame: pd.DataFrame) -> list[tuple]:
     """Rows as tuples of plain Python values, missing values as None."""
-    if frame.isna().to_numpy().any():
+    # Zone-aware timestamps as stdlib datetimes: a pandas Timestamp is several times
+    # slower to make and to pass through the column type's bind processing.
+    aware = {
+        name: pd.Series(frame[name].array.to_pydatetime(), index=frame.index, dtype=object)
+        for name in frame.columns
+        if isinstance(frame[name].dtype, pd.DatetimeTZDtype)
+    }
+    if aware:
+        frame = frame.assign(**aware)
+    # Other extension dtypes (Int64, boolean, …) yield numpy scalars, which sqlite3
+    # would store as BLOBs; going through object gives Python values.
+    if frame.isna().to_numpy().any() or any(
+        isinstance(dtype, pd.api.extensions.ExtensionDtype) for dtype in frame.dtypes
+    ):
         frame = frame.astype(object).where(frame.notna(), None)
     return list(frame.itertuples(index=False, name=None))
 
 
+def _copied_as_new_rows(
+    connection: sa.Connection,
+    table: sa.Table,
+    key: Sequence[str],
+    columns: Sequence[str],
+    frame: pd.DataFrame,
+) -> bool:
+    """COPY the chunk straight into `table` when its keys' range holds no row yet.
+
+    A first backfill of a partition writes only new keys. Then the stage and the merge
+    are pure overhead, half the time of the whole upsert: a plain COPY into the table has
+    the same effect. One index probe of the chunk's key range tells whether it applies
+    (integer keys: their order is the same in pandas and PostgreSQL; other keys, or a
+    range that holds rows, take the merge). A concurrent writer may insert one of the
+    keys after the probe; the COPY then fails on the key and, its savepoint rolled back,
+    the chunk takes the merge like any other.
+    """
+    if len(key) != 1:
+        return False
+    column, values = table.c[key[0]], frame[key[0]]
+    if not isinstance(column.type, sa.Integer) or not _whole_keys(values):
+        return False
+    in_range = column.between(int(values.min()), int(values.max()))
+    if connection.execute(sa.select(sa.exists().where(in_range))).scalar_one():
+        return False
+    from psycopg.errors import UniqueViolation
+
+    try:
+        with connection.begin_nested():
+            _copy_into(connection, table, columns, frame)
+    except UniqueViolation:
+        return False
+    return True
+
+
+def _whole_keys(values: pd.Series) -> bool:
+    return pd.api.types.is_signed_integer_dtype(values.dtype) and not values.isna().any()
+
+
 def _copy_into(
-    connection: sa.Connection, stage: sa.Table, columns: Sequence[str], frame: pd.DataFrame
+    connection: sa.Connection, target: sa.Table, columns: Sequence[str], frame: pd.DataFrame
 ) -> None:
     from psycopg import sql
 
+    name = (target.schema, target.name) if target.schema else (target.name,)
     copy_statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier(stage.name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+        sql.Identifier(*name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
     )
+    dialect = connection.dialect
+    text = copy_text(frame[list(columns)], [target.c[name].type for name in columns], dialect)
     driver_connection = connection.connection.driver_connection
     with driver_connection.cursor() as cursor, cursor.copy(copy_statement) as copy:
+        if text is not None:
+            copy.write(text)
+            return
+        # COPY bypasses SQLAlchemy, so apply the column types' own bind processing here
+        # (such as UtcDateTime refusing naive datetimes), as the executemany path does.
+        processors = [
+            (position, processor)
+            for position, name in enumerate(columns)
+            if (processor := target.c[name].type.dialect_impl(dialect).bind_processor(dialect))
+        ]
         for row in _python_values(frame[list(columns)]):
+            if processors:
+                values = list(row)
+                for position, processor in processors:
+                    values[position] = processor(values[position])
+                row = tuple(values)
             copy.write_row(row)
 
 
@@ -125,14 +228,15 @@ def _merge_from_stage(
     columns: Sequence[str],
     row_count: int,
 ) -> UpsertCounts:
-    join_on = sa.and_(*[table.c[name] == stage.c[name] for name in key])
-    existing = connection.execute(
-        sa.select(sa.func.count()).select_from(stage.join(table, join_on))
-    ).scalar_one()
+    postgres = connection.dialect.name == "postgresql"
+    existing = None
+    if not postgres:
+        join_on = sa.and_(*[table.c[name] == stage.c[name] for name in key])
+        existing = connection.execute(
+            sa.select(sa.func.count()).select_from(stage.join(table, join_on))
+        ).scalar_one()
 
-    insert = (postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert)(
-        table
-    )
+    insert = (postgresql.insert if postgres else sqlite.insert)(table)
     # `WHERE true` keeps SQLite from reading ON CONFLICT as part of the SELECT.
     source = sa.select(*[stage.c[name] for name in columns]).where(sa.true())
     value_columns = [name for name in columns if name not in key]
@@ -152,8 +256,29 @@ def _merge_from_stage(
         )
     else:
         statement = statement.on_conflict_do_nothing(index_elements=list(key))
-    # SQLAlchemy 2.1 drops an INSERT's rowcount on PostgreSQL (-1) unless asked to keep it.
-    written = connection.execute(statement, execution_options={"preserve_rowcount": True}).rowcount
-    inserted = row_count - existing
+    if postgres:
+        inserted, written = _merge_counting_inserts(connection, statement)
+    else:
+        written = connection.execute(
+            statement, execution_options={"preserve_rowcount": True}
+        ).rowcount
+        inserted = row_count - existing
     updated = written - inserted
-    return UpsertCounts(inserted=inserted, updated=updated, unchanged=existing - updated)
+    return UpsertCounts(inserted=inserted, updated=updated, unchanged=row_count - written)
+
+
+def _merge_counting_inserts(connection: sa.Connection, statement) -> tuple[int, int]:
+    """Run the merge; (rows inserted, rows written) as PostgreSQL saw them.
+
+    A row the merge inserted has no xmax; a row it updated carries the lock ON CONFLICT
+    took on it. Reading that from RETURNING replaces a join of the stage against the
+    table that cost a third of the merge (and could turn into a scan of the whole table).
+    """
+    merged = statement.returning(sa.literal_column("xmax = 0").label("inserted")).cte("merged")
+    inserted, written = connection.execute(
+        sa.select(
+            sa.func.count().filter(merged.c.inserted),
+            sa.func.count(),
+        ).select_from(merged)
+    ).one()
+    return inserted, written

@@ -1,0 +1,141 @@
+"""What a quarantine alert says: the entry, its whole failure history and how to requeue it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import sqlalchemy as sa
+
+from jobs_platform.store.attempts import attempt_history
+from jobs_platform.store.quarantine import UnknownEntry
+from jobs_platform.store.schema import quarantine
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt at the partition, as an alert and the dead letter show it."""
+
+    episode: int
+    attempt: int
+    run_id: str | None
+    error_class: str
+    error_type: str | None
+    message: str | None
+    at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class QuarantineAlert:
+    """A quarantined partition, told once per quarantine entry."""
+
+    entry_id: int
+    asset: str
+    partition: str
+    episode: int
+    status: str
+    attempts: int
+    error_class: str
+    last_error: str | None
+    first_failed_at: dt.datetime | None
+    last_failed_at: dt.datetime | None
+    history: tuple[AttemptRecord, ...]
+
+    @classmethod
+    def from_rows(cls, entry: sa.Row, history: Iterable[sa.Row]) -> QuarantineAlert:
+        """Build the alert from a `jp_quarantine` row and the partition's `jp_attempts` rows."""
+        return cls(
+            entry_id=entry.id,
+            asset=entry.asset,
+            partition=entry.partition,
+            episode=entry.episode,
+            status=entry.status,
+            attempts=entry.attempts,
+            error_class=entry.error_class,
+            last_error=entry.last_error,
+            first_failed_at=entry.first_failed_at,
+            last_failed_at=entry.last_failed_at,
+            # Later episodes belong to later entries; this one ends with its own episode.
+            history=tuple(
+                AttemptRecord(
+                    episode=row.episode,
+                    attempt=row.attempt,
+                    run_id=row.run_id,
+                    error_class=row.error_class or row.outcome,
+                    error_type=row.error_type,
+                    message=row.message,
+                    at=row.ended_at or row.started_at,
+                )
+                for row in history
+                if row.episode <= entry.episode
+            ),
+        )
+
+    @property
+    def requeue_command(self) -> str:
+        return f"jobs-platform dead-letter requeue {self.asset} {self.partition}"
+
+    @property
+    def idempotency_key(self) -> str:
+        """The same for every delivery of this entry, so a receiver can drop repeats."""
+        return str(self.entry_id)
+
+    def as_dict(self) -> dict:
+        """The alert as JSON-ready values (timestamps in ISO 8601)."""
+        fields = asdict(self)
+        fields["history"] = [_json_ready(attempt) for attempt in fields["history"]]
+        return {**_json_ready(fields), "requeue_command": self.requeue_command}
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict())
+
+    def summary(self) -> str:
+        """A few lines of plain text for chat and mail."""
+        when = f"first failed {_iso(self.first_failed_at)}, last failed {_iso(self.last_failed_at)}"
+        return (
+            f"jobs_platform: {self.asset}/{self.partition} is quarantined "
+            f"(entry {self.entry_id}) after {self.attempts} attempt(s).\n"
+            f"Last error ({self.error_class}): {_one_line(self.last_error)}\n"
+            f"{when}.\n"
+            f"Requeue with: {self.requeue_command}"
+        )
+
+
+def load_alerts(connection: sa.Connection, entry_ids: Sequence[int]) -> list[QuarantineAlert]:
+    """The alerts of the given entries, oldest entry first (one query per entry's history)."""
+    if not entry_ids:
+        return []
+    entries = connection.execute(
+        sa.select(quarantine).where(quarantine.c.id.in_(list(entry_ids))).order_by(quarantine.c.id)
+    ).all()
+    return [alert_for_entry(connection, entry) for entry in entries]
+
+
+def load_alert(connection: sa.Connection, entry_id: int) -> QuarantineAlert:
+    alerts = load_alerts(connection, [entry_id])
+    if not alerts:
+        raise UnknownEntry(f"there is no quarantine entry {entry_id}")
+    return alerts[0]
+
+
+def alert_for_entry(connection: sa.Connection, entry: sa.Row) -> QuarantineAlert:
+    history = attempt_history(connection, entry.asset, entry.partition)
+    return QuarantineAlert.from_rows(entry, history)
+
+
+def _json_ready(values: dict) -> dict:
+    return {
+        name: _iso(value) if isinstance(value, dt.datetime) else value
+        for name, value in values.items()
+    }
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _one_line(text: str | None, limit: int = 500) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

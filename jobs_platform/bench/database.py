@@ -1,0 +1,160 @@
+"""Where a benchmark runs: a PostgreSQL database, and a fresh schema in it per measurement.
+
+The database is `--database-url` when given, else `JOBS_PLATFORM_DATABASE_URL` when it
+is PostgreSQL, else a scratch database created on the local server and dropped after.
+Each measurement then gets its own schema (selected through the connection's
+`search_path`), so a benchmark pointed at a real warehouse never touches its tables.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from jobs_platform.store.db import normalize_url, redact_url
+
+# The local server the scratch database is created on (the one the test suite uses).
+SCRATCH_SERVER_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+SCRATCH_PREFIX = "jp_bench_"
+
+
+class BenchDatabaseError(RuntimeError):
+    """No PostgreSQL database to benchmark on."""
+
+
+@dataclass(frozen=True)
+class BenchDatabase:
+    """The database a benchmark runs in, and how it was chosen (for the report)."""
+
+    url: str
+    origin: str  # "--database-url", "JOBS_PLATFORM_DATABASE_URL" or "scratch database"
+
+    @property
+    def shown(self) -> str:
+        return f"{redact_url(self.url)} ({self.origin})"
+
+
+@contextmanager
+def bench_database(
+    database_url: str | None = None, environ: Mapping[str, str] | None = None
+) -> Iterator[BenchDatabase]:
+    """The PostgreSQL database to benchmark on; a scratch one is dropped on the way out."""
+    env = os.environ if environ is None else environ
+    if database_url:
+        if not _is_postgres(database_url):
+            raise BenchDatabaseError(
+                f"--database-url must be PostgreSQL, got {redact_url(database_url)}"
+            )
+        _check_reachable(database_url)
+        yield BenchDatabase(_rendered(database_url), "--database-url")
+        return
+    configured = env.get("JOBS_PLATFORM_DATABASE_URL")
+    if configured and _is_postgres(configured):
+        _check_reachable(configured)
+        yield BenchDatabase(_rendered(configured), "JOBS_PLATFORM_DATABASE_URL")
+        return
+    with scratch_database() as url:
+        yield BenchDatabase(url, "scratch database")
+
+
+@contextmanager
+def scratch_database(server_url: str = SCRATCH_SERVER_URL) -> Iterator[str]:
+    """A new empty database `jp_bench_<random>` on `server_url`, dropped afterwards."""
+    name = f"{SCRATCH_PREFIX}{uuid.uuid4().hex[:10]}"
+    admin = _admin_engine(server_url)
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.OperationalError as exc:
+        admin.dispose()
+        raise BenchDatabaseError(
+            "the benchmarks need PostgreSQL: pass --database-url, set "
+            "JOBS_PLATFORM_DATABASE_URL to a PostgreSQL URL, or run a server at "
+            f"{redact_url(server_url)} (could not connect: {_first_line(exc)})"
+        ) from None
+    try:
+        yield _rendered(sa.make_url(server_url).set(database=name))
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@contextmanager
+def fresh_schema(database_url: str, label: str) -> Iterator[str]:
+    """A new schema in the database; yields a URL whose connections use it, then drops it."""
+    name = f"{SCRATCH_PREFIX}{label}_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(normalize_url(database_url), poolclass=sa.NullPool)
+    with engine.begin() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA "{name}"'))
+    try:
+        yield schema_url(database_url, name)
+    finally:
+        from jobs_platform.store.db import dispose_engines
+
+        dispose_engines()  # the framework's cached engines hold connections to the schema
+        with engine.begin() as connection:
+            connection.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+        engine.dispose()
+
+
+def schema_url(database_url: str, schema: str) -> str:
+    """`database_url` with `search_path` set to `schema` for every connection."""
+    url = normalize_url(database_url)
+    options = " ".join(
+        part for part in (url.query.get("options"), f"-csearch_path={schema}") if part
+    )
+    return _rendered(url.update_query_dict({"options": options}))
+
+
+def server_facts(database_url: str) -> dict[str, str]:
+    """The server's version and the settings that bear on write speed."""
+    engine = sa.create_engine(normalize_url(database_url), poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            facts = {"postgresql": connection.execute(sa.text("SHOW server_version")).scalar_one()}
+            for setting in ("synchronous_commit", "shared_buffers", "max_wal_size"):
+                facts[setting] = connection.execute(sa.text(f"SHOW {setting}")).scalar_one()
+    finally:
+        engine.dispose()
+    return facts
+
+
+def _is_postgres(url: str) -> bool:
+    try:
+        return sa.make_url(url).get_backend_name() == "postgresql"
+    except sa.exc.ArgumentError:
+        return False
+
+
+def _check_reachable(url: str) -> None:
+    engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except sa.exc.OperationalError as exc:
+        raise BenchDatabaseError(
+            f"cannot connect to PostgreSQL at {redact_url(url)}: {_first_line(exc)}"
+        ) from None
+    finally:
+        engine.dispose()
+
+
+def _admin_engine(server_url: str) -> sa.Engine:
+    return sa.create_engine(
+        normalize_url(server_url), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool
+    )
+
+
+def _rendered(url: str | sa.URL) -> str:
+    return normalize_url(url).render_as_string(hide_password=False)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

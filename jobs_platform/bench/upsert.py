@@ -1,0 +1,248 @@
+"""`bench upsert`: the framework's upsert writer against the usual ways to load PostgreSQL.
+
+One run, one deterministic DataFrame of orders (the example's six columns, built once
+with numpy so that generating it costs nothing measurable), every method into its own
+empty table of the orders shape (primary key and `ordered_at` index included):
+
+- framework_upsert            `upsert_frame`, 50,000-row chunks, one transaction each
+- framework_upsert_unchanged  the same chunks again; must write no new row versions
+- raw_copy_append             psycopg COPY of the same rows, same chunks: the floor
+- pandas_to_sql_multi         `DataFrame.to_sql(method="multi")` append, on a sample
+- executemany_upsert          SQLAlchemy executemany `INSERT … ON CONFLICT DO UPDATE`
+
+Durability is left as the server has it (`synchronous_commit` untouched): every chunk's
+commit waits for its WAL flush, in every method alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.examples.orders.tables import orders_table
+from jobs_platform.store.copy_text import copy_text
+from jobs_platform.store.db import normalize_url
+from jobs_platform.store.upsert import UpsertCounts, upsert_frame
+
+CHUNK_ROWS = 50_000  # like a backfill's chunk: one transaction per chunk
+PANDAS_SAMPLE_ROWS = 100_000  # to_sql(method="multi") runs minutes on a million rows
+# pandas sends `chunksize` rows per INSERT; 10,000 rows of 6 columns stays under PostgreSQL's
+# 65,535 bind parameters per statement.
+PANDAS_CHUNK_ROWS = 10_000
+METHODS = (
+    "framework_upsert",
+    "framework_upsert_unchanged",
+    "raw_copy_append",
+    "pandas_to_sql_multi",
+    "executemany_upsert",
+)
+KEY = ("order_id",)
+
+_FIRST_DAY_US = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in microseconds
+_DAY_US = 86_400_000_000
+_CURRENCIES = np.array(["USD", "EUR", "GBP"], dtype=object)
+_STATUSES = np.array(["paid", "paid", "paid", "refunded", "pending"], dtype=object)
+
+
+def orders_frame(rows: int, seed: int = 0) -> pd.DataFrame:
+    """`rows` orders shaped like `read_order_chunks` output, the same for the same seed."""
+    rng = np.random.default_rng(seed)
+    moments = _FIRST_DAY_US + np.sort(rng.integers(0, _DAY_US, rows))
+    return pd.DataFrame(
+        {
+            "order_id": np.arange(1, rows + 1, dtype=np.int64),
+            "customer_id": rng.integers(1, 5_001, rows),
+            "amount_cents": rng.integers(0, 50_001, rows),
+            "currency": _CURRENCIES[rng.integers(0, len(_CURRENCIES), rows)],
+            "status": _STATUSES[rng.integers(0, len(_STATUSES), rows)],
+            "ordered_at": pd.to_datetime(moments, unit="us", utc=True).as_unit("ns"),
+        }
+    )
+
+
+def run_upsert_bench(database_url: str, rows: int) -> dict:
+    """Measure every method on `rows` rows; the DESIGN §4 JSON shape plus "notes"."""
+    if rows < 1:
+        raise ValueError(f"--rows must be at least 1, got {rows}")
+    frame = orders_frame(rows)
+    sample_rows = min(rows, PANDAS_SAMPLE_ROWS)
+    with fresh_schema(database_url, "upsert") as url:
+        engine = sa.create_engine(normalize_url(url))
+        try:
+            results, checks = _measure_all(engine, frame, sample_rows)
+        finally:
+            engine.dispose()
+    framework = results["framework_upsert"]["rows_per_s"]
+    notes = {
+        "chunk_rows": CHUNK_ROWS,
+        "pandas_to_sql_multi_sample_rows": sample_rows,
+        "pandas_to_sql_multi_chunksize": PANDAS_CHUNK_ROWS,
+        **checks,
+        "framework_speed_relative_to": {
+            name: round(framework / result["rows_per_s"], 3)
+            for name, result in results.items()
+            if name != "framework_upsert"
+        },
+        "server": server_facts(database_url),
+    }
+    return {"rows": rows, "results": results, "notes": notes}
+
+
+def _measure_all(
+    engine: sa.Engine, frame: pd.DataFrame, sample_rows: int
+) -> tuple[dict[str, dict], dict]:
+    rows = len(frame)
+    results: dict[str, dict] = {}
+
+    target = _orders_shaped(engine, "bench_framework")
+    seconds, counts = _timed(engine, lambda: _framework_upsert(engine, target, frame))
+    _expect(counts == UpsertCounts(inserted=rows), "framework_upsert", counts)
+    results["framework_upsert"] = _result(rows, seconds)
+    _snapshot_row_versions(engine, target)
+    seconds, counts = _timed(engine, lambda: _framework_upsert(engine, target, frame))
+    _expect(counts == UpsertCounts(unchanged=rows), "framework_upsert_unchanged", counts)
+    results["framework_upsert_unchanged"] = _result(rows, seconds)
+    checks = {
+        "framework_upsert_unchanged_new_row_versions": _new_row_versions(engine, target),
+        "framework_upsert_unchanged_time_vs_first_run": round(
+            results["framework_upsert_unchanged"]["seconds"]
+            / results["framework_upsert"]["seconds"],
+            3,
+        ),
+    }
+    _drop_checked(engine, target, rows)
+
+    methods = (
+        ("raw_copy_append", _raw_copy_append, frame),
+        ("pandas_to_sql_multi", _pandas_to_sql_multi, frame.head(sample_rows)),
+        ("executemany_upsert", _executemany_upsert, frame),
+    )
+    for name, method, data in methods:
+        target = _orders_shaped(engine, f"bench_{name}")
+        seconds, _ = _timed(engine, lambda m=method, t=target, d=data: m(engine, t, d))
+        results[name] = _result(len(data), seconds)
+        _drop_checked(engine, target, len(data))
+    return results, checks
+
+
+def _chunks(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    for start in range(0, len(frame), CHUNK_ROWS):
+        yield frame.iloc[start : start + CHUNK_ROWS]
+
+
+def _framework_upsert(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame) -> UpsertCounts:
+    counts = UpsertCounts()
+    for chunk in _chunks(frame):
+        with engine.begin() as connection:
+            counts += upsert_frame(connection, table, KEY, chunk)
+    return counts
+
+
+def _raw_copy_append(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame) -> None:
+    # The same column-wise COPY text the framework sends, straight into the table: what
+    # remains of the framework's time above this is the stage and the merge.
+    columns = list(frame.columns)
+    types = [table.c[name].type for name in columns]
+    statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
+    for chunk in _chunks(frame):
+        with engine.begin() as connection:
+            text = copy_text(chunk, types, connection.dialect)
+            if text is None:
+                raise AssertionError("the bench frame must take the column-wise COPY path")
+            cursor = connection.connection.driver_connection.cursor()
+            with cursor, cursor.copy(statement) as copy:
+                copy.write(text)
+
+
+def _pandas_to_sql_multi(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame) -> None:
+    frame.to_sql(
+        table.name,
+        engine,
+        if_exists="append",
+        index=False,
+        method="multi",
+        chunksize=PANDAS_CHUNK_ROWS,
+    )
+
+
+def _executemany_upsert(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame) -> None:
+    insert = postgresql.insert(table)
+    statement = insert.on_conflict_do_update(
+        index_elements=list(KEY),
+        set_={c.name: insert.excluded[c.name] for c in table.columns if c.name not in KEY},
+    )
+    for chunk in _chunks(frame):
+        with engine.begin() as connection:
+            connection.execute(statement, chunk.to_dict("records"))
+
+
+def _timed(engine: sa.Engine, work: Callable[[], object]) -> tuple[float, object]:
+    _checkpoint(engine)
+    began = time.perf_counter()
+    outcome = work()
+    return time.perf_counter() - began, outcome
+
+
+def _checkpoint(engine: sa.Engine) -> None:
+    """Flush the previous method's dirty pages now, so that it is not charged to the next."""
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(sa.text("CHECKPOINT"))
+    except sa.exc.DBAPIError:
+        pass  # CHECKPOINT needs superuser or pg_checkpoint; the figures just get noisier
+
+
+def _result(rows: int, seconds: float) -> dict:
+    return {"seconds": round(seconds, 4), "rows_per_s": round(rows / seconds, 1)}
+
+
+def _orders_shaped(engine: sa.Engine, name: str) -> sa.Table:
+    table = orders_table.to_metadata(sa.MetaData(), name=name)
+    for index in table.indexes:
+        index.name = f"ix_{name}_{'_'.join(column.name for column in index.columns)}"
+    table.create(engine)
+    return table
+
+
+def _drop_checked(engine: sa.Engine, table: sa.Table, rows: int) -> None:
+    """Drop a method's table once it is seen to hold every row it was given."""
+    with engine.connect() as connection:
+        stored = connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+    if stored != rows:
+        raise AssertionError(f"{table.name} holds {stored} rows, expected {rows}")
+    table.drop(engine)
+
+
+def _snapshot_row_versions(engine: sa.Engine, table: sa.Table) -> None:
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                f"CREATE TABLE bench_row_versions AS "
+                f"SELECT order_id, xmin::text AS version FROM {table.name}"
+            )
+        )
+
+
+def _new_row_versions(engine: sa.Engine, table: sa.Table) -> int:
+    """Rows whose xmin changed (or that appeared) since the snapshot."""
+    with engine.begin() as connection:
+        changed = connection.execute(
+            sa.text(
+                f"SELECT count(*) FROM {table.name} AS t "
+                "LEFT JOIN bench_row_versions AS v USING (order_id) "
+                "WHERE v.version IS DISTINCT FROM t.xmin::text"
+            )
+        ).scalar_one()
+        connection.execute(sa.text("DROP TABLE bench_row_versions"))
+    return changed
+
+
+def _expect(condition: bool, method: str, counts: UpsertCounts) -> None:
+    if not condition:
+        raise AssertionError(f"{method}: unexpected upsert counts {counts}")

@@ -1,0 +1,311 @@
+"""The dead letter in Dagster: one `dead_letter` partition per quarantine entry, alerts, requeue.
+
+- `dead_letter_sensor` walks new quarantine entries by id (its cursor), alerts each once
+  through the ledger and launches the entry's `dead_letter` partition.
+- `requeue_dead_letter` (a job to launch from the UI) releases an entry; `requeue_sensor`
+  then launches a run of the released partition, as `jobs-platform dead-letter requeue` does.
+"""
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+import sqlalchemy as sa
+
+from jobs_platform.alerts.alert import QuarantineAlert, alert_for_entry, load_alert, load_alerts
+from jobs_platform.alerts.ledger import deliver_once, is_settled
+from jobs_platform.orchestration.alerting import AlertsResource
+from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
+from jobs_platform.orchestration.registry import backfill_specs
+from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.schema import create_tables, quarantine, utcnow
+
+# A tick must finish well within Dagster's sensor timeout (60 s) even when a sink hangs
+# until its own timeout; what does not fit waits for the next tick.
+ENTRIES_PER_TICK = 100
+TICK_BUDGET_SECONDS = 20.0
+DEAD_LETTER_TICK_SECONDS = 30
+REQUEUE_TICK_SECONDS = 15
+
+dead_letter_partitions = dg.DynamicPartitionsDefinition(name="dead_letter_entries")
+
+HISTORY_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("episode", "int"),
+        dg.TableColumn("attempt", "int"),
+        dg.TableColumn("run_id", "string"),
+        dg.TableColumn("error_class", "string"),
+        dg.TableColumn("error_type", "string"),
+        dg.TableColumn("message", "string"),
+        dg.TableColumn("at", "string"),
+    ]
+)
+
+
+@dg.asset(
+    name="dead_letter",
+    partitions_def=dead_letter_partitions,
+    group_name="dead_letter",
+    description="One partition per quarantine entry (its id): the failed partition, its whole "
+    "failure history and how to requeue it.",
+)
+def dead_letter(
+    context: dg.AssetExecutionContext, jobs_platform: JobsPlatformResource
+) -> dg.MaterializeResult:
+    engine = warehouse_engine(jobs_platform.settings().database_url)
+    create_tables(engine)
+    with engine.connect() as connection:
+        try:
+            alert = load_alert(connection, int(context.partition_key))
+        except (quarantine_store.UnknownEntry, ValueError) as error:
+            raise dg.Failure(
+                f"dead_letter partition {context.partition_key!r}: {error}", allow_retries=False
+            ) from None
+    return dg.MaterializeResult(metadata=dead_letter_metadata(alert))
+
+
+def dead_letter_metadata(alert: QuarantineAlert) -> dict:
+    """What the UI shows for a quarantine entry."""
+    return {
+        "entry_id": alert.entry_id,
+        "asset": alert.asset,
+        "partition": alert.partition,
+        "status": alert.status,
+        "attempts": alert.attempts,
+        "error_class": alert.error_class,
+        "last_error": alert.last_error or "",
+        "first_failed_at": _timestamp(alert.first_failed_at),
+        "last_failed_at": _timestamp(alert.last_failed_at),
+        "requeue": alert.requeue_command,
+        "history": dg.TableMetadataValue(
+            records=[
+                dg.TableRecord(
+                    {
+                        "episode": attempt.episode,
+                        "attempt": attempt.attempt,
+                        "run_id": attempt.run_id,
+                        "error_class": attempt.error_class,
+                        "error_type": attempt.error_type,
+                        "message": attempt.message,
+                        "at": attempt.at.isoformat() if attempt.at else None,
+                    }
+                )
+                for attempt in alert.history
+            ],
+            schema=HISTORY_SCHEMA,
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class DeadLetterCursor:
+    """Where `dead_letter_sensor` stands: the last entry seen, and alerts still to retry.
+
+    Serialized as the bare entry id ("17") when no alert waits for a retry, so a person
+    can also set it in the UI.
+    """
+
+    last_entry_id: int = 0
+    undelivered: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: str | None) -> "DeadLetterCursor":
+        if not raw or not raw.strip():
+            return cls()
+        if raw.strip().isdigit():
+            return cls(int(raw))
+        state = json.loads(raw)
+        return cls(int(state["last_entry_id"]), tuple(int(i) for i in state["undelivered"]))
+
+    def serialize(self) -> str:
+        if not self.undelivered:
+            return str(self.last_entry_id)
+        return json.dumps(
+            {"last_entry_id": self.last_entry_id, "undelivered": list(self.undelivered)}
+        )
+
+
+@dg.sensor(
+    name="dead_letter_sensor",
+    asset_selection=[dead_letter],
+    minimum_interval_seconds=DEAD_LETTER_TICK_SECONDS,
+    # On by default: under `dagster dev` a quarantined partition must alert without anyone
+    # first finding and starting a sensor. The ledger keeps that to one alert per entry.
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Alerts each new quarantine entry once and adds it as a dead_letter partition.",
+)
+def dead_letter_sensor(
+    context: dg.SensorEvaluationContext,
+    jobs_platform: JobsPlatformResource,
+    alerts: AlertsResource,
+) -> dg.SensorResult:
+    cursor = DeadLetterCursor.parse(context.cursor)
+    settings = jobs_platform.settings()
+    engine = warehouse_engine(settings.database_url)
+    create_tables(engine)
+    sinks = alerts.sinks(settings)
+    # Read everything first: a connection held across the sends would, on SQLite, hold the
+    # warehouse's write lock while a webhook answers.
+    with engine.connect() as connection:
+        retrying = load_alerts(connection, cursor.undelivered)
+        # Only entries after the cursor, walked by primary key: a tick costs what is new.
+        new = [
+            alert_for_entry(connection, entry)
+            for entry in quarantine_store.entries_after(
+                connection, cursor.last_entry_id, limit=ENTRIES_PER_TICK
+            )
+        ]
+    deadline = time.monotonic() + TICK_BUDGET_SECONDS
+    undelivered: list[int] = []
+    for alert in retrying:
+        if time.monotonic() > deadline or not is_settled(deliver_once(engine, alert, sinks)):
+            undelivered.append(alert.entry_id)
+    last_seen, requests = cursor.last_entry_id, []
+    for alert in new:
+        if time.monotonic() > deadline:
+            break  # the cursor stops here; the next tick picks up the rest
+        statuses = deliver_once(engine, alert, sinks)
+        if not is_settled(statuses):
+            undelivered.append(alert.entry_id)
+        context.log.info(
+            f"quarantine entry {alert.entry_id} ({alert.asset}/{alert.partition}): "
+            f"alerts {', '.join(f'{sink} {status}' for sink, status in statuses.items())}"
+        )
+        # The run key makes the daemon launch each entry's partition once, tick after tick.
+        requests.append(
+            dg.RunRequest(
+                run_key=str(alert.entry_id),
+                partition_key=str(alert.entry_id),
+                asset_selection=[dead_letter.key],
+            )
+        )
+        last_seen = alert.entry_id
+    added = [request.partition_key for request in requests]
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[dead_letter_partitions.build_add_request(added)]
+        if added
+        else [],
+        cursor=DeadLetterCursor(last_seen, tuple(undelivered)).serialize(),
+        skip_reason=None if requests else "no new quarantine entries",
+    )
+
+
+@dg.sensor(
+    name="requeue_sensor",
+    asset_selection=dg.AssetSelection.tag(BACKFILL_TAG, "true"),
+    minimum_interval_seconds=REQUEUE_TICK_SECONDS,
+    # On by default for the same reason: a requeue from the UI must relaunch the partition.
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Launches a run for each requeued partition that no one has launched yet.",
+)
+def requeue_sensor(
+    context: dg.SensorEvaluationContext, jobs_platform: JobsPlatformResource
+) -> dg.SensorResult:
+    engine = warehouse_engine(jobs_platform.settings().database_url)
+    create_tables(engine)
+    with engine.begin() as connection:
+        # Marked in the warehouse before the request is returned: should the daemon die in
+        # between, the run is not launched, which `dead-letter requeue` can redo; the other
+        # order could launch a partition twice.
+        entries = claim_requeues_to_launch(connection, sorted(backfill_specs()), ENTRIES_PER_TICK)
+    requests = []
+    for entry in entries:
+        selection = [dg.AssetKey(entry.asset), *_downstream_backfills(context, entry.asset)]
+        context.log.info(f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): launching")
+        requests.append(
+            dg.RunRequest(
+                run_key=f"requeue-{entry.id}",
+                partition_key=entry.partition,
+                asset_selection=selection,
+            )
+        )
+    return dg.SensorResult(
+        run_requests=requests, skip_reason=None if requests else "no requeued partitions to launch"
+    )
+
+
+def claim_requeues_to_launch(
+    connection: sa.Connection, assets: Sequence[str], limit: int
+) -> list[sa.Row]:
+    """Requeued entries of `assets` whose run nobody launched yet, now marked launched."""
+    if not assets:
+        return []
+    entries = connection.execute(
+        sa.select(quarantine)
+        .where(
+            quarantine.c.status == quarantine_store.QuarantineStatus.REQUEUED,
+            quarantine.c.requeue_launched_at.is_(None),
+            quarantine.c.asset.in_(list(assets)),
+        )
+        .order_by(quarantine.c.id)
+        .limit(limit)
+        .with_for_update()
+    ).all()
+    if entries:
+        connection.execute(
+            sa.update(quarantine)
+            .where(quarantine.c.id.in_([entry.id for entry in entries]))
+            .values(requeue_launched_at=utcnow())
+        )
+    return entries
+
+
+def _downstream_backfills(context: dg.SensorEvaluationContext, asset: str) -> list[dg.AssetKey]:
+    """Backfills fed by `asset` and partitioned like it, relaunched with it as the CLI does."""
+    graph = context.repository_def.asset_graph if context.repository_def else None
+    if graph is None or not graph.has(dg.AssetKey(asset)):
+        return []
+    partitions_def = graph.get(dg.AssetKey(asset)).partitions_def
+    return [
+        dg.AssetKey(name)
+        for name, spec in sorted(backfill_specs().items())
+        if asset in spec.upstream
+        and graph.has(dg.AssetKey(name))
+        and graph.get(dg.AssetKey(name)).partitions_def == partitions_def
+    ]
+
+
+class RequeueConfig(dg.Config):
+    """Which quarantined partition to release."""
+
+    asset: str
+    partition: str
+
+
+@dg.op(name="requeue_partition")
+def requeue_partition_op(
+    context: dg.OpExecutionContext, config: RequeueConfig, jobs_platform: JobsPlatformResource
+) -> None:
+    """Release the partition's quarantine entry; `requeue_sensor` then launches its run."""
+    engine = warehouse_engine(jobs_platform.settings().database_url)
+    create_tables(engine)
+    try:
+        with engine.begin() as connection:
+            entry = quarantine_store.requeue_partition(connection, config.asset, config.partition)
+    except quarantine_store.UnknownEntry as error:
+        raise dg.Failure(
+            f"{error}; `jobs-platform dead-letter list` shows what is quarantined",
+            allow_retries=False,
+        ) from None
+    context.log.info(
+        f"released {config.asset}/{config.partition} (entry {entry.id}, {entry.attempts} "
+        "attempt(s)); its attempt count starts over and requeue_sensor launches its run"
+    )
+
+
+@dg.job(
+    name="requeue_dead_letter",
+    description="Release a quarantined partition (config: asset, partition); requeue_sensor "
+    "then launches a run for it.",
+)
+def requeue_dead_letter() -> None:
+    requeue_partition_op()
+
+
+def _timestamp(value) -> dg.MetadataValue:
+    return dg.MetadataValue.timestamp(value) if value is not None else dg.MetadataValue.null()

@@ -1,0 +1,43 @@
+"""The transactional outbox: request backfills in the same transaction as a state change.
+
+Plain SQLAlchemy, no Dagster: `request_backfill` is called from application code. The
+Dagster side that drains it is `jobs_platform.orchestration.outbox`.
+"""
+
+from jobs_platform.outbox.store import (
+    CLAIM_TIMEOUT_SECONDS,
+    KNOWN_SCHEMA_VERSIONS,
+    MAX_PARTITIONS_PER_REQUEST,
+    OUTBOX_SCHEMA_VERSION,
+    ClaimedRequest,
+    InvalidRequest,
+    OutboxNotInstalled,
+    OutboxStatus,
+    QueueStats,
+    claim_pending,
+    list_requests,
+    mark_launched,
+    mark_rejected,
+    parse_partitions,
+    queue_stats,
+    request_backfill,
+)
+
+__all__ = [
+    "CLAIM_TIMEOUT_SECONDS",
+    "KNOWN_SCHEMA_VERSIONS",
+    "MAX_PARTITIONS_PER_REQUEST",
+    "OUTBOX_SCHEMA_VERSION",
+    "ClaimedRequest",
+    "InvalidRequest",
+    "OutboxNotInstalled",
+    "OutboxStatus",
+    "QueueStats",
+    "claim_pending",
+    "list_requests",
+    "mark_launched",
+    "mark_rejected",
+    "parse_partitions",
+    "queue_stats",
+    "request_backfill",
+]

@@ -1,0 +1,339 @@
+"""The transactional outbox: backfill requests written in the caller's own transaction.
+
+Application code calls `request_backfill` with the SQLAlchemy `Connection` of the
+transaction that changes its state, so the request commits with that change or not at
+all: there is no window where the state changed and nobody asked for the backfill, or
+the reverse. `backfill_request_sensor` (jobs_platform.orchestration.outbox) drains the
+table with `claim_pending` → `mark_launched` / `mark_rejected`.
+
+A request holds identifiers only (asset name, partition keys, a reason, a correlation
+id), never data: the backfill reads its input itself, so a request stays small and a
+stale request still launches today's input. Everything in it is checked again by the
+sensor, which treats stored rows as untrusted.
+
+The table is `jp_outbox`, created by `jobs_platform.store.schema.create_tables(engine)`
+(the sensor runs it on every tick; run it once at deploy time before the first request).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from jobs_platform.store.schema import outbox, utcnow
+
+# Version of the request payload. The sensor refuses versions it does not know instead of
+# guessing what a newer producer meant.
+OUTBOX_SCHEMA_VERSION = 1
+KNOWN_SCHEMA_VERSIONS = frozenset({OUTBOX_SCHEMA_VERSION})
+
+# Bounds that keep a request an identifier list rather than a payload. 500 partitions
+# is more than a year of days; a larger backfill is several requests (or the UI's backfill).
+MAX_PARTITIONS_PER_REQUEST = 500
+MAX_IDENTIFIER_CHARS = 255  # the width of the asset, partition and correlation columns
+MAX_REASON_CHARS = 1000
+MAX_ERROR_CHARS = 2000
+# The largest JSON `request_backfill` can write (each key at most doubled by escapes):
+# a stored value above it was not written by us and is refused before parsing.
+MAX_PARTITIONS_JSON_CHARS = MAX_PARTITIONS_PER_REQUEST * (2 * MAX_IDENTIFIER_CHARS + 4) + 2
+
+# A claim older than this belongs to a sensor tick that died between claiming and
+# marking (ticks time out after 60 s), so another tick may claim the request again.
+CLAIM_TIMEOUT_SECONDS = 300.0
+
+
+class OutboxStatus(enum.StrEnum):
+    """Where a backfill request stands."""
+
+    PENDING = "pending"
+    """`request_backfill` wrote it; it commits (or vanishes) with the caller's transaction."""
+    CLAIMED = "claimed"
+    """A sensor tick took it with `claim_pending`; claimable again after CLAIM_TIMEOUT_SECONDS."""
+    LAUNCHED = "launched"
+    """The sensor validated it and returned its run requests (`mark_launched`); final."""
+    REJECTED = "rejected"
+    """The sensor found it invalid (`mark_rejected`, reason in `error`); final, never retried."""
+
+
+class InvalidRequest(ValueError):
+    """A backfill request (an argument, or a stored row) breaks the request contract."""
+
+
+class OutboxNotInstalled(RuntimeError):
+    """The warehouse has no `jp_outbox` table yet."""
+
+
+@dataclass(frozen=True)
+class ClaimedRequest:
+    """A request a sensor tick now holds, as stored (not yet validated)."""
+
+    id: int
+    schema_version: int
+    asset: str
+    partitions: str  # the stored JSON text; `parse_partitions` checks it
+    reason: str
+    correlation_id: str | None
+    created_at: dt.datetime
+    claimed_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """How the outbox is doing: the backlog, its age and the outcomes so far."""
+
+    pending: int
+    claimed: int
+    launched: int
+    rejected: int
+    oldest_pending_age_seconds: float | None  # None when nothing is pending
+
+
+def request_backfill(
+    connection: sa.Connection,
+    asset: str,
+    partitions: Sequence[str],
+    *,
+    reason: str,
+    correlation_id: str | None = None,
+) -> int:
+    """Request a backfill of `asset`'s `partitions` inside the caller's transaction.
+
+    The INSERT runs on `connection` in the transaction already open there; this function
+    never commits, rolls back or begins one, so the request is committed exactly when the
+    caller's state change is. It creates no table either: `jp_outbox` must exist
+    (`jobs_platform.store.schema.create_tables(engine)`), else `OutboxNotInstalled`.
+    The caller's database must be the warehouse the sensor reads.
+
+    Returns the request id; the run of a one-partition request gets it as its `run_key`.
+    Raises `InvalidRequest` (a ValueError) for arguments that can never make a valid
+    request; whether the asset and partitions exist is checked by the sensor.
+    """
+    if not isinstance(connection, sa.Connection):
+        raise TypeError(
+            "request_backfill needs a SQLAlchemy Connection (with an ORM Session, pass "
+            f"session.connection()), got {type(connection).__name__}"
+        )
+    if not connection.in_transaction():
+        raise InvalidRequest(
+            "request_backfill writes inside your transaction, and this connection has none: "
+            "call it within `with engine.begin() as connection:` (or after connection.begin()) "
+            "together with the state change it belongs to"
+        )
+    values = {
+        "schema_version": OUTBOX_SCHEMA_VERSION,
+        "asset": _identifier(asset, "asset"),
+        "partitions": json.dumps(checked_partitions(partitions), ensure_ascii=False),
+        "reason": _text(reason, "reason", MAX_REASON_CHARS, printable=False),
+        "correlation_id": None
+        if correlation_id is None
+        else _identifier(correlation_id, "correlation_id"),
+        "status": OutboxStatus.PENDING,
+        "created_at": utcnow(),
+    }
+    try:
+        return connection.execute(
+            sa.insert(outbox).values(**values).returning(outbox.c.id)
+        ).scalar_one()
+    except sa.exc.DBAPIError as error:
+        if _is_missing_table(error):
+            raise OutboxNotInstalled(
+                "the warehouse has no jp_outbox table: run "
+                "jobs_platform.store.schema.create_tables(engine) once (a deploy step) before "
+                "requesting backfills; request_backfill never creates tables inside your "
+                "transaction"
+            ) from error
+        raise
+
+
+def checked_partitions(partitions: Sequence[str]) -> list[str]:
+    """The partition keys as a list without repeats, or `InvalidRequest` saying what is wrong."""
+    # A bare string is a sequence too: "2024-01-03" would become ten one-character keys.
+    if isinstance(partitions, str | bytes) or not isinstance(partitions, list | tuple):
+        raise InvalidRequest(
+            f"partitions must be a list of partition keys, got {type(partitions).__name__}"
+        )
+    if not partitions:
+        raise InvalidRequest("partitions must name at least one partition")
+    if len(partitions) > MAX_PARTITIONS_PER_REQUEST:
+        raise InvalidRequest(
+            f"a request names at most {MAX_PARTITIONS_PER_REQUEST} partitions, got "
+            f"{len(partitions)}; split the backfill into several requests"
+        )
+    keys = [_identifier(key, f"partitions[{index}]") for index, key in enumerate(partitions)]
+    return list(dict.fromkeys(keys))
+
+
+def parse_partitions(text: str) -> list[str]:
+    """The partition keys of a stored request, checked as untrusted input."""
+    if not isinstance(text, str) or len(text) > MAX_PARTITIONS_JSON_CHARS:
+        raise InvalidRequest("partitions is not a JSON array of a size request_backfill writes")
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise InvalidRequest("partitions is not valid JSON") from None
+    return checked_partitions(value)
+
+
+def claim_pending(
+    connection: sa.Connection,
+    limit: int,
+    *,
+    claim_timeout_seconds: float = CLAIM_TIMEOUT_SECONDS,
+    now: dt.datetime | None = None,
+) -> list[ClaimedRequest]:
+    """Claim up to `limit` requests, oldest first: pending ones and claims past their timeout.
+
+    Runs in the caller's transaction; the claim holds once it commits. On PostgreSQL the
+    SELECT takes `FOR UPDATE SKIP LOCKED`, so concurrent claimers split the queue between
+    them instead of waiting for, or sharing, each other's rows. SQLite has no row locks
+    and the clause compiles to nothing there: it serialises writers instead (the
+    warehouse engine begins every transaction IMMEDIATE). On both, the UPDATE repeats the
+    claimable condition and only the rows it changed count as claimed.
+    """
+    if limit < 1:
+        return []
+    now = now or utcnow()
+    claimable = sa.or_(
+        outbox.c.status == OutboxStatus.PENDING,
+        sa.and_(
+            outbox.c.status == OutboxStatus.CLAIMED,
+            outbox.c.claimed_at < now - dt.timedelta(seconds=claim_timeout_seconds),
+        ),
+    )
+    candidates = connection.execute(
+        sa.select(outbox)
+        .where(claimable)
+        .order_by(outbox.c.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if not candidates:
+        return []
+    claimed = set(
+        connection.execute(
+            sa.update(outbox)
+            .where(outbox.c.id.in_([row.id for row in candidates]), claimable)
+            .values(status=OutboxStatus.CLAIMED, claimed_at=now)
+            .returning(outbox.c.id)
+        ).scalars()
+    )
+    return [
+        ClaimedRequest(
+            id=row.id,
+            schema_version=row.schema_version,
+            asset=row.asset,
+            partitions=row.partitions,
+            reason=row.reason,
+            correlation_id=row.correlation_id,
+            created_at=row.created_at,
+            claimed_at=now,
+        )
+        for row in candidates
+        if row.id in claimed
+    ]
+
+
+def mark_launched(
+    connection: sa.Connection, request_id: int, run_key: str, *, now: dt.datetime | None = None
+) -> bool:
+    """Record that the request's runs were requested; False if this claim no longer holds it."""
+    return _finish_claim(
+        connection,
+        request_id,
+        status=OutboxStatus.LAUNCHED,
+        launched_at=now or utcnow(),
+        run_key=run_key,
+    )
+
+
+def mark_rejected(connection: sa.Connection, request_id: int, reason: str) -> bool:
+    """Record why the request can never run; False if this claim no longer holds it."""
+    return _finish_claim(
+        connection, request_id, status=OutboxStatus.REJECTED, error=reason[:MAX_ERROR_CHARS]
+    )
+
+
+def queue_stats(connection: sa.Connection, *, now: dt.datetime | None = None) -> QueueStats:
+    """Requests per status and the age of the oldest pending one, in one grouped query."""
+    counts = {str(status): 0 for status in OutboxStatus}
+    oldest_pending = None
+    for status, count, oldest in connection.execute(
+        sa.select(outbox.c.status, sa.func.count(), sa.func.min(outbox.c.created_at)).group_by(
+            outbox.c.status
+        )
+    ):
+        if status in counts:
+            counts[status] = count
+        if status == OutboxStatus.PENDING:
+            oldest_pending = oldest
+    age = None
+    if oldest_pending is not None:
+        age = max(0.0, ((now or utcnow()) - oldest_pending).total_seconds())
+    return QueueStats(
+        pending=counts[OutboxStatus.PENDING],
+        claimed=counts[OutboxStatus.CLAIMED],
+        launched=counts[OutboxStatus.LAUNCHED],
+        rejected=counts[OutboxStatus.REJECTED],
+        oldest_pending_age_seconds=age,
+    )
+
+
+def list_requests(
+    connection: sa.Connection,
+    *,
+    limit: int,
+    statuses: Sequence[OutboxStatus] | None = None,
+) -> list[sa.Row]:
+    """The newest `limit` requests (of `statuses`, if given), oldest first."""
+    query = sa.select(outbox).order_by(outbox.c.id.desc()).limit(limit)
+    if statuses:
+        query = query.where(outbox.c.status.in_([str(status) for status in statuses]))
+    return list(reversed(connection.execute(query).all()))
+
+
+def _finish_claim(connection: sa.Connection, request_id: int, **values) -> bool:
+    # Only a claimed request moves on: a tick that outlived its claim finds the request
+    # already finished by the tick that re-claimed it, and changes nothing.
+    return (
+        connection.execute(
+            sa.update(outbox)
+            .where(outbox.c.id == request_id, outbox.c.status == OutboxStatus.CLAIMED)
+            .values(**values)
+        ).rowcount
+        == 1
+    )
+
+
+def _identifier(value: object, what: str) -> str:
+    text = _text(value, what, MAX_IDENTIFIER_CHARS)
+    if text != text.strip():
+        raise InvalidRequest(f"{what} must not start or end with whitespace, got {text!r}")
+    return text
+
+
+def _text(value: object, what: str, max_chars: int, *, printable: bool = True) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest(f"{what} must be a non-empty string, got {_shown(value)}")
+    if len(value) > max_chars:
+        raise InvalidRequest(f"{what} must be at most {max_chars} characters, got {len(value)}")
+    # Identifiers end up in run keys, tags and partition names: no control characters.
+    if printable and not value.isprintable():
+        raise InvalidRequest(f"{what} must not contain control characters, got {_shown(value)}")
+    return value
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _is_missing_table(error: sa.exc.DBAPIError) -> bool:
+    # PostgreSQL: undefined_table (42P01); SQLite: "no such table: jp_outbox".
+    if getattr(error.orig, "sqlstate", None) == "42P01":
+        return True
+    return "no such table" in str(error.orig)

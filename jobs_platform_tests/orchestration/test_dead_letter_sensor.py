@@ -1,0 +1,345 @@
+"""The dead letter in Dagster: sensor alerts once per entry, UI metadata, check, requeue."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from jobs_platform.definitions import defs
+from jobs_platform.examples.orders.assets import daily_revenue, orders
+from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform.orchestration.dead_letter import (
+    DeadLetterCursor,
+    dead_letter,
+    dead_letter_sensor,
+    requeue_sensor,
+)
+from jobs_platform.orchestration.registry import backfill_specs
+from jobs_platform.store.quarantine import QuarantineStatus, latest_entry
+from jobs_platform.store.schema import alert_ledger
+from jobs_platform_tests.alert_fixtures import (
+    bulk_quarantine_entries,
+    http_receiver,
+    quarantine_entry,
+)
+from jobs_platform_tests.support import engine_from, materialize
+
+DAY = dt.date(2024, 3, 4)
+PARTITION = DAY.isoformat()
+
+
+@pytest.fixture
+def instance(platform_env) -> Iterator[dg.DagsterInstance]:
+    """An in-memory instance: enough for runs and for sensors without dynamic partitions."""
+    with dg.DagsterInstance.ephemeral() as instance:
+        yield instance
+
+
+@pytest.fixture
+def daemon_instance(platform_env) -> Iterator[dg.DagsterInstance]:
+    """A persistent instance, which `dead_letter_sensor` needs to resolve its partitions."""
+    with dg.DagsterInstance.get() as instance:
+        yield instance
+
+
+@pytest.fixture
+def receiver(platform_env, monkeypatch):
+    """A real webhook receiver, set as JOBS_PLATFORM_ALERT_WEBHOOK_URL."""
+    with http_receiver() as receiver:
+        monkeypatch.setenv("JOBS_PLATFORM_ALERT_WEBHOOK_URL", receiver.url)
+        yield receiver
+
+
+@pytest.fixture
+def engine(platform_env) -> sa.Engine:
+    return engine_from(platform_env)
+
+
+def tick(
+    instance: dg.DagsterInstance, sensor: dg.SensorDefinition, cursor: str | None = None
+) -> dg.SensorResult:
+    context = dg.build_sensor_context(
+        instance=instance,
+        # The ref lets the sensor resolve dynamic partitions, as under the daemon.
+        instance_ref=None if instance.is_ephemeral else instance.get_ref(),
+        cursor=cursor,
+        definitions=defs,
+        resources=dict(defs.resources),
+    )
+    return sensor.evaluate_tick(context)
+
+
+def requeue(instance: dg.DagsterInstance, asset: str, partition: str, **kwargs):
+    config = {"ops": {"requeue_partition": {"config": {"asset": asset, "partition": partition}}}}
+    return defs.resolve_job_def("requeue_dead_letter").execute_in_process(
+        run_config=config, instance=instance, **kwargs
+    )
+
+
+@contextmanager
+def quarantine_statements(engine: sa.Engine) -> Iterator[list[tuple[str, int]]]:
+    """(SQL, rows returned) of every statement reading jp_quarantine while inside."""
+    seen: list[tuple[str, int]] = []
+
+    def record(_conn, cursor, statement, _params, _context, _many):
+        if "FROM jp_quarantine" in statement:
+            seen.append((" ".join(statement.split()), cursor.rowcount))
+
+    sa.event.listen(engine, "after_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(engine, "after_cursor_execute", record)
+
+
+def test_new_entry_is_alerted_once_even_when_the_sensor_ticks_again(
+    engine, daemon_instance, receiver
+):
+    entry_id = quarantine_entry(engine)
+
+    first = tick(daemon_instance, dead_letter_sensor)
+    same_cursor = tick(daemon_instance, dead_letter_sensor)
+    after_first = tick(daemon_instance, dead_letter_sensor, cursor=first.cursor)
+
+    assert receiver.keys() == [str(entry_id)]
+    assert first.cursor == str(entry_id)
+    [request] = first.run_requests
+    assert (request.run_key, request.partition_key) == (str(entry_id), str(entry_id))
+    assert request.asset_selection == [dead_letter.key]
+    [added] = first.dynamic_partitions_requests
+    assert (added.partitions_def_name, list(added.partition_keys)) == (
+        "dead_letter_entries",
+        [str(entry_id)],
+    )
+    assert [r.run_key for r in same_cursor.run_requests] == [str(entry_id)]  # the daemon dedups
+    assert after_first.run_requests == []
+    assert after_first.cursor == first.cursor
+
+
+def test_poison_day_alerts_once_and_not_again_after_requeue_and_success(
+    platform_env, engine, daemon_instance, receiver
+):
+    landing = platform_env["JOBS_PLATFORM_LANDING"]
+    seed_orders(landing, DAY, DAY, orders_per_day=20, poison_days=[DAY])
+    assert not materialize([orders], PARTITION, instance=daemon_instance).success
+    first = tick(daemon_instance, dead_letter_sensor)
+    tick(daemon_instance, dead_letter_sensor)
+    [alert] = receiver.requests
+    assert (alert.json()["partition"], alert.json()["error_class"]) == (PARTITION, "terminal")
+
+    assert requeue(daemon_instance, "orders", PARTITION).success
+    seed_orders(landing, DAY, DAY, orders_per_day=20)
+    assert materialize([orders], PARTITION, instance=daemon_instance).success
+    later = tick(daemon_instance, dead_letter_sensor, cursor=first.cursor)
+    from_scratch = tick(daemon_instance, dead_letter_sensor)
+
+    assert later.run_requests == []
+    assert receiver.keys() == [alert.headers["idempotency-key"]]
+    assert [r.run_key for r in from_scratch.run_requests] == [alert.headers["idempotency-key"]]
+    with engine.connect() as connection:
+        assert latest_entry(connection, "orders", PARTITION).status == QuarantineStatus.RESOLVED
+
+
+def test_alert_that_failed_is_retried_on_the_next_tick_past_the_cursor(
+    engine, daemon_instance, receiver
+):
+    entry_id = quarantine_entry(engine)
+    receiver.fail_next(400)  # a client error is not retried within the tick
+
+    failed = tick(daemon_instance, dead_letter_sensor)
+    retried = tick(daemon_instance, dead_letter_sensor, cursor=failed.cursor)
+
+    assert DeadLetterCursor.parse(failed.cursor) == DeadLetterCursor(entry_id, (entry_id,))
+    assert retried.run_requests == []
+    assert retried.cursor == str(entry_id)
+    assert receiver.keys() == [str(entry_id)] * 2
+    with engine.connect() as connection:
+        statuses = connection.execute(sa.select(alert_ledger.c.sink, alert_ledger.c.status))
+        assert dict(statuses.all()) == {"log": "sent", "webhook": "sent"}
+
+
+def test_alert_left_sending_by_a_dead_tick_is_resent_with_the_same_key(
+    engine, daemon_instance, receiver
+):
+    entry_id = quarantine_entry(engine)
+    first = tick(daemon_instance, dead_letter_sensor)
+    # As if that tick had died after the POST and before the ledger said "sent", and its
+    # cursor had never been saved.
+    with engine.begin() as connection:
+        connection.execute(
+            sa.update(alert_ledger).where(alert_ledger.c.sink == "webhook").values(status="sending")
+        )
+
+    tick(daemon_instance, dead_letter_sensor)
+    tick(daemon_instance, dead_letter_sensor, cursor=first.cursor)
+
+    assert receiver.keys() == [str(entry_id), str(entry_id)]
+
+
+def test_tick_reads_only_the_new_entries_when_ten_thousand_exist(engine, daemon_instance):
+    last_old = bulk_quarantine_entries(engine, 10_000)
+    new_ids = [quarantine_entry(engine, partition=f"2024-03-0{n}") for n in (1, 2, 3)]
+
+    with quarantine_statements(engine) as statements:
+        result = tick(daemon_instance, dead_letter_sensor, cursor=str(last_old))
+
+    assert [r.run_key for r in result.run_requests] == [str(i) for i in new_ids]
+    assert result.cursor == str(new_ids[-1])
+    # Every read of the quarantine is bounded by the primary key: a walk after the cursor
+    # with a LIMIT, or a lookup of given ids.
+    assert statements
+    for sql, _rows in statements:
+        assert ("jp_quarantine.id >" in sql and "LIMIT" in sql) or "jp_quarantine.id IN" in sql
+    if engine.dialect.name == "postgresql":  # SQLite reports no row count for a SELECT
+        assert sum(rows for _sql, rows in statements) == len(new_ids)
+
+
+def test_tick_takes_about_as_long_with_ten_thousand_old_entries_as_with_none(
+    engine, daemon_instance
+):
+    def best_tick_seconds(cursor: str) -> float:
+        timings = []
+        for _ in range(3):
+            began = time.perf_counter()
+            assert len(tick(daemon_instance, dead_letter_sensor, cursor=cursor).run_requests) == 10
+            timings.append(time.perf_counter() - began)
+        return min(timings)
+
+    fresh = [quarantine_entry(engine, partition=f"fresh-{n}") for n in range(10)]
+    with_none_before = best_tick_seconds(str(fresh[0] - 1))
+    last_old = bulk_quarantine_entries(engine, 10_000)
+    for n in range(10):
+        quarantine_entry(engine, partition=f"late-{n}")
+    with_ten_thousand_before = best_tick_seconds(str(last_old))
+
+    # Generous: a scan of 10,000 entries per new entry would be orders of magnitude slower.
+    assert with_ten_thousand_before < 3 * with_none_before + 0.5
+
+
+def test_dead_letter_partition_shows_the_whole_history_in_the_ui(engine, instance):
+    entry_id = quarantine_entry(engine, failures=3, message="HTTP 503 from the source API")
+    instance.add_dynamic_partitions("dead_letter_entries", [str(entry_id)])
+
+    result = dg.materialize(
+        [dead_letter],
+        partition_key=str(entry_id),
+        instance=instance,
+        resources=dict(defs.resources),
+    )
+
+    [event] = result.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    assert (metadata["asset"].value, metadata["partition"].value) == ("orders", "2024-01-05")
+    assert (metadata["status"].value, metadata["attempts"].value) == ("quarantined", 3)
+    assert metadata["error_class"].value == "retryable"
+    assert metadata["requeue"].value == "jobs-platform dead-letter requeue orders 2024-01-05"
+    assert metadata["first_failed_at"].value <= metadata["last_failed_at"].value
+    history = metadata["history"]
+    assert isinstance(history, dg.TableMetadataValue)
+    assert [column.name for column in history.schema.columns] == [
+        "episode",
+        "attempt",
+        "run_id",
+        "error_class",
+        "error_type",
+        "message",
+        "at",
+    ]
+    assert [record.data["attempt"] for record in history.records] == [1, 2, 3]
+    assert history.records[-1].data["message"] == "HTTP 503 from the source API"
+
+
+def test_dead_letter_partition_of_an_unknown_entry_fails_clearly(engine, instance):
+    instance.add_dynamic_partitions("dead_letter_entries", ["999"])
+
+    result = dg.materialize(
+        [dead_letter],
+        partition_key="999",
+        instance=instance,
+        resources=dict(defs.resources),
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "there is no quarantine entry 999" in failure.step_failure_data.error.message
+
+
+def run_quarantine_check(instance: dg.DagsterInstance) -> dg.AssetCheckEvaluation:
+    result = dg.materialize(
+        [orders, daily_revenue, *defs.asset_checks],
+        selection=dg.AssetSelection.checks_for_assets(orders),
+        instance=instance,
+        resources=dict(defs.resources),
+    )
+    [evaluation] = result.get_asset_check_evaluations()
+    return evaluation
+
+
+def test_check_fails_listing_quarantined_partitions_and_passes_after_requeue(engine, instance):
+    quarantine_entry(engine, partition="2024-01-07")
+    quarantine_entry(engine, partition="2024-01-05")
+    quarantine_entry(engine, "daily_revenue", partition="2024-01-09")
+
+    failing = run_quarantine_check(instance)
+    assert requeue(instance, "orders", "2024-01-05").success
+    assert requeue(instance, "orders", "2024-01-07").success
+    passing = run_quarantine_check(instance)
+
+    assert (failing.check_name, failing.passed) == ("no_quarantined_partitions", False)
+    assert failing.severity == dg.AssetCheckSeverity.ERROR
+    assert failing.metadata["quarantined_partitions"].value == "2024-01-05, 2024-01-07"
+    assert passing.passed
+
+
+def test_every_backfill_asset_has_the_quarantine_check():
+    checked = {
+        (key.asset_key.to_user_string(), key.name)
+        for c in defs.asset_checks
+        for key in c.check_keys
+    }
+
+    assert {asset for asset, _name in checked} == set(backfill_specs()) >= {"orders"}
+    assert {name for _asset, name in checked} == {"no_quarantined_partitions"}
+
+
+def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_once(engine, instance):
+    entry_id = quarantine_entry(engine, partition=PARTITION)
+
+    assert requeue(instance, "orders", PARTITION).success
+    first = tick(instance, requeue_sensor)
+    second = tick(instance, requeue_sensor)
+
+    [request] = first.run_requests
+    assert request.run_key == f"requeue-{entry_id}"
+    assert request.partition_key == PARTITION
+    # The asset and the backfills it feeds, as `jobs-platform dead-letter requeue` launches.
+    assert request.asset_selection == [orders.key, daily_revenue.key]
+    assert second.run_requests == []
+    with engine.connect() as connection:
+        entry = latest_entry(connection, "orders", PARTITION)
+    assert entry.status == QuarantineStatus.REQUEUED
+    assert entry.requeue_launched_at is not None
+
+
+def test_requeue_job_fails_clearly_for_a_partition_that_is_not_quarantined(engine, instance):
+    result = requeue(instance, "orders", PARTITION, raise_on_error=False)
+
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert f"orders/{PARTITION} is not quarantined" in failure.step_failure_data.error.message
+
+
+def test_cursor_reads_a_bare_entry_id_set_by_hand():
+    assert DeadLetterCursor.parse("42") == DeadLetterCursor(42)
+    assert DeadLetterCursor.parse(None) == DeadLetterCursor(0)
+    pending = DeadLetterCursor(42, (40, 41))
+    assert json.loads(pending.serialize()) == {"last_entry_id": 42, "undelivered": [40, 41]}
+    assert DeadLetterCursor.parse(pending.serialize()) == pending

@@ -1,0 +1,500 @@
+"""The outbox: a backfill request commits with the caller's state change and launches once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from jobs_platform import request_backfill
+from jobs_platform.cli.main import main
+from jobs_platform.definitions import defs
+from jobs_platform.examples.customers.assets import customer_order_history
+from jobs_platform.examples.customers.history import busiest_customers
+from jobs_platform.examples.customers.tables import customer_order_history_table
+from jobs_platform.examples.orders.assets import orders, seed_example_orders
+from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform.orchestration.backfill_asset import CORRELATION_TAG
+from jobs_platform.orchestration.outbox import (
+    HEALTH_CHECK_NAME,
+    REQUEST_ID_TAG,
+    REQUESTS_PER_TICK,
+    STALE_PENDING_SECONDS,
+    backfill_request_sensor,
+    outbox_health,
+)
+from jobs_platform.outbox import (
+    CLAIM_TIMEOUT_SECONDS,
+    MAX_PARTITIONS_PER_REQUEST,
+    InvalidRequest,
+    OutboxNotInstalled,
+    OutboxStatus,
+    claim_pending,
+    mark_launched,
+    mark_rejected,
+    queue_stats,
+)
+from jobs_platform.settings import Settings
+from jobs_platform.store.quarantine import active_entry
+from jobs_platform.store.schema import create_tables, outbox, utcnow
+from jobs_platform_tests.support import attempts_of, engine_from, materialize
+
+DAY = "2024-01-03"
+
+app_metadata = sa.MetaData()
+# The application's own state, changed in the same transaction as the request.
+invoices = sa.Table(
+    "invoices",
+    app_metadata,
+    sa.Column("invoice_id", sa.Integer, primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+)
+
+
+@pytest.fixture
+def engine(platform_env) -> sa.Engine:
+    """The warehouse (PostgreSQL and SQLite), with the framework's and the app's tables."""
+    engine = engine_from(platform_env)
+    create_tables(engine, invoices)
+    return engine
+
+
+@pytest.fixture
+def pg_engine(pg_platform_env) -> sa.Engine:
+    engine = engine_from(pg_platform_env)
+    create_tables(engine, invoices)
+    return engine
+
+
+@pytest.fixture
+def instance(platform_env) -> Iterator[dg.DagsterInstance]:
+    with dg.DagsterInstance.ephemeral() as instance:
+        yield instance
+
+
+def tick(instance: dg.DagsterInstance):
+    context = dg.build_sensor_context(
+        instance=instance,
+        instance_ref=None if instance.is_ephemeral else instance.get_ref(),
+        definitions=defs,
+        resources=dict(defs.resources),
+    )
+    return backfill_request_sensor.evaluate_tick(context)
+
+
+def enqueue(engine: sa.Engine, asset="orders", partitions=(DAY,), **kwargs) -> int:
+    kwargs.setdefault("reason", "invoice corrected")
+    with engine.begin() as connection:
+        return request_backfill(connection, asset, list(partitions), **kwargs)
+
+
+def stored(engine: sa.Engine, request_id: int) -> sa.Row:
+    with engine.connect() as connection:
+        return connection.execute(sa.select(outbox).where(outbox.c.id == request_id)).one()
+
+
+def our_tags(run_request: dg.RunRequest) -> dict[str, str]:
+    return {k: v for k, v in run_request.tags.items() if k.startswith("jobs_platform/")}
+
+
+def test_request_commits_with_the_callers_state_change(engine):
+    with engine.begin() as connection:
+        connection.execute(sa.insert(invoices).values(invoice_id=7, status="corrected"))
+        request_id = request_backfill(
+            connection, "orders", [DAY], reason="invoice 7 corrected", correlation_id="inv-7"
+        )
+
+    row = stored(engine, request_id)
+    assert (row.asset, json.loads(row.partitions), row.status) == ("orders", [DAY], "pending")
+    assert (row.reason, row.correlation_id, row.schema_version) == (
+        "invoice 7 corrected",
+        "inv-7",
+        1,
+    )
+    with engine.connect() as connection:
+        assert connection.execute(sa.select(invoices.c.status)).scalar_one() == "corrected"
+
+
+def test_request_is_absent_when_the_callers_transaction_rolls_back(engine):
+    with pytest.raises(RuntimeError, match="payment service down"), engine.begin() as connection:
+        connection.execute(sa.insert(invoices).values(invoice_id=7, status="corrected"))
+        request_backfill(connection, "orders", [DAY], reason="invoice 7 corrected")
+        raise RuntimeError("payment service down")
+
+    with engine.connect() as connection:
+        assert connection.execute(sa.select(sa.func.count()).select_from(outbox)).scalar() == 0
+        assert connection.execute(sa.select(sa.func.count()).select_from(invoices)).scalar() == 0
+
+
+def test_request_is_invisible_to_the_sensor_until_the_caller_commits(pg_engine):
+    with pg_engine.connect() as caller:
+        caller.begin()
+        request_id = request_backfill(caller, "orders", [DAY], reason="r")
+        with pg_engine.begin() as sensor:
+            assert claim_pending(sensor, 10) == []
+        caller.commit()
+
+    with pg_engine.begin() as sensor:
+        assert [request.id for request in claim_pending(sensor, 10)] == [request_id]
+
+
+def test_request_backfill_refuses_a_connection_without_a_transaction(engine):
+    with engine.connect() as connection, pytest.raises(InvalidRequest, match=r"engine\.begin"):
+        request_backfill(connection, "orders", [DAY], reason="r")
+
+
+def test_request_backfill_without_the_outbox_table_raises_a_clear_error(platform_env):
+    engine = engine_from(platform_env)  # create_tables never ran on this warehouse
+
+    with (
+        pytest.raises(OutboxNotInstalled, match=r"create_tables\(engine\)"),
+        engine.begin() as connection,
+    ):
+        request_backfill(connection, "orders", [DAY], reason="r")
+
+    assert not sa.inspect(engine).has_table("jp_outbox")  # and it created none
+
+
+@pytest.mark.parametrize(
+    ("asset", "partitions", "kwargs", "message"),
+    [
+        ("", [DAY], {}, "asset must be a non-empty string"),
+        (" orders", [DAY], {}, "must not start or end with whitespace"),
+        ("x" * 256, [DAY], {}, "asset must be at most 255 characters"),
+        ("orders", DAY, {}, "partitions must be a list of partition keys, got str"),
+        ("orders", [], {}, "at least one partition"),
+        ("orders", [20240103], {}, r"partitions\[0\] must be a non-empty string"),
+        ("orders", ["2024-01-03\n"], {}, "control characters"),
+        ("orders", ["d"] * (MAX_PARTITIONS_PER_REQUEST + 1), {}, "at most 500 partitions"),
+        ("orders", [DAY], {"reason": ""}, "reason must be a non-empty string"),
+        ("orders", [DAY], {"reason": "r" * 1001}, "reason must be at most 1000"),
+        ("orders", [DAY], {"correlation_id": ""}, "correlation_id must be a non-empty string"),
+    ],
+)
+def test_enqueue_refuses_what_can_never_be_a_request(
+    sqlite_url, asset, partitions, kwargs, message
+):
+    engine = engine_from({"JOBS_PLATFORM_DATABASE_URL": sqlite_url})
+    create_tables(engine)
+    kwargs = {"reason": "r", **kwargs}
+
+    with pytest.raises(ValueError, match=message), engine.begin() as connection:
+        request_backfill(connection, asset, partitions, **kwargs)
+
+
+def test_repeated_partition_keys_are_requested_once(engine):
+    request_id = enqueue(engine, partitions=[DAY, "2024-01-04", DAY])
+
+    assert json.loads(stored(engine, request_id).partitions) == [DAY, "2024-01-04"]
+
+
+def test_request_launches_one_run_with_the_request_id_as_run_key(engine, instance):
+    request_id = enqueue(engine, correlation_id="inv-7")
+
+    result = tick(instance)
+
+    [run] = result.run_requests
+    assert (run.run_key, run.partition_key) == (str(request_id), DAY)
+    assert run.asset_selection == [orders.key]
+    assert our_tags(run) == {CORRELATION_TAG: "inv-7", REQUEST_ID_TAG: str(request_id)}
+    row = stored(engine, request_id)
+    assert (row.status, row.run_key, row.error) == ("launched", str(request_id), None)
+    assert row.claimed_at is not None and row.launched_at is not None
+
+
+def test_repeated_ticks_launch_a_request_once(engine, instance):
+    enqueue(engine)
+
+    first, second = tick(instance), tick(instance)
+
+    assert len(first.run_requests) == 1
+    assert second.run_requests == []
+    assert second.skip_message == "no pending backfill requests"
+
+
+def test_a_request_naming_several_partitions_gets_one_run_per_partition(engine, instance):
+    request_id = enqueue(engine, partitions=["2024-01-02", DAY], correlation_id="c")
+
+    runs = tick(instance).run_requests
+
+    assert [(run.run_key, run.partition_key) for run in runs] == [
+        (f"{request_id}:2024-01-02", "2024-01-02"),
+        (f"{request_id}:{DAY}", DAY),
+    ]
+    assert all(our_tags(run)[REQUEST_ID_TAG] == str(request_id) for run in runs)
+
+
+def test_a_request_without_a_correlation_id_gets_one_naming_the_request(engine, instance):
+    request_id = enqueue(engine)
+
+    [run] = tick(instance).run_requests
+
+    assert run.tags[CORRELATION_TAG] == f"outbox-{request_id}"
+
+
+@pytest.mark.parametrize("requests", [1, 2 * REQUESTS_PER_TICK + 5])
+def test_concurrent_sensor_ticks_never_emit_the_same_request(pg_engine, requests):
+    days = [(dt.date(2024, 1, 1) + dt.timedelta(days=i)).isoformat() for i in range(requests)]
+    ids = [enqueue(pg_engine, partitions=[day]) for day in days]
+    barrier = threading.Barrier(2)
+    emitted: list[list[str]] = [[], []]
+    errors: list[BaseException] = []
+
+    def sensor_process(slot: int) -> None:
+        # Each thread stands for a sensor process: its own instance and warehouse connection.
+        try:
+            with dg.DagsterInstance.ephemeral() as instance:
+                barrier.wait(timeout=30)
+                while runs := tick(instance).run_requests:
+                    emitted[slot].extend(run.run_key for run in runs)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=sensor_process, args=(slot,)) for slot in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert not errors, errors
+    all_keys = emitted[0] + emitted[1]
+    assert sorted(all_keys) == sorted(str(i) for i in ids)  # each exactly once
+    with pg_engine.connect() as connection:
+        statuses = connection.execute(sa.select(outbox.c.status).distinct()).scalars().all()
+    assert statuses == ["launched"]
+
+
+def test_a_claimed_batch_is_skipped_by_other_claimers_not_waited_for(pg_engine):
+    first, second = enqueue(pg_engine), enqueue(pg_engine)
+    with pg_engine.connect() as holder:
+        holder.begin()
+        assert [request.id for request in claim_pending(holder, 1)] == [first]
+        with pg_engine.connect() as other:
+            other.begin()
+            # Waiting on the held row would hit this and raise instead of skipping it.
+            other.execute(sa.text("SET LOCAL lock_timeout = '2s'"))
+            assert [request.id for request in claim_pending(other, 10)] == [second]
+            other.commit()
+        holder.commit()
+
+
+def test_a_claim_whose_sensor_died_is_claimed_again_after_the_timeout(engine):
+    request_id = enqueue(engine)
+    with engine.begin() as connection:
+        [claimed] = claim_pending(connection, 10)  # then the tick dies: never marked
+    later = claimed.claimed_at + dt.timedelta(seconds=CLAIM_TIMEOUT_SECONDS + 1)
+
+    with engine.begin() as connection:
+        assert claim_pending(connection, 10) == []
+        [again] = claim_pending(connection, 10, now=later)
+        assert again.id == request_id
+        assert mark_launched(connection, request_id, str(request_id))
+        # The dead tick's late verdict changes nothing.
+        assert not mark_rejected(connection, request_id, "too late")
+
+    assert stored(engine, request_id).status == "launched"
+
+
+def _set_schema_version(engine: sa.Engine, request_id: int) -> None:
+    with engine.begin() as connection:
+        connection.execute(
+            sa.update(outbox).where(outbox.c.id == request_id).values(schema_version=2)
+        )
+
+
+def _set_partitions_text(engine: sa.Engine, request_id: int) -> None:
+    with engine.begin() as connection:
+        connection.execute(
+            sa.update(outbox).where(outbox.c.id == request_id).values(partitions='{"day": 1')
+        )
+
+
+@pytest.mark.parametrize(
+    ("asset", "partitions", "tamper", "reason"),
+    [
+        ("no_such_asset", [DAY], None, "unknown asset 'no_such_asset'"),
+        ("outbox_health", [DAY], None, "asset 'outbox_health' is not a backfill"),
+        ("orders", ["2024-02-30"], None, "unknown partition key(s) of 'orders': '2024-02-30'"),
+        ("orders", [DAY, "2023-12-31"], None, "'2023-12-31' (1 of 2)"),
+        ("customer_order_history", ["a...b"], None, "invalid dynamic partition key(s)"),
+        ("orders", [DAY], _set_schema_version, "unknown schema_version 2"),
+        ("orders", [DAY], _set_partitions_text, "invalid partitions: partitions is not valid JSON"),
+    ],
+)
+def test_an_invalid_request_is_rejected_with_the_reason_and_never_retried(
+    engine, instance, asset, partitions, tamper, reason
+):
+    request_id = enqueue(engine, asset=asset, partitions=partitions)
+    if tamper:
+        tamper(engine, request_id)  # written by another producer, or by hand
+
+    result = tick(instance)
+
+    assert result.run_requests == []
+    assert result.dynamic_partitions_requests == []
+    row = stored(engine, request_id)
+    assert row.status == "rejected"
+    assert reason in row.error
+    far_later = utcnow() + dt.timedelta(days=30)
+    with engine.begin() as connection:
+        assert claim_pending(connection, 10, now=far_later) == []
+    assert tick(instance).run_requests == []
+
+
+def test_a_new_customer_key_is_added_as_a_dynamic_partition_then_resynced(platform_env):
+    engine = engine_from(platform_env)
+    create_tables(engine)
+    seed_example_orders(Settings.from_env(platform_env))
+    customer = str(busiest_customers(platform_env["JOBS_PLATFORM_LANDING"], 1)[0])
+    request_id = enqueue(engine, asset="customer_order_history", partitions=[customer])
+
+    with dg.DagsterInstance.get() as instance:
+        result = tick(instance)
+        [added] = result.dynamic_partitions_requests
+        assert (added.partitions_def_name, list(added.partition_keys)) == ("customers", [customer])
+        [run] = result.run_requests
+        assert (run.run_key, run.partition_key) == (str(request_id), customer)
+        # What the daemon does with the tick's result: add the keys, then launch the run.
+        instance.add_dynamic_partitions(added.partitions_def_name, added.partition_keys)
+        run_result = materialize(
+            [customer_order_history], customer, instance=instance, tags=our_tags(run)
+        )
+
+        assert run_result.success
+        with engine.connect() as connection:
+            rows = connection.execute(sa.select(customer_order_history_table)).all()
+        assert rows and {row.customer_id for row in rows} == {int(customer)}
+        # A key that exists already is not added again.
+        enqueue(engine, asset="customer_order_history", partitions=[customer])
+        assert tick(instance).dynamic_partitions_requests == []
+
+
+def test_the_correlation_id_is_on_the_run_and_in_the_attempt_history(platform_env, instance):
+    engine = engine_from(platform_env)
+    create_tables(engine)
+    seed_orders(platform_env["JOBS_PLATFORM_LANDING"], dt.date(2024, 1, 3), dt.date(2024, 1, 3))
+    enqueue(engine, correlation_id="ticket-42")
+    [run] = tick(instance).run_requests
+
+    result = materialize([orders], run.partition_key, instance=instance, tags=our_tags(run))
+
+    assert result.success
+    assert result.dagster_run.tags[CORRELATION_TAG] == "ticket-42"
+    history = attempts_of(engine, "orders", DAY)
+    assert [row.correlation_id for row in history] == ["ticket-42"]
+
+
+def test_a_request_whose_run_fails_terminally_ends_in_the_dead_letter(platform_env, instance):
+    engine = engine_from(platform_env)
+    create_tables(engine)
+    day = dt.date(2024, 1, 3)
+    seed_orders(platform_env["JOBS_PLATFORM_LANDING"], day, day, poison_days=[day])
+    request_id = enqueue(engine, correlation_id="ticket-43")
+    [run] = tick(instance).run_requests
+
+    result = materialize([orders], run.partition_key, instance=instance, tags=our_tags(run))
+
+    assert not result.success
+    assert result.dagster_run.tags[REQUEST_ID_TAG] == str(request_id)
+    with engine.connect() as connection:
+        entry = active_entry(connection, "orders", DAY)
+    assert entry is not None and entry.error_class == "terminal"
+    assert [row.correlation_id for row in attempts_of(engine, "orders", DAY)] == ["ticket-43"]
+    assert stored(engine, request_id).status == "launched"  # the dead letter owns it now
+
+
+def test_queue_stats_counts_each_status_and_ages_the_oldest_pending(engine):
+    oldest, waiting, to_launch, to_reject, _still_claimed = (enqueue(engine) for _ in range(5))
+    with engine.begin() as connection:
+        claim_pending(connection, 10)
+        mark_launched(connection, to_launch, str(to_launch))
+        mark_rejected(connection, to_reject, "unknown asset")
+        # Two back to pending, as if they had never been claimed.
+        connection.execute(
+            sa.update(outbox)
+            .where(outbox.c.id.in_([oldest, waiting]))
+            .values(status=OutboxStatus.PENDING, claimed_at=None)
+        )
+    created = stored(engine, oldest).created_at
+
+    with engine.connect() as connection:
+        stats = queue_stats(connection, now=created + dt.timedelta(seconds=90))
+
+    assert (stats.pending, stats.claimed, stats.launched, stats.rejected) == (2, 1, 1, 1)
+    assert stats.oldest_pending_age_seconds == pytest.approx(90, abs=1)
+
+
+def test_outbox_health_shows_the_queue_and_warns_when_a_request_waits_too_long(engine, instance):
+    request_id = enqueue(engine)
+    fresh = dg.materialize([outbox_health], instance=instance, resources=dict(defs.resources))
+    with engine.begin() as connection:
+        connection.execute(
+            sa.update(outbox)
+            .where(outbox.c.id == request_id)
+            .values(created_at=utcnow() - dt.timedelta(seconds=STALE_PENDING_SECONDS + 60))
+        )
+    stale = dg.materialize([outbox_health], instance=instance, resources=dict(defs.resources))
+
+    [materialization] = fresh.get_asset_materialization_events()
+    metadata = {k: v.value for k, v in materialization.materialization.metadata.items()}
+    assert metadata["pending_count"] == 1
+    assert metadata["oldest_pending_age_seconds"] < 60
+    assert (metadata["claimed_count"], metadata["launched_count"], metadata["rejected_count"]) == (
+        0,
+        0,
+        0,
+    )
+    [fresh_check] = fresh.get_asset_check_evaluations()
+    [stale_check] = stale.get_asset_check_evaluations()
+    assert fresh_check.check_name == HEALTH_CHECK_NAME
+    assert (fresh_check.passed, stale_check.passed) == (True, False)
+    assert "backfill_request_sensor" in stale_check.description
+
+
+def test_outbox_list_json_has_the_contract_fields(engine, capsys):
+    request_id = enqueue(engine, correlation_id="inv-7", reason="invoice 7 corrected")
+    capsys.readouterr()
+
+    assert main(["outbox", "list", "--json"]) == 0
+
+    [listed] = json.loads(capsys.readouterr().out)
+    assert list(listed) == [
+        "id", "asset", "partitions", "status", "reason", "correlation_id", "created_at", "error",
+    ]  # fmt: skip
+    assert listed["id"] == request_id
+    assert (listed["asset"], listed["partitions"], listed["status"]) == ("orders", [DAY], "pending")
+    assert (listed["reason"], listed["correlation_id"], listed["error"]) == (
+        "invoice 7 corrected",
+        "inv-7",
+        None,
+    )
+    assert dt.datetime.fromisoformat(listed["created_at"]).tzinfo is not None
+
+
+def test_outbox_list_ends_with_a_summary_of_the_backlog(engine, capsys):
+    enqueue(engine)
+    capsys.readouterr()
+
+    assert main(["outbox", "list"]) == 0
+
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last_line.startswith("1 pending (oldest pending ")
+    assert last_line.endswith("0 claimed, 0 launched, 0 rejected")
+
+
+def test_request_backfill_imports_without_dagster():
+    code = (
+        "import sys; from jobs_platform import request_backfill; "
+        "assert 'dagster' not in sys.modules, 'dagster was imported'"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0, completed.stderr

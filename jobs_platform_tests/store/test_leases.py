@@ -1,0 +1,302 @@
+"""Specifications of fenced leases: one owner at a time, and a stale owner cannot commit."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from jobs_platform.errors import LeaseLostError
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.leases import (
+    Grant,
+    LeaseBusy,
+    acquire_lease,
+    fence,
+    holder_is_dead,
+    release_lease,
+    renew_lease,
+    this_holder,
+)
+from jobs_platform.store.schema import create_tables, leases, utcnow
+
+ASSET, PARTITION = "items", "2024-01-03"
+TTL = 30.0
+LONG_TTL = 3600.0
+SHORT_TTL = 0.05  # expiry is judged on the workers' clock, so a tiny TTL is exact
+
+
+@pytest.fixture
+def warehouse(warehouse_url) -> sa.Engine:
+    engine = warehouse_engine(warehouse_url)
+    create_tables(engine)
+    return engine
+
+
+def acquire(engine: sa.Engine, holder: str, ttl: float = TTL, partition=PARTITION) -> Grant:
+    return acquire_lease(engine, ASSET, partition, holder=holder, run_id=None, ttl_seconds=ttl)
+
+
+def wait_past(ttl: float) -> None:
+    time.sleep(ttl + 0.02)
+
+
+def expires_in(engine: sa.Engine) -> float:
+    """Seconds until the partition's lease expires, as stored."""
+    with engine.connect() as connection:
+        expires_at = connection.execute(
+            sa.select(leases.c.expires_at).where(leases.c.partition == PARTITION)
+        ).scalar_one()
+    return (expires_at - utcnow()).total_seconds()
+
+
+def holder_of(pid: int) -> str:
+    """The holder id `this_holder()` gives the process `pid`: host, pid, start time in ticks."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        start_ticks = stat.read().rsplit(")", 1)[1].split()[19]
+    return f"{socket.gethostname()}:{pid}:{start_ticks}"
+
+
+# Tokens and ownership
+
+
+def test_tokens_strictly_increase_across_acquisitions(warehouse):
+    tokens = []
+    for _ in range(3):
+        grant = acquire(warehouse, this_holder())
+        tokens.append(grant.lease.token)
+        with warehouse.begin() as connection:
+            release_lease(connection, grant.lease)
+    tokens.append(acquire(warehouse, this_holder(), ttl=SHORT_TTL).lease.token)
+    wait_past(SHORT_TTL)
+    tokens.append(acquire(warehouse, "other-host:1:1").lease.token)
+
+    assert tokens == sorted(set(tokens))
+    assert len(tokens) == 5
+
+
+def test_tokens_are_counted_per_partition(warehouse):
+    first = acquire(warehouse, this_holder(), partition="2024-01-01")
+
+    second = acquire(warehouse, this_holder(), partition="2024-01-02")
+
+    assert first.lease.token == second.lease.token == 1
+
+
+def test_live_lease_makes_a_second_acquisition_busy(warehouse):
+    acquire(warehouse, "worker-a")
+
+    with pytest.raises(LeaseBusy) as busy:
+        acquire(warehouse, "worker-b")
+
+    assert busy.value.holder == "worker-a"
+    assert 0 < busy.value.seconds_left() <= TTL
+
+
+def test_live_lease_of_this_very_process_is_busy_too(warehouse):
+    acquire(warehouse, this_holder())
+
+    with pytest.raises(LeaseBusy):
+        acquire(warehouse, this_holder())
+
+
+def test_expired_lease_is_taken_over_with_a_new_token(warehouse):
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
+    wait_past(SHORT_TTL)
+
+    new = acquire(warehouse, "worker-b")
+
+    assert new.lease.token > old.lease.token
+    assert new.abandoned_by == "worker-a"
+
+
+def test_old_token_cannot_commit_after_a_takeover_and_its_writes_roll_back(warehouse):
+    notes = sa.Table("notes", sa.MetaData(), sa.Column("text", sa.Text))
+    notes.create(warehouse)
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
+    wait_past(SHORT_TTL)
+    acquire(warehouse, "worker-b")
+
+    with pytest.raises(LeaseLostError, match="lost"), warehouse.begin() as connection:
+        connection.execute(sa.insert(notes).values(text="written by the stale worker"))
+        fence(connection, old.lease, TTL)
+
+    with warehouse.connect() as connection:
+        assert connection.execute(sa.select(sa.func.count()).select_from(notes)).scalar() == 0
+
+
+def test_fence_refuses_an_expired_lease_even_before_a_takeover(warehouse):
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
+    wait_past(SHORT_TTL)
+
+    with pytest.raises(LeaseLostError), warehouse.begin() as connection:
+        fence(connection, old.lease, TTL)
+
+
+def test_fence_succeeds_for_the_owner_and_extends_the_lease(warehouse):
+    grant = acquire(warehouse, "worker-a", ttl=TTL)
+
+    with warehouse.begin() as connection:
+        fence(connection, grant.lease, LONG_TTL)
+
+    assert TTL < expires_in(warehouse) <= LONG_TTL
+
+
+def test_renew_extends_the_lease_of_its_owner(warehouse):
+    grant = acquire(warehouse, "worker-a", ttl=TTL)
+
+    renewed = renew_lease(warehouse, grant.lease, LONG_TTL)
+
+    assert renewed is True
+    assert TTL < expires_in(warehouse) <= LONG_TTL
+
+
+def test_renew_does_not_revive_an_expired_lease(warehouse):
+    grant = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
+    wait_past(SHORT_TTL)
+
+    assert renew_lease(warehouse, grant.lease, LONG_TTL) is False
+    assert acquire(warehouse, "worker-b").lease.token == grant.lease.token + 1
+
+
+def test_renew_reports_a_lease_lost_to_a_takeover(warehouse):
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
+    wait_past(SHORT_TTL)
+    acquire(warehouse, "worker-b")
+
+    assert renew_lease(warehouse, old.lease, TTL) is False
+
+
+def test_release_lets_another_worker_acquire_at_once(warehouse):
+    first = acquire(warehouse, "worker-a")
+    with warehouse.begin() as connection:
+        release_lease(connection, first.lease)
+
+    second = acquire(warehouse, "worker-b")
+
+    assert second.lease.token == first.lease.token + 1
+    assert second.abandoned_by is None
+
+
+def test_release_by_a_stale_token_does_not_free_the_new_owners_lease(warehouse):
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
+    wait_past(SHORT_TTL)
+    acquire(warehouse, "worker-b")
+
+    with warehouse.begin() as connection:
+        release_lease(connection, old.lease)
+
+    with pytest.raises(LeaseBusy):
+        acquire(warehouse, "worker-c")
+
+
+def test_unexpired_lease_of_a_dead_process_on_this_host_is_taken_over(warehouse):
+    process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=-1)
+    dead_holder = holder_of(process.pid)
+    process.communicate(timeout=30)
+    acquire(warehouse, dead_holder)
+
+    grant = acquire(warehouse, "worker-b")
+
+    assert grant.abandoned_by == dead_holder
+
+
+def test_racing_acquisitions_have_exactly_one_winner(warehouse):
+    contenders = 6
+    barrier = threading.Barrier(contenders)
+    outcomes: list[object] = []
+    lock = threading.Lock()
+
+    def contend(number: int) -> None:
+        barrier.wait()
+        try:
+            outcome: object = acquire(warehouse, f"worker-{number}")
+        except LeaseBusy as busy:
+            outcome = busy
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=contend, args=(n,)) for n in range(contenders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    grants = [outcome for outcome in outcomes if isinstance(outcome, Grant)]
+    assert len(outcomes) == contenders
+    assert len(grants) == 1
+    assert grants[0].lease.token == 1
+
+
+def _contend_in_a_process(url: str, holder: str, barrier, results) -> None:
+    engine = warehouse_engine(url)
+    with engine.connect():
+        pass  # connected before the start, so that the race is on the lease alone
+    barrier.wait()
+    try:
+        results.put(acquire(engine, holder).lease.token)
+    except LeaseBusy:
+        results.put("busy")
+
+
+def test_racing_processes_on_postgresql_have_exactly_one_winner(pg_url):
+    create_tables(warehouse_engine(pg_url))
+    context = multiprocessing.get_context("fork")  # fast: the modules are already loaded
+    contenders = 4
+    barrier, results = context.Barrier(contenders), context.Queue()
+    processes = [
+        context.Process(target=_contend_in_a_process, args=(pg_url, f"w{n}", barrier, results))
+        for n in range(contenders)
+    ]
+    for process in processes:
+        process.start()
+
+    outcomes = sorted(str(results.get(timeout=60)) for _ in processes)
+    for process in processes:
+        process.join(timeout=60)
+
+    assert outcomes == ["1", "busy", "busy", "busy"]
+    assert [process.exitcode for process in processes] == [0] * contenders
+
+
+# Who is dead
+
+
+def test_holder_of_an_exited_process_on_this_host_is_dead():
+    process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=-1)
+    holder = holder_of(process.pid)
+    assert holder_is_dead(holder) is False  # while it runs
+
+    process.communicate(timeout=30)
+
+    assert holder_is_dead(holder) is True
+
+
+def test_holder_of_this_process_is_alive():
+    assert holder_is_dead(this_holder()) is False
+
+
+def test_this_holder_names_host_pid_and_start_time():
+    assert this_holder() == holder_of(os.getpid())
+
+
+def test_holder_whose_pid_now_runs_another_process_is_dead():
+    recycled = f"{socket.gethostname()}:{os.getpid()}:1"
+
+    assert holder_is_dead(recycled) is True
+
+
+def test_holder_on_another_host_is_never_judged_dead():
+    assert holder_is_dead("some-other-host:999999:1") is False
+
+
+@pytest.mark.parametrize("holder", ["worker-a", "host:not-a-pid:1", ""])
+def test_holder_that_is_not_a_process_id_is_never_judged_dead(holder):
+    assert holder_is_dead(holder) is False
