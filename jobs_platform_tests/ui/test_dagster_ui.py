@@ -37,7 +37,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 # Wide enough for the whole failure-history table of the dead letter.
-VIEWPORT = {"width": 1600, "height": 1000}
+VIEWPORT = {"width": 1760, "height": 1000}
 ARTIFACTS = REPO_ROOT / "artifacts" / "ui"
 README_IMAGES = {"backfill.png": "ui-backfill.png", "dead_letter.png": "ui-dead-letter.png"}
 
@@ -200,18 +200,17 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
 def launch_backfill_from_the_job_page(page, expect, base_url: str) -> None:
     """Jobs → orders_backfill → Materialize all… → a custom range of three days → launch.
 
-    The job page materializes exactly the job's two assets; the dialog only offers the
-    last 90 days until asked for all of them.
+    The job page materializes exactly the job's two assets, as one backfill of its
+    partition set.
     """
     page.goto(f"{base_url}/locations/{LOCATION}/jobs/orders_backfill")
     page.get_by_role("button", name="Materialize all…").click()
     dialog = page.get_by_role("dialog")
     expect(dialog).to_contain_text("materialize 2 assets", timeout=UI_TIMEOUT_MS)
+    # Seeded days are years back: widen the dialog's default window to all partitions.
+    dialog.get_by_text("Show all partitions").click()
+    expect(dialog).to_contain_text("All time", timeout=UI_TIMEOUT_MS)
     partitions = dialog.get_by_placeholder(re.compile(r"^ex: "))
-    partitions.wait_for()
-    show_all = dialog.get_by_text("Show all partitions")
-    if show_all.count():
-        show_all.click()
     partitions.fill(f"[{DAYS[0]}...{DAYS[-1]}]")
     partitions.press("Enter")
     expect(dialog).to_contain_text("3 partitions", timeout=UI_TIMEOUT_MS)
