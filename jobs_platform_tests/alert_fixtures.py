@@ -39,6 +39,8 @@ class HttpReceiver:
     # Statuses to answer with, first to last; 200 once they run out.
     planned_statuses: list[int] = field(default_factory=list)
     response_body: bytes = b'{"ok": true}'
+    # Sent with every planned failure when set.
+    retry_after: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail_next(self, status: int, times: int = 1) -> None:
@@ -64,6 +66,8 @@ def http_receiver() -> Iterator[HttpReceiver]:
                 )
                 status = receiver.planned_statuses.pop(0) if receiver.planned_statuses else 200
             self.send_response(status)
+            if status >= 300 and receiver.retry_after is not None:
+                self.send_header("Retry-After", receiver.retry_after)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(receiver.response_body)))
             self.end_headers()

@@ -116,11 +116,24 @@ def dagster_job_execute(
     return run_cli(args, env)
 
 
+_config_folder: list[str] = []
+
+
 def _config_file(config: dict) -> str:
-    """`dagster job execute` takes run config only as files (JSON is valid YAML)."""
+    """`dagster job execute` takes run config only as files (JSON is valid YAML).
+
+    They live in one folder per test process, removed when the process exits.
+    """
+    import atexit
+    import shutil
     import tempfile
 
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
+    if not _config_folder:
+        _config_folder.append(tempfile.mkdtemp(prefix="jp_run_config_"))
+        atexit.register(shutil.rmtree, _config_folder[0], True)
+    with tempfile.NamedTemporaryFile(
+        "w", suffix=".yaml", dir=_config_folder[0], delete=False
+    ) as handle:
         json.dump(config, handle)
     return handle.name
 

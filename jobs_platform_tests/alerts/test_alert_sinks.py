@@ -65,14 +65,26 @@ def test_webhook_retries_a_503_within_one_send(receiver):
     assert receiver.keys() == ["17", "17"]
 
 
-def test_webhook_honours_retry_after_up_to_a_short_cap(receiver):
+def test_webhook_backs_off_briefly_between_tries(receiver):
     waits = []
     receiver.fail_next(503, times=2)
 
     WebhookSink(receiver.url, max_tries=3, sleep=waits.append).send(ALERT)
 
     assert len(waits) == 2
-    assert all(0 < wait <= 5 for wait in waits)
+    assert 0.25 <= waits[0] <= 0.5 <= waits[1] <= 1.0
+
+
+def test_webhook_honours_retry_after_up_to_a_short_cap(receiver):
+    waits = []
+    receiver.fail_next(503, times=2)
+    receiver.retry_after = "2"
+    WebhookSink(receiver.url, max_tries=3, sleep=waits.append).send(ALERT)
+    receiver.fail_next(429)
+    receiver.retry_after = "3600"
+    WebhookSink(receiver.url, max_tries=3, sleep=waits.append).send(ALERT)
+
+    assert waits == [2.0, 2.0, 5.0]
 
 
 def test_webhook_does_not_retry_a_client_error(receiver):

@@ -19,9 +19,9 @@ from jobs_platform.orchestration.dead_letter import (
     DeadLetterCursor,
     dead_letter,
     dead_letter_sensor,
-    requeue_sensor,
 )
 from jobs_platform.orchestration.registry import backfill_specs
+from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.store.quarantine import QuarantineStatus, latest_entry
 from jobs_platform.store.schema import alert_ledger
 from jobs_platform_tests.alert_fixtures import (
