@@ -12,16 +12,12 @@ from jobs_platform.examples.orders.assets import (
     orders_daily_schedule,
 )
 from jobs_platform.orchestration.alerting import AlertsResource
-from jobs_platform.orchestration.dead_letter import (
-    dead_letter,
-    dead_letter_sensor,
-    requeue_dead_letter,
-    requeue_sensor,
-)
+from jobs_platform.orchestration.dead_letter import dead_letter, dead_letter_sensor
 from jobs_platform.orchestration.health import platform_health, platform_health_schedule
 from jobs_platform.orchestration.outbox import backfill_request_sensor, outbox_health
 from jobs_platform.orchestration.quarantine_checks import no_quarantined_partitions_checks
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
+from jobs_platform.orchestration.requeue import requeue_dead_letter, requeue_sensor
 from jobs_platform.orchestration.resources import JobsPlatformResource
 
 backfills = [orders, daily_revenue, customer_order_history]

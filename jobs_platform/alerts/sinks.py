@@ -29,6 +29,7 @@ DEFAULT_WEBHOOK_MAX_TRIES = 3
 WEBHOOK_BACKOFF_SECONDS = 0.5
 MAX_WEBHOOK_WAIT_SECONDS = 5.0
 DEFAULT_SMTP_TIMEOUT_SECONDS = 10.0
+DEFAULT_SLACK_TIMEOUT_SECONDS = 10  # slack_sdk waits 30 s by default: too long for a tick
 
 
 class AlertDeliveryError(JobsPlatformError):
@@ -113,9 +114,16 @@ class SlackSink:
 
     name = "slack"
 
-    def __init__(self, token: str, channel: str, *, base_url: str | None = None):
+    def __init__(
+        self,
+        token: str,
+        channel: str,
+        *,
+        timeout: int = DEFAULT_SLACK_TIMEOUT_SECONDS,
+        base_url: str | None = None,
+    ):
         self.channel = channel
-        self._client = _slack_client(token, base_url)
+        self._client = _slack_client(token, timeout, base_url)
 
     def __repr__(self) -> str:
         return f"SlackSink(channel={self.channel!r})"
@@ -194,7 +202,7 @@ def redact_http_url(url: str | httpx.URL) -> str:
     return f"{parts.scheme}://{host}{port}{hidden}"
 
 
-def _slack_client(token: str, base_url: str | None):
+def _slack_client(token: str, timeout: int, base_url: str | None):
     # The `slack` extra installs dagster-slack, whose client is slack_sdk's WebClient;
     # importing slack_sdk directly keeps the alerts core free of Dagster.
     try:
@@ -203,7 +211,9 @@ def _slack_client(token: str, base_url: str | None):
         raise ImportError(
             "SlackSink needs the slack extra: pip install 'jobs_platform[slack]'"
         ) from None
-    return WebClient(token=token, base_url=base_url) if base_url else WebClient(token=token)
+    if base_url:
+        return WebClient(token=token, timeout=timeout, base_url=base_url)
+    return WebClient(token=token, timeout=timeout)
 
 
 class _RedactUrls(logging.Filter):

@@ -158,3 +158,30 @@ def _rendered(url: str | sa.URL) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+SNAPSHOT_TABLE = "bench_row_versions"
+
+
+def snapshot_row_versions(engine: sa.Engine, table: str, key: str) -> None:
+    """Remember every row's xmin: PostgreSQL gives a row a new one exactly when it rewrites it."""
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                f"CREATE TABLE {SNAPSHOT_TABLE} AS SELECT {key} AS key, xmin::text AS version "
+                f"FROM {table}"
+            )
+        )
+
+
+def new_row_versions(engine: sa.Engine, table: str, key: str) -> int:
+    """Rows rewritten (or added) since `snapshot_row_versions`; forgets the snapshot."""
+    with engine.begin() as connection:
+        changed = connection.execute(
+            sa.text(
+                f"SELECT count(*) FROM {table} AS t LEFT JOIN {SNAPSHOT_TABLE} AS v "
+                f"ON v.key = t.{key} WHERE v.version IS DISTINCT FROM t.xmin::text"
+            )
+        ).scalar_one()
+        connection.execute(sa.text(f"DROP TABLE {SNAPSHOT_TABLE}"))
+    return changed

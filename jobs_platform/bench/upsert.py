@@ -24,7 +24,12 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.bench.database import (
+    fresh_schema,
+    new_row_versions,
+    server_facts,
+    snapshot_row_versions,
+)
 from jobs_platform.examples.orders.tables import orders_table
 from jobs_platform.store.copy_text import copy_text
 from jobs_platform.store.db import normalize_url
@@ -104,12 +109,14 @@ def _measure_all(
     seconds, counts = _timed(engine, lambda: _framework_upsert(engine, target, frame))
     _expect(counts == UpsertCounts(inserted=rows), "framework_upsert", counts)
     results["framework_upsert"] = _result(rows, seconds)
-    _snapshot_row_versions(engine, target)
+    snapshot_row_versions(engine, target.name, KEY[0])
     seconds, counts = _timed(engine, lambda: _framework_upsert(engine, target, frame))
     _expect(counts == UpsertCounts(unchanged=rows), "framework_upsert_unchanged", counts)
     results["framework_upsert_unchanged"] = _result(rows, seconds)
     checks = {
-        "framework_upsert_unchanged_new_row_versions": _new_row_versions(engine, target),
+        "framework_upsert_unchanged_new_row_versions": new_row_versions(
+            engine, target.name, KEY[0]
+        ),
         "framework_upsert_unchanged_time_vs_first_run": round(
             results["framework_upsert_unchanged"]["seconds"]
             / results["framework_upsert"]["seconds"],
@@ -217,30 +224,6 @@ def _drop_checked(engine: sa.Engine, table: sa.Table, rows: int) -> None:
     if stored != rows:
         raise AssertionError(f"{table.name} holds {stored} rows, expected {rows}")
     table.drop(engine)
-
-
-def _snapshot_row_versions(engine: sa.Engine, table: sa.Table) -> None:
-    with engine.begin() as connection:
-        connection.execute(
-            sa.text(
-                f"CREATE TABLE bench_row_versions AS "
-                f"SELECT order_id, xmin::text AS version FROM {table.name}"
-            )
-        )
-
-
-def _new_row_versions(engine: sa.Engine, table: sa.Table) -> int:
-    """Rows whose xmin changed (or that appeared) since the snapshot."""
-    with engine.begin() as connection:
-        changed = connection.execute(
-            sa.text(
-                f"SELECT count(*) FROM {table.name} AS t "
-                "LEFT JOIN bench_row_versions AS v USING (order_id) "
-                "WHERE v.version IS DISTINCT FROM t.xmin::text"
-            )
-        ).scalar_one()
-        connection.execute(sa.text("DROP TABLE bench_row_versions"))
-    return changed
 
 
 def _expect(condition: bool, method: str, counts: UpsertCounts) -> None:

@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import dead_letter, demo, outbox, seed, status
+    from jobs_platform.cli import bench, dead_letter, demo, outbox, seed, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
@@ -37,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     dead_letter.register(commands)
     status.register(commands)
     outbox.register(commands)
+    bench.register(commands)
     return parser
 
 

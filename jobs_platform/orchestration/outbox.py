@@ -24,6 +24,7 @@ import dagster as dg
 
 from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG, CORRELATION_TAG
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import create_tables
@@ -86,14 +87,14 @@ def plan_launch(
     instance: dg.DagsterInstance,
 ) -> LaunchPlan:
     """Validate a stored request as untrusted input; `RequestRejected` says what is wrong."""
-    if request.schema_version not in outbox_store.KNOWN_SCHEMA_VERSIONS:
-        known = ", ".join(str(v) for v in sorted(outbox_store.KNOWN_SCHEMA_VERSIONS))
+    if request.schema_version not in payload.KNOWN_SCHEMA_VERSIONS:
+        known = ", ".join(str(v) for v in sorted(payload.KNOWN_SCHEMA_VERSIONS))
         raise RequestRejected(
             f"unknown schema_version {request.schema_version!r} (this code location knows {known})"
         )
     try:
-        partitions = outbox_store.parse_partitions(request.partitions)
-    except outbox_store.InvalidRequest as error:
+        partitions = payload.parse_partitions(request.partitions)
+    except payload.InvalidRequest as error:
         raise RequestRejected(f"invalid partitions: {error}") from None
     asset_key = dg.AssetKey.from_user_string(request.asset)
     graph = repository.asset_graph

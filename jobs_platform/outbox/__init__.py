@@ -4,13 +4,16 @@ Plain SQLAlchemy, no Dagster: `request_backfill` is called from application code
 Dagster side that drains it is `jobs_platform.orchestration.outbox`.
 """
 
-from jobs_platform.outbox.store import (
-    CLAIM_TIMEOUT_SECONDS,
+from jobs_platform.outbox.payload import (
     KNOWN_SCHEMA_VERSIONS,
     MAX_PARTITIONS_PER_REQUEST,
     OUTBOX_SCHEMA_VERSION,
-    ClaimedRequest,
     InvalidRequest,
+    parse_partitions,
+)
+from jobs_platform.outbox.store import (
+    CLAIM_TIMEOUT_SECONDS,
+    ClaimedRequest,
     OutboxNotInstalled,
     OutboxStatus,
     QueueStats,
@@ -18,7 +21,6 @@ from jobs_platform.outbox.store import (
     list_requests,
     mark_launched,
     mark_rejected,
-    parse_partitions,
     queue_stats,
     request_backfill,
 )

@@ -6,10 +6,8 @@ all: there is no window where the state changed and nobody asked for the backfil
 the reverse. `backfill_request_sensor` (jobs_platform.orchestration.outbox) drains the
 table with `claim_pending` → `mark_launched` / `mark_rejected`.
 
-A request holds identifiers only (asset name, partition keys, a reason, a correlation
-id), never data: the backfill reads its input itself, so a request stays small and a
-stale request still launches today's input. Everything in it is checked again by the
-sensor, which treats stored rows as untrusted.
+What a request may hold is `jobs_platform.outbox.payload`: identifiers only, checked
+here at enqueue and again by the sensor, which treats stored rows as untrusted.
 
 The table is `jp_outbox`, created by `jobs_platform.store.schema.create_tables(engine)`
 (the sensor runs it on every tick; run it once at deploy time before the first request).
@@ -25,22 +23,16 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from jobs_platform.outbox.payload import (
+    MAX_ERROR_CHARS,
+    MAX_REASON_CHARS,
+    OUTBOX_SCHEMA_VERSION,
+    InvalidRequest,
+    checked_identifier,
+    checked_partitions,
+    checked_text,
+)
 from jobs_platform.store.schema import outbox, utcnow
-
-# Version of the request payload. The sensor refuses versions it does not know instead of
-# guessing what a newer producer meant.
-OUTBOX_SCHEMA_VERSION = 1
-KNOWN_SCHEMA_VERSIONS = frozenset({OUTBOX_SCHEMA_VERSION})
-
-# Bounds that keep a request an identifier list rather than a payload. 500 partitions
-# is more than a year of days; a larger backfill is several requests (or the UI's backfill).
-MAX_PARTITIONS_PER_REQUEST = 500
-MAX_IDENTIFIER_CHARS = 255  # the width of the asset, partition and correlation columns
-MAX_REASON_CHARS = 1000
-MAX_ERROR_CHARS = 2000
-# The largest JSON `request_backfill` can write (each key at most doubled by escapes):
-# a stored value above it was not written by us and is refused before parsing.
-MAX_PARTITIONS_JSON_CHARS = MAX_PARTITIONS_PER_REQUEST * (2 * MAX_IDENTIFIER_CHARS + 4) + 2
 
 # A claim older than this belongs to a sensor tick that died between claiming and
 # marking (ticks time out after 60 s), so another tick may claim the request again.
@@ -60,10 +52,6 @@ class OutboxStatus(enum.StrEnum):
     """The sensor found it invalid (`mark_rejected`, reason in `error`); final, never retried."""
 
 
-class InvalidRequest(ValueError):
-    """A backfill request (an argument, or a stored row) breaks the request contract."""
-
-
 class OutboxNotInstalled(RuntimeError):
     """The warehouse has no `jp_outbox` table yet."""
 
@@ -75,7 +63,7 @@ class ClaimedRequest:
     id: int
     schema_version: int
     asset: str
-    partitions: str  # the stored JSON text; `parse_partitions` checks it
+    partitions: str  # the stored JSON text; `payload.parse_partitions` checks it
     reason: str
     correlation_id: str | None
     created_at: dt.datetime
@@ -126,12 +114,12 @@ def request_backfill(
         )
     values = {
         "schema_version": OUTBOX_SCHEMA_VERSION,
-        "asset": _identifier(asset, "asset"),
+        "asset": checked_identifier(asset, "asset"),
         "partitions": json.dumps(checked_partitions(partitions), ensure_ascii=False),
-        "reason": _text(reason, "reason", MAX_REASON_CHARS, printable=False),
+        "reason": checked_text(reason, "reason", MAX_REASON_CHARS, printable=False),
         "correlation_id": None
         if correlation_id is None
-        else _identifier(correlation_id, "correlation_id"),
+        else checked_identifier(correlation_id, "correlation_id"),
         "status": OutboxStatus.PENDING,
         "created_at": utcnow(),
     }
@@ -148,35 +136,6 @@ def request_backfill(
                 "transaction"
             ) from error
         raise
-
-
-def checked_partitions(partitions: Sequence[str]) -> list[str]:
-    """The partition keys as a list without repeats, or `InvalidRequest` saying what is wrong."""
-    # A bare string is a sequence too: "2024-01-03" would become ten one-character keys.
-    if isinstance(partitions, str | bytes) or not isinstance(partitions, list | tuple):
-        raise InvalidRequest(
-            f"partitions must be a list of partition keys, got {type(partitions).__name__}"
-        )
-    if not partitions:
-        raise InvalidRequest("partitions must name at least one partition")
-    if len(partitions) > MAX_PARTITIONS_PER_REQUEST:
-        raise InvalidRequest(
-            f"a request names at most {MAX_PARTITIONS_PER_REQUEST} partitions, got "
-            f"{len(partitions)}; split the backfill into several requests"
-        )
-    keys = [_identifier(key, f"partitions[{index}]") for index, key in enumerate(partitions)]
-    return list(dict.fromkeys(keys))
-
-
-def parse_partitions(text: str) -> list[str]:
-    """The partition keys of a stored request, checked as untrusted input."""
-    if not isinstance(text, str) or len(text) > MAX_PARTITIONS_JSON_CHARS:
-        raise InvalidRequest("partitions is not a JSON array of a size request_backfill writes")
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise InvalidRequest("partitions is not valid JSON") from None
-    return checked_partitions(value)
 
 
 def claim_pending(
@@ -307,29 +266,6 @@ def _finish_claim(connection: sa.Connection, request_id: int, **values) -> bool:
         ).rowcount
         == 1
     )
-
-
-def _identifier(value: object, what: str) -> str:
-    text = _text(value, what, MAX_IDENTIFIER_CHARS)
-    if text != text.strip():
-        raise InvalidRequest(f"{what} must not start or end with whitespace, got {text!r}")
-    return text
-
-
-def _text(value: object, what: str, max_chars: int, *, printable: bool = True) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidRequest(f"{what} must be a non-empty string, got {_shown(value)}")
-    if len(value) > max_chars:
-        raise InvalidRequest(f"{what} must be at most {max_chars} characters, got {len(value)}")
-    # Identifiers end up in run keys, tags and partition names: no control characters.
-    if printable and not value.isprintable():
-        raise InvalidRequest(f"{what} must not contain control characters, got {_shown(value)}")
-    return value
-
-
-def _shown(value: object, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_missing_table(error: sa.exc.DBAPIError) -> bool:

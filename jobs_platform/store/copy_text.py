@@ -50,6 +50,9 @@ def _column_text(
     dtype = series.dtype
     if isinstance(dtype, pd.DatetimeTZDtype):
         return _timestamps(series) if _holds_instants(column_type, dialect) else None
+    if pd.api.types.is_bool_dtype(dtype) and isinstance(column_type, sa.Boolean):
+        # Boolean's bind processing only checks that values are booleans: these are.
+        return _numbers(series, np.bool_, lambda flag: "t" if flag else "f")
     if column_type.dialect_impl(dialect).bind_processor(dialect) is not None:
         return None  # the type transforms values on the way in: only the row path applies it
     if pd.api.types.is_bool_dtype(dtype):

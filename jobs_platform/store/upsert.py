@@ -240,6 +240,8 @@ def _merge_from_stage(
     # `WHERE true` keeps SQLite from reading ON CONFLICT as part of the SELECT.
     source = sa.select(*[stage.c[name] for name in columns]).where(sa.true())
     value_columns = [name for name in columns if name not in key]
+    if postgres and value_columns:
+        source = source.where(_differs_from_stored(table, stage, key, value_columns))
     statement = insert.from_select(list(columns), source)
     if value_columns:
         statement = statement.on_conflict_do_update(
@@ -265,6 +267,29 @@ def _merge_from_stage(
         inserted = row_count - existing
     updated = written - inserted
     return UpsertCounts(inserted=inserted, updated=updated, unchanged=row_count - written)
+
+
+def _differs_from_stored(
+    table: sa.Table, stage: sa.Table, key: Sequence[str], value_columns: Sequence[str]
+) -> sa.ColumnElement[bool]:
+    """Staged rows that are new or changed, found by one index probe each.
+
+    ON CONFLICT alone would reach the same rows, but it locks every existing row it
+    meets, changed or not: an unchanged re-run then writes a WAL record per row (about
+    55 MB per 400,000 rows here) and dirties every page. Rows filtered out here are
+    only read. A correlated scalar subquery, not a join, so that the plan stays one
+    probe per staged row whatever the table's size or statistics.
+    """
+    stored = table.alias("stored")
+    # The leading `true` tells "no stored row" (the subquery is NULL) from a stored row
+    # whose values are all NULL.
+    stored_values = (
+        sa.select(sa.tuple_(sa.true(), *[stored.c[name] for name in value_columns]))
+        .where(*[stored.c[name] == stage.c[name] for name in key])
+        .scalar_subquery()
+    )
+    staged_values = sa.tuple_(sa.true(), *[stage.c[name] for name in value_columns])
+    return stored_values.is_distinct_from(staged_values)
 
 
 def _merge_counting_inserts(connection: sa.Connection, statement) -> tuple[int, int]:

@@ -1,0 +1,200 @@
+"""`bench backfill`: the orders backfill through Dagster against a plain script, end to end.
+
+Both read the same seeded landing files with `read_order_chunks`, in chunks of the same
+size, into their own fresh `orders` table:
+
+- Dagster: the `orders` asset materialized in this process on a Dagster instance of its
+  own (SQLite storage under a temporary DAGSTER_HOME, as `dagster dev` has by default),
+  all partitions in ONE run over the partition range (`--runs one`, the default; what a
+  UI backfill of a single-run asset does), or one run per partition (`--runs
+  per-partition`, what `jobs-platform demo` and a default UI backfill do, minus their
+  process start-ups). Everything the framework does is timed: leases, attempt history,
+  checkpoints, the upserts, the sweep, Dagster's event log.
+- Plain script: a loop over days and chunks, each chunk one SQLAlchemy executemany
+  `INSERT … ON CONFLICT DO UPDATE` in its own transaction; no Dagster, no framework.
+
+The backfill is then run again on the unchanged input, which the framework should turn
+into (almost) no work: every chunk's checkpoint matches, so nothing is rewritten.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from jobs_platform.bench.database import (
+    fresh_schema,
+    new_row_versions,
+    server_facts,
+    snapshot_row_versions,
+)
+from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
+from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
+from jobs_platform.examples.orders.seed import ORDER_ID_EPOCH, iter_days, seed_orders
+from jobs_platform.examples.orders.tables import orders_table
+from jobs_platform.store.db import normalize_url
+
+RUN_MODES = ("one", "per-partition")
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+
+
+class BenchRunFailed(RuntimeError):
+    """A Dagster run of the benchmark did not succeed, so its time means nothing."""
+
+
+def run_backfill_bench(
+    database_url: str,
+    partitions: int,
+    rows_per_partition: int,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    runs: str = "one",
+) -> dict:
+    """Time both ways of loading the same days; the DESIGN §4 JSON shape plus "notes"."""
+    if partitions < 1 or rows_per_partition < 1 or chunk_rows < 1:
+        raise ValueError("--partitions, --rows-per-partition and --chunk-rows must be >= 1")
+    if runs not in RUN_MODES:
+        raise ValueError(f"--runs must be one of {', '.join(RUN_MODES)}, got {runs!r}")
+    last_day = ORDER_ID_EPOCH + dt.timedelta(days=partitions - 1)
+    days = [day.isoformat() for day in iter_days(ORDER_ID_EPOCH, last_day)]
+    expected_rows = partitions * rows_per_partition
+    with tempfile.TemporaryDirectory(prefix="jp_bench_backfill_") as folder:
+        landing = str(Path(folder) / "landing")
+        seed_orders(landing, ORDER_ID_EPOCH, last_day, orders_per_day=rows_per_partition)
+
+        with fresh_schema(database_url, "plain") as url:
+            plain_seconds = _plain_script(url, landing, days, chunk_rows)
+            _expect_rows(url, expected_rows, "plain script")
+
+        with fresh_schema(database_url, "dagster") as url:
+            dagster = _DagsterBackfill(url, landing, Path(folder) / "dagster_home", chunk_rows)
+            with dagster:
+                dagster_seconds = dagster.run(days, runs)
+                _expect_rows(url, expected_rows, "Dagster backfill")
+                engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+                snapshot_row_versions(engine, "orders", "order_id")
+                rerun_seconds = dagster.run(days, runs)
+                rewritten = new_row_versions(engine, "orders", "order_id")
+                engine.dispose()
+
+    notes = {
+        "partitions": partitions,
+        "rows_per_partition": rows_per_partition,
+        "chunk_rows": chunk_rows,
+        "dagster_runs": (
+            "one in-process run over the partition range"
+            if runs == "one"
+            else f"{partitions} in-process runs, one per partition"
+        ),
+        "dagster_seconds_per_partition": round(dagster_seconds / partitions, 4),
+        "plain_script_seconds_per_partition": round(plain_seconds / partitions, 4),
+        "dagster_rerun_unchanged_seconds": round(rerun_seconds, 4),
+        "dagster_rerun_unchanged_vs_first_run_time": round(rerun_seconds / dagster_seconds, 3),
+        "dagster_rerun_unchanged_new_row_versions": rewritten,
+        "order": "plain script first, then the Dagster backfill, then its unchanged re-run",
+        "server": server_facts(database_url),
+    }
+    return {
+        "dagster_backfill_seconds": round(dagster_seconds, 4),
+        "plain_script_seconds": round(plain_seconds, 4),
+        "ratio": round(dagster_seconds / plain_seconds, 3),
+        "notes": notes,
+    }
+
+
+def _plain_script(url: str, landing: str, days: list[str], chunk_rows: int) -> float:
+    """What one would write without the framework: read, upsert, commit, chunk by chunk."""
+    engine = sa.create_engine(normalize_url(url))
+    try:
+        orders_table.create(engine)
+        insert = postgresql.insert(orders_table)
+        upsert = insert.on_conflict_do_update(
+            index_elements=["order_id"],
+            set_={
+                c.name: insert.excluded[c.name]
+                for c in orders_table.columns
+                if c.name != "order_id"
+            },
+        )
+        began = time.perf_counter()
+        for day in days:
+            for chunk in read_order_chunks(landing_file(landing, day), day, chunk_rows):
+                with engine.begin() as connection:
+                    connection.execute(upsert, chunk.to_dict("records"))
+        return time.perf_counter() - began
+    finally:
+        engine.dispose()
+
+
+class _DagsterBackfill:
+    """The `orders` asset on a Dagster instance of its own, against the schema at `url`."""
+
+    def __init__(self, url: str, landing: str, dagster_home: Path, chunk_rows: int):
+        import dagster as dg
+
+        from jobs_platform.examples.orders.assets import orders
+        from jobs_platform.orchestration.resources import JobsPlatformResource
+
+        dagster_home.mkdir(parents=True)
+        (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        self._dg = dg
+        self._asset = orders
+        self._instance = dg.DagsterInstance.from_config(str(dagster_home))
+        self._resources = {"jobs_platform": JobsPlatformResource(database_url=url, landing=landing)}
+        self._run_config = {
+            "ops": {"orders": {"config": {"chunk_rows": chunk_rows}}},
+            # The event log keeps every event; the terminal would only scroll.
+            "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+        }
+
+    def __enter__(self) -> _DagsterBackfill:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._instance.dispose()
+
+    def run(self, days: list[str], runs: str) -> float:
+        """Materialize every day; seconds from the first run's start to the last one's end."""
+        if runs == "one":
+            batches = [{"tags": {RANGE_START_TAG: days[0], RANGE_END_TAG: days[-1]}}]
+        else:
+            batches = [{"partition_key": day} for day in days]
+        began = time.perf_counter()
+        for batch in batches:
+            result = self._dg.materialize(
+                [self._asset],
+                instance=self._instance,
+                resources=self._resources,
+                run_config=self._run_config,
+                raise_on_error=False,
+                **batch,
+            )
+            if not result.success:
+                raise BenchRunFailed(f"Dagster run {result.run_id} failed: {_failure(result)}")
+        return time.perf_counter() - began
+
+
+def _failure(result) -> str:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            return event.step_failure_data.error.message.strip()
+    return "see its event log"
+
+
+def _expect_rows(url: str, expected: int, who: str) -> None:
+    engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            stored = connection.execute(
+                sa.select(sa.func.count()).select_from(orders_table)
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    if stored != expected:
+        raise BenchRunFailed(f"{who} left {stored} rows in orders, expected {expected}")

@@ -1,0 +1,153 @@
+"""`jobs-platform bench upsert|backfill`: measure the writer and a backfill on PostgreSQL."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
+
+# Targets the figures are read against (docs/BENCHMARKS.md says why these).
+UPSERT_TARGETS = (
+    ("raw_copy_append", 0.5, "framework upsert >= 0.5 x raw COPY append"),
+    ("pandas_to_sql_multi", 15.0, "framework upsert >= 15 x pandas to_sql multi"),
+    ("executemany_upsert", 3.0, "framework upsert >= 3 x executemany upsert"),
+)
+UNCHANGED_TARGET = 0.5  # an unchanged re-run takes at most half the first run's time
+BACKFILL_TARGET = 1.5  # the Dagster backfill takes at most 1.5 x the plain script
+
+
+def register(commands) -> None:
+    parser = commands.add_parser("bench", help="benchmark the upsert writer or a backfill")
+    kinds = parser.add_subparsers(dest="bench", required=True, metavar="BENCH")
+
+    upsert = kinds.add_parser("upsert", help="the upsert writer against COPY, pandas, executemany")
+    upsert.add_argument("--rows", type=int, required=True, metavar="N")
+    _common_arguments(upsert)
+    upsert.set_defaults(handler=run_upsert)
+
+    backfill = kinds.add_parser("backfill", help="the orders backfill through Dagster vs a script")
+    backfill.add_argument("--partitions", type=int, required=True, metavar="P")
+    backfill.add_argument("--rows-per-partition", type=int, required=True, metavar="R")
+    backfill.add_argument(
+        "--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, metavar="C", help="rows per chunk"
+    )
+    backfill.add_argument(
+        "--runs",
+        choices=("one", "per-partition"),
+        default="one",
+        help="one Dagster run over the partition range (default) or one run per partition",
+    )
+    _common_arguments(backfill)
+    backfill.set_defaults(handler=run_backfill)
+
+
+def _common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="PostgreSQL to run on (default: JOBS_PLATFORM_DATABASE_URL if it is PostgreSQL, "
+        "else a scratch database on 127.0.0.1:5432, dropped afterwards)",
+    )
+
+
+def run_upsert(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.upsert import run_upsert_bench
+
+    return _run(args, lambda url: run_upsert_bench(url, args.rows), _print_upsert)
+
+
+def run_backfill(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.backfill import run_backfill_bench
+
+    def bench(url: str) -> dict:
+        return run_backfill_bench(
+            url,
+            args.partitions,
+            args.rows_per_partition,
+            chunk_rows=args.chunk_rows,
+            runs=args.runs,
+        )
+
+    return _run(args, bench, _print_backfill)
+
+
+def _run(args: argparse.Namespace, bench, show) -> int:
+    from jobs_platform.bench.database import BenchDatabaseError, bench_database
+
+    try:
+        with bench_database(args.database_url) as database:
+            if not args.json:
+                print(f"database: {database.shown}", flush=True)
+            figures = bench(database.url)
+    except BenchDatabaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    figures.setdefault("notes", {})["database"] = database.shown
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        show(figures)
+    return 0
+
+
+def _print_upsert(figures: dict) -> None:
+    results, notes = figures["results"], figures["notes"]
+    framework = results["framework_upsert"]["rows_per_s"]
+    print(f"\n{figures['rows']:,} orders rows, chunks of {notes['chunk_rows']:,}\n")
+    print(f"  {'method':<28} {'rows':>10} {'seconds':>9} {'rows/s':>11} {'framework / this':>17}")
+    for name, result in results.items():
+        rows = notes["pandas_to_sql_multi_sample_rows"] if name == "pandas_to_sql_multi" else None
+        shown_rows = f"{rows or figures['rows']:,}"
+        ratio = framework / result["rows_per_s"]
+        print(
+            f"  {name:<28} {shown_rows:>10} {result['seconds']:>9.3f} "
+            f"{result['rows_per_s']:>11,.0f} {ratio:>16.2f}x"
+        )
+    sample = notes["pandas_to_sql_multi_sample_rows"]
+    if sample < figures["rows"]:
+        print(f"\n  pandas_to_sql_multi ran on the first {sample:,} rows (it is too slow for more)")
+    print(
+        "  unchanged re-run: "
+        f"{notes['framework_upsert_unchanged_new_row_versions']} new row versions, "
+        f"{notes['framework_upsert_unchanged_time_vs_first_run']:.2f} x the first run's time"
+    )
+    print("\ntargets")
+    for method, floor, label in UPSERT_TARGETS:
+        ratio = framework / results[method]["rows_per_s"]
+        print(f"  {_verdict(ratio >= floor)}  {label}: {ratio:.2f} x")
+    unchanged = notes["framework_upsert_unchanged_time_vs_first_run"]
+    no_versions = notes["framework_upsert_unchanged_new_row_versions"] == 0
+    print(
+        f"  {_verdict(no_versions and unchanged <= UNCHANGED_TARGET)}  unchanged re-run: 0 new row "
+        f"versions, time <= {UNCHANGED_TARGET} x the first run: {unchanged:.2f} x"
+    )
+
+
+def _print_backfill(figures: dict) -> None:
+    notes = figures["notes"]
+    partitions = notes["partitions"]
+    print(
+        f"\n{partitions} partitions x {notes['rows_per_partition']:,} orders, "
+        f"chunks of {notes['chunk_rows']:,}; Dagster: {notes['dagster_runs']}\n"
+    )
+    print(f"  {'':<30} {'seconds':>9} {'per partition':>14}")
+    for label, seconds in (
+        ("Dagster backfill", figures["dagster_backfill_seconds"]),
+        ("plain script", figures["plain_script_seconds"]),
+        ("Dagster re-run, input unchanged", notes["dagster_rerun_unchanged_seconds"]),
+    ):
+        print(f"  {label:<30} {seconds:>9.3f} {seconds / partitions:>14.3f}")
+    print(
+        f"\n  ratio (Dagster / plain): {figures['ratio']:.2f}; unchanged re-run: "
+        f"{notes['dagster_rerun_unchanged_new_row_versions']} new row versions, "
+        f"{notes['dagster_rerun_unchanged_vs_first_run_time']:.2f} x the first run's time"
+    )
+    met = figures["ratio"] <= BACKFILL_TARGET
+    print(f"\ntargets\n  {_verdict(met)}  Dagster backfill <= {BACKFILL_TARGET} x the plain script")
+
+
+def _verdict(met: bool) -> str:
+    return "met    " if met else "NOT MET"

@@ -1,0 +1,133 @@
+"""Requeue from the UI: `requeue_dead_letter` releases an entry, `requeue_sensor` relaunches it.
+
+The sensor launches what `jobs-platform dead-letter requeue` launches: the partition of
+the asset and of the backfills it feeds.
+"""
+
+from collections.abc import Sequence
+
+import dagster as dg
+import sqlalchemy as sa
+
+from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
+from jobs_platform.orchestration.registry import backfill_specs
+from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.schema import create_tables, quarantine, utcnow
+
+REQUEUE_TICK_SECONDS = 15
+REQUEUES_PER_TICK = 100
+
+
+@dg.sensor(
+    name="requeue_sensor",
+    asset_selection=dg.AssetSelection.tag(BACKFILL_TAG, "true"),
+    minimum_interval_seconds=REQUEUE_TICK_SECONDS,
+    # On by default: a requeue from the UI must relaunch the partition under `dagster dev`
+    # without anyone first finding and starting a sensor.
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Launches a run for each requeued partition that no one has launched yet.",
+)
+def requeue_sensor(
+    context: dg.SensorEvaluationContext, jobs_platform: JobsPlatformResource
+) -> dg.SensorResult:
+    engine = warehouse_engine(jobs_platform.settings().database_url)
+    create_tables(engine)
+    with engine.begin() as connection:
+        # Marked in the warehouse before the request is returned: should the daemon die in
+        # between, the run is not launched, which `dead-letter requeue` can redo; the other
+        # order could launch a partition twice.
+        entries = claim_requeues_to_launch(connection, sorted(backfill_specs()), REQUEUES_PER_TICK)
+    requests = []
+    for entry in entries:
+        selection = [dg.AssetKey(entry.asset), *_downstream_backfills(context, entry.asset)]
+        context.log.info(f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): launching")
+        requests.append(
+            dg.RunRequest(
+                run_key=f"requeue-{entry.id}",
+                partition_key=entry.partition,
+                asset_selection=selection,
+            )
+        )
+    return dg.SensorResult(
+        run_requests=requests, skip_reason=None if requests else "no requeued partitions to launch"
+    )
+
+
+def claim_requeues_to_launch(
+    connection: sa.Connection, assets: Sequence[str], limit: int
+) -> list[sa.Row]:
+    """Requeued entries of `assets` whose run nobody launched yet, now marked launched."""
+    if not assets:
+        return []
+    entries = connection.execute(
+        sa.select(quarantine)
+        .where(
+            quarantine.c.status == quarantine_store.QuarantineStatus.REQUEUED,
+            quarantine.c.requeue_launched_at.is_(None),
+            quarantine.c.asset.in_(list(assets)),
+        )
+        .order_by(quarantine.c.id)
+        .limit(limit)
+        .with_for_update()
+    ).all()
+    if entries:
+        connection.execute(
+            sa.update(quarantine)
+            .where(quarantine.c.id.in_([entry.id for entry in entries]))
+            .values(requeue_launched_at=utcnow())
+        )
+    return entries
+
+
+def _downstream_backfills(context: dg.SensorEvaluationContext, asset: str) -> list[dg.AssetKey]:
+    """Backfills fed by `asset` and partitioned like it, relaunched with it as the CLI does."""
+    graph = context.repository_def.asset_graph if context.repository_def else None
+    if graph is None or not graph.has(dg.AssetKey(asset)):
+        return []
+    partitions_def = graph.get(dg.AssetKey(asset)).partitions_def
+    return [
+        dg.AssetKey(name)
+        for name, spec in sorted(backfill_specs().items())
+        if asset in spec.upstream
+        and graph.has(dg.AssetKey(name))
+        and graph.get(dg.AssetKey(name)).partitions_def == partitions_def
+    ]
+
+
+class RequeueConfig(dg.Config):
+    """Which quarantined partition to release."""
+
+    asset: str
+    partition: str
+
+
+@dg.op(name="requeue_partition")
+def requeue_partition_op(
+    context: dg.OpExecutionContext, config: RequeueConfig, jobs_platform: JobsPlatformResource
+) -> None:
+    """Release the partition's quarantine entry; `requeue_sensor` then launches its run."""
+    engine = warehouse_engine(jobs_platform.settings().database_url)
+    create_tables(engine)
+    try:
+        with engine.begin() as connection:
+            entry = quarantine_store.requeue_partition(connection, config.asset, config.partition)
+    except quarantine_store.UnknownEntry as error:
+        raise dg.Failure(
+            f"{error}; `jobs-platform dead-letter list` shows what is quarantined",
+            allow_retries=False,
+        ) from None
+    context.log.info(
+        f"released {config.asset}/{config.partition} (entry {entry.id}, {entry.attempts} "
+        "attempt(s)); its attempt count starts over and requeue_sensor launches its run"
+    )
+
+
+@dg.job(
+    name="requeue_dead_letter",
+    description="Release a quarantined partition (config: asset, partition); requeue_sensor "
+    "then launches a run for it.",
+)
+def requeue_dead_letter() -> None:
+    requeue_partition_op()
