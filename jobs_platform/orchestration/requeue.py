@@ -5,12 +5,12 @@ the asset and of the backfills it feeds.
 """
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
-from jobs_platform.orchestration.registry import backfill_specs
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
@@ -18,11 +18,12 @@ from jobs_platform.store.schema import create_tables, quarantine, utcnow
 
 REQUEUE_TICK_SECONDS = 15
 REQUEUES_PER_TICK = 100
+BACKFILL_ASSETS = dg.AssetSelection.tag(BACKFILL_TAG, "true")
 
 
 @dg.sensor(
     name="requeue_sensor",
-    asset_selection=dg.AssetSelection.tag(BACKFILL_TAG, "true"),
+    asset_selection=BACKFILL_ASSETS,
     minimum_interval_seconds=REQUEUE_TICK_SECONDS,
     # On by default: a requeue from the UI must relaunch the partition under `dagster dev`
     # without anyone first finding and starting a sensor.
@@ -32,22 +33,26 @@ REQUEUES_PER_TICK = 100
 def requeue_sensor(
     context: dg.SensorEvaluationContext, jobs_platform: JobsPlatformResource
 ) -> dg.SensorResult:
+    graph = context.repository_def.asset_graph if context.repository_def else None
+    backfills = BACKFILL_ASSETS.resolve(graph) if graph is not None else set()
     engine = warehouse_engine(jobs_platform.settings().database_url)
     create_tables(engine)
     with engine.begin() as connection:
         # Marked in the warehouse before the request is returned: should the daemon die in
         # between, the run is not launched, which `dead-letter requeue` can redo; the other
         # order could launch a partition twice.
-        entries = claim_requeues_to_launch(connection, sorted(backfill_specs()), REQUEUES_PER_TICK)
+        entries = claim_requeues_to_launch(
+            connection, sorted(key.to_user_string() for key in backfills), REQUEUES_PER_TICK
+        )
     requests = []
     for entry in entries:
-        selection = [dg.AssetKey(entry.asset), *_downstream_backfills(context, entry.asset)]
+        asset = dg.AssetKey(entry.asset)
         context.log.info(f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): launching")
         requests.append(
             dg.RunRequest(
                 run_key=f"requeue-{entry.id}",
                 partition_key=entry.partition,
-                asset_selection=selection,
+                asset_selection=[asset, *_downstream_backfills(graph, asset, backfills)],
             )
         )
     return dg.SensorResult(
@@ -81,19 +86,16 @@ def claim_requeues_to_launch(
     return entries
 
 
-def _downstream_backfills(context: dg.SensorEvaluationContext, asset: str) -> list[dg.AssetKey]:
+def _downstream_backfills(
+    graph, asset: dg.AssetKey, backfills: AbstractSet[dg.AssetKey]
+) -> list[dg.AssetKey]:
     """Backfills fed by `asset` and partitioned like it, relaunched with it as the CLI does."""
-    graph = context.repository_def.asset_graph if context.repository_def else None
-    if graph is None or not graph.has(dg.AssetKey(asset)):
-        return []
-    partitions_def = graph.get(dg.AssetKey(asset)).partitions_def
-    return [
-        dg.AssetKey(name)
-        for name, spec in sorted(backfill_specs().items())
-        if asset in spec.upstream
-        and graph.has(dg.AssetKey(name))
-        and graph.get(dg.AssetKey(name)).partitions_def == partitions_def
-    ]
+    partitions_def = graph.get(asset).partitions_def
+    return sorted(
+        child
+        for child in graph.get(asset).child_keys
+        if child in backfills and graph.get(child).partitions_def == partitions_def
+    )
 
 
 class RequeueConfig(dg.Config):

@@ -15,12 +15,12 @@ import sqlalchemy as sa
 from jobs_platform.definitions import defs
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.dead_letter import (
     DeadLetterCursor,
     dead_letter,
     dead_letter_sensor,
 )
-from jobs_platform.orchestration.registry import backfill_specs
 from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.store.quarantine import QuarantineStatus, latest_entry
 from jobs_platform.store.schema import alert_ledger
@@ -306,7 +306,13 @@ def test_every_backfill_asset_has_the_quarantine_check():
         for key in c.check_keys
     }
 
-    assert {asset for asset, _name in checked} == set(backfill_specs()) >= {"orders"}
+    backfills = {
+        spec.key.to_user_string()
+        for assets_def in defs.assets
+        for spec in assets_def.specs
+        if spec.tags.get(BACKFILL_TAG) == "true"
+    }
+    assert {asset for asset, _name in checked} == backfills >= {"orders", "daily_revenue"}
     assert {name for _asset, name in checked} == {"no_quarantined_partitions"}
 
 
@@ -327,6 +333,17 @@ def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_once(engine, 
         entry = latest_entry(connection, "orders", PARTITION)
     assert entry.status == QuarantineStatus.REQUEUED
     assert entry.requeue_launched_at is not None
+
+
+def test_requeue_sensor_leaves_entries_of_assets_this_code_location_lacks(engine, instance):
+    quarantine_entry(engine, "retired_backfill", partition=PARTITION)
+    assert requeue(instance, "retired_backfill", PARTITION).success
+
+    result = tick(instance, requeue_sensor)
+
+    assert result.run_requests == []
+    with engine.connect() as connection:
+        assert latest_entry(connection, "retired_backfill", PARTITION).requeue_launched_at is None
 
 
 def test_requeue_job_fails_clearly_for_a_partition_that_is_not_quarantined(engine, instance):
