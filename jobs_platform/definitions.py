@@ -21,12 +21,13 @@ from jobs_platform.orchestration.requeue import requeue_dead_letter, requeue_sen
 from jobs_platform.orchestration.resources import JobsPlatformResource
 
 backfills = [orders, daily_revenue, customer_order_history]
+quarantine_checks = no_quarantined_partitions_checks(backfills)
 
 defs = dg.Definitions(
     assets=[*backfills, dead_letter, outbox_health, platform_health],
-    asset_checks=no_quarantined_partitions_checks(backfills),
+    asset_checks=quarantine_checks,
     jobs=[orders_backfill, requeue_dead_letter],
-    schedules=[orders_daily_schedule, platform_health_schedule],
+    schedules=[orders_daily_schedule, platform_health_schedule(quarantine_checks)],
     sensors=[abandoned_run_sensor, dead_letter_sensor, requeue_sensor, backfill_request_sensor],
     resources={"jobs_platform": JobsPlatformResource(), "alerts": AlertsResource()},
 )

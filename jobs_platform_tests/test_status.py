@@ -39,3 +39,31 @@ def test_status_json_counts_done_quarantined_and_missing_partitions(platform_env
     revenue = report["assets"]["daily_revenue"]
     assert (revenue["done"], revenue["quarantined"], revenue["missing"]) == (2, 0, every_day - 2)
     assert report["oldest_pending_request_age_seconds"] is None
+
+
+def test_platform_health_schedule_refreshes_figures_and_quarantine_checks(platform_env):
+    import dagster as dg
+
+    from jobs_platform.definitions import defs
+
+    seed_orders(platform_env["JOBS_PLATFORM_LANDING"], POISON, POISON, poison_days=[POISON])
+    materialize([orders], POISON.isoformat())
+    schedule = defs.resolve_schedule_def("platform_health_every_10_minutes")
+
+    result = defs.resolve_job_def(schedule.job_name).execute_in_process(
+        instance=dg.DagsterInstance.get(), raise_on_error=False
+    )
+
+    checks = {
+        (evaluation.asset_key.to_user_string(), evaluation.check_name): evaluation.passed
+        for evaluation in (
+            event.event_specific_data
+            for event in result.all_events
+            if event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        )
+    }
+    assert checks[("orders", "no_quarantined_partitions")] is False
+    assert checks[("daily_revenue", "no_quarantined_partitions")] is True
+    assert checks[("platform_health", "nothing_quarantined")] is False
+    health = result.get_asset_materialization_events()[0].materialization.metadata
+    assert health["orders/quarantined"].value == 1

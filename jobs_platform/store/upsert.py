@@ -9,10 +9,13 @@ Both backends stage the chunk in a temporary table first and merge from it in on
 statement: PostgreSQL fills the stage with COPY (the bulk path), SQLite with an
 executemany. Callers only ever hand over a DataFrame.
 
-Where the time goes on PostgreSQL, and why the code is shaped this way (figures in
-docs/BENCHMARKS.md): the COPY text of common columns is built column by column rather
-than row by row (`copy_text`), and the merge reports its own inserted/updated split, so
-no separate join counts the existing rows first.
+PostgreSQL paths, fastest first (figures and how they were measured: docs/BENCHMARKS.md):
+- a chunk of integer keys whose range holds no row yet (a first backfill) is copied
+  straight into the table, as fast as a plain COPY (no key exists: none is duplicated);
+- otherwise the merge skips rows equal to the stored ones without locking them, and
+  reports its inserted/updated split itself, without a second pass over the stage;
+- the COPY text of common column kinds is built a column at a time (`copy_text`),
+  not a row at a time.
 """
 
 from __future__ import annotations
