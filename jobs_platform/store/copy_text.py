@@ -6,10 +6,11 @@ and merging it. For the column kinds a backfill mostly writes (integers, floats,
 strings, zone-aware timestamps) the text of a whole column is built at once with numpy and
 C-level string joins instead, then the lines are joined once.
 
-The text is exactly what `write_row` would send for the same values, so the server parses
-the same thing either way. A chunk holding any other kind of column (dates, decimals,
-mixed objects, naive timestamps, a type with its own bind processing) returns None and
-keeps the per-row path, where psycopg's adapters and the column types decide.
+Each field carries the value `write_row` would send (timestamps spelled differently, as
+the same instant in UTC), so the stored rows are the same either way. A chunk holding any
+other kind of column (dates, decimals, mixed objects, naive timestamps, a type with its
+own bind processing) returns None and keeps the per-row path, where psycopg's adapters
+and the column types decide.
 """
 
 from __future__ import annotations
