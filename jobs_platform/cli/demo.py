@@ -133,4 +133,4 @@ def _print_summary(settings: Settings, days: list[str]) -> None:
         first = quarantined[0]
         print(f"  jobs-platform dead-letter show {first.asset} {first.partition}")
     print(f"  DAGSTER_HOME={os.environ['DAGSTER_HOME']} dagster dev   (then open")
-    print("  http://127.0.0.1:3000 > Assets > orders > Partitions, and Runs)")
+    print("  http://127.0.0.1:3000 > Catalog > orders > Partitions, and dead_letter)")
