@@ -40,9 +40,11 @@ class BackfillSpec:
 
     `partition_scope(table, partition)` selects the rows that belong to a partition, so
     that rows no longer in the input can be swept. `fingerprint(input)` cheaply
-    identifies the input (e.g. a file hash); without one, chunks are matched on their
-    content alone. `seed_example(settings)` writes a small sample input and returns its
-    partitions, so the generic idempotency suite covers every backfill without new tests.
+    identifies the input (e.g. a file hash): a done partition whose fingerprint is unchanged
+    finishes without reading its input again; bump `version` after changing the reader so
+    that it is recomputed. Without a fingerprint, chunks are matched on their content.
+    `seed_example(settings)` writes a small sample input and returns its partitions, so
+    the generic idempotency suite covers every backfill without new tests.
     """
 
     asset: str
@@ -53,6 +55,7 @@ class BackfillSpec:
     fingerprint: Fingerprinter | None = None
     seed_example: ExampleSeeder | None = None
     upstream: tuple[str, ...] = ()
+    version: str = ""
 
     def __post_init__(self) -> None:
         missing = [name for name in self.key if name not in self.table.columns]

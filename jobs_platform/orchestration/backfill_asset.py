@@ -50,6 +50,7 @@ def backfill_asset(
     group_name: str = "backfills",
     description: str | None = None,
     backfill_policy: dg.BackfillPolicy | None = None,
+    version: str = "",
 ) -> Callable[[ChunkReader], dg.AssetsDefinition]:
     """Declare a backfill: the decorated function yields DataFrame chunks of a partition.
 
@@ -71,6 +72,7 @@ def backfill_asset(
             fingerprint=fingerprint,
             seed_example=seed_example,
             upstream=tuple(deps),
+            version=version,
         )
         register_backfill(spec)
 

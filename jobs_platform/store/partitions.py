@@ -26,6 +26,17 @@ def current_episode(connection: sa.Connection, asset: str, partition: str) -> in
     return episode or 1
 
 
+def done_record(connection: sa.Connection, asset: str, partition: str) -> sa.Row | None:
+    """The partition's row if it is done (with the fingerprint of the input it was done from)."""
+    return connection.execute(
+        sa.select(partitions).where(
+            partitions.c.asset == asset,
+            partitions.c.partition == partition,
+            partitions.c.status == PartitionStatus.DONE,
+        )
+    ).first()
+
+
 def set_partition_status(
     connection: sa.Connection,
     asset: str,
