@@ -18,7 +18,6 @@ import random
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pandas as pd
 import sqlalchemy as sa
@@ -27,6 +26,7 @@ from jobs_platform.engine.decisions import Decision, NextStep, decide_after_fail
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
 from jobs_platform.engine.heartbeat import Heartbeat
+from jobs_platform.engine.results import AttemptInfo, FailedAttempt, PartitionReport
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
 from jobs_platform.errors import (
     AttemptInterrupted,
@@ -54,51 +54,6 @@ from jobs_platform.store.upsert import UpsertCounts, last_row_per_key, upsert_fr
 
 # Without a fingerprint, checkpoints are matched on chunk content alone.
 CONTENT_ONLY_FINGERPRINT = "content"
-
-
-@dataclass(frozen=True)
-class AttemptInfo:
-    """Who is attempting: the run, the step retry, and this process as a lease holder."""
-
-    run_id: str | None = None
-    step_retry: int = 0
-    correlation_id: str | None = None
-    holder: str = ""
-
-
-@dataclass(frozen=True)
-class PartitionReport:
-    """What a successful attempt did (becomes the materialization's metadata)."""
-
-    asset: str
-    partition: str
-    attempt: int
-    input_rows: int
-    counts: UpsertCounts
-    rows_swept: int
-    chunks_written: int
-    chunks_resumed: int
-    duration_seconds: float
-    fingerprint: str
-
-
-@dataclass(frozen=True)
-class FailedAttempt:
-    """An attempt that did not finish the partition, and what to do next."""
-
-    asset: str
-    partition: str
-    decision: Decision
-    verdict: Verdict | None  # None when nothing failed: the partition was busy
-    attempt: int | None  # None when no attempt was started (gated or busy)
-    failures: int
-    entry_id: int | None
-    error: BaseException | None
-    gated: bool = False  # refused at the gate: already quarantined
-
-    @property
-    def message(self) -> str:
-        return str(self.error) if self.error is not None else "partition busy"
 
 
 class PartitionRunner:
