@@ -166,22 +166,25 @@ SNAPSHOT_TABLE = "bench_row_versions"
 def snapshot_row_versions(engine: sa.Engine, table: str, key: str) -> None:
     """Remember every row's xmin: PostgreSQL gives a row a new one exactly when it rewrites it."""
     with engine.begin() as connection:
+        quote = connection.dialect.identifier_preparer.quote
         connection.execute(
             sa.text(
-                f"CREATE TABLE {SNAPSHOT_TABLE} AS SELECT {key} AS key, xmin::text AS version "
-                f"FROM {table}"
+                f"CREATE TABLE {quote(SNAPSHOT_TABLE)} AS "
+                f"SELECT {quote(key)} AS key, xmin::text AS version FROM {quote(table)}"
             )
         )
 
 
 def new_row_versions(engine: sa.Engine, table: str, key: str) -> int:
     """Rows rewritten (or added) since `snapshot_row_versions`; forgets the snapshot."""
+    # Identifiers come from the benchmark's own code, never from input; quoted anyway.
     with engine.begin() as connection:
+        quote = connection.dialect.identifier_preparer.quote
         changed = connection.execute(
             sa.text(
-                f"SELECT count(*) FROM {table} AS t LEFT JOIN {SNAPSHOT_TABLE} AS v "
-                f"ON v.key = t.{key} WHERE v.version IS DISTINCT FROM t.xmin::text"
+                f"SELECT count(*) FROM {quote(table)} AS t LEFT JOIN {quote(SNAPSHOT_TABLE)} AS v "
+                f"ON v.key = t.{quote(key)} WHERE v.version IS DISTINCT FROM t.xmin::text"
             )
         ).scalar_one()
-        connection.execute(sa.text(f"DROP TABLE {SNAPSHOT_TABLE}"))
+        connection.execute(sa.text(f"DROP TABLE {quote(SNAPSHOT_TABLE)}"))
     return changed
