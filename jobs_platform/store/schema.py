@@ -124,6 +124,8 @@ quarantine = sa.Table(
     sa.Column("resolved_at", UtcDateTime),
     # One entry per episode: the hook and the runner may both report the same failure.
     sa.UniqueConstraint("asset", "partition", "episode", name="uq_jp_quarantine_episode"),
+    # The gate, `dead-letter list` and the requeue sensor look entries up by status.
+    sa.Index("ix_jp_quarantine_status", "status", "asset", "partition"),
 )
 
 alert_ledger = sa.Table(
