@@ -100,6 +100,10 @@ def dagster_job_execute(
     env: dict[str, str], partition: str, *, job: str = "orders_backfill", config: dict | None = None
 ) -> subprocess.CompletedProcess:
     """`dagster job execute -m jobs_platform.definitions -j JOB` for one partition."""
+    return run_cli(_job_execute_args(partition, job, config), env)
+
+
+def _job_execute_args(partition: str, job: str, config: dict | None) -> list[str]:
     args = [
         str(Path(sys.executable).with_name("dagster")),
         "job",
@@ -111,9 +115,9 @@ def dagster_job_execute(
         "--tags",
         json.dumps({"dagster/partition": partition}),
     ]
-    if config is not None:
+    if config:
         args += ["--config", _config_file(config)]
-    return run_cli(args, env)
+    return args
 
 
 _config_folder: list[str] = []
@@ -358,20 +362,7 @@ def dagster_job_command(
         config["ops"] = {"orders": {"config": {"chunk_rows": chunk_rows}}}
     if in_process:
         config["execution"] = {"config": {"in_process": {}}}
-    args = [
-        str(Path(sys.executable).with_name("dagster")),
-        "job",
-        "execute",
-        "-m",
-        "jobs_platform.definitions",
-        "-j",
-        job,
-        "--tags",
-        json.dumps({"dagster/partition": partition}),
-    ]
-    if config:
-        args += ["--config", _config_file(config)]
-    return args
+    return _job_execute_args(partition, job, config)
 
 
 def start_run(

@@ -14,7 +14,7 @@ from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables, quarantine, utcnow
+from jobs_platform.store.schema import create_tables
 
 LIST_FIELDS = (
     "asset", "partition", "status", "attempts", "error_class", "last_error",
@@ -117,11 +117,7 @@ def run_requeue(args: argparse.Namespace) -> int:
     with engine.begin() as connection:
         entry = quarantine_store.requeue_partition(connection, args.asset, args.partition)
         if not args.no_launch:
-            connection.execute(
-                sa.update(quarantine)
-                .where(quarantine.c.id == entry.id)
-                .values(requeue_launched_at=utcnow())
-            )
+            quarantine_store.mark_requeue_launched(connection, [entry.id])
     print(
         f"released {args.asset}/{args.partition} (entry {entry.id}); "
         f"its attempt count starts over, the old history is kept"

@@ -4,17 +4,15 @@ The sensor launches what `jobs-platform dead-letter requeue` launches: the parti
 the asset and of the backfills it feeds.
 """
 
-from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
 import dagster as dg
-import sqlalchemy as sa
 
 from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables, quarantine, utcnow
+from jobs_platform.store.schema import create_tables
 
 REQUEUE_TICK_SECONDS = 15
 REQUEUES_PER_TICK = 100
@@ -41,7 +39,7 @@ def requeue_sensor(
         # Marked in the warehouse before the request is returned: should the daemon die in
         # between, the run is not launched, which `dead-letter requeue` can redo; the other
         # order could launch a partition twice.
-        entries = claim_requeues_to_launch(
+        entries = quarantine_store.claim_requeues_to_launch(
             connection, sorted(key.to_user_string() for key in backfills), REQUEUES_PER_TICK
         )
     requests = []
@@ -58,32 +56,6 @@ def requeue_sensor(
     return dg.SensorResult(
         run_requests=requests, skip_reason=None if requests else "no requeued partitions to launch"
     )
-
-
-def claim_requeues_to_launch(
-    connection: sa.Connection, assets: Sequence[str], limit: int
-) -> list[sa.Row]:
-    """Requeued entries of `assets` whose run nobody launched yet, now marked launched."""
-    if not assets:
-        return []
-    entries = connection.execute(
-        sa.select(quarantine)
-        .where(
-            quarantine.c.status == quarantine_store.QuarantineStatus.REQUEUED,
-            quarantine.c.requeue_launched_at.is_(None),
-            quarantine.c.asset.in_(list(assets)),
-        )
-        .order_by(quarantine.c.id)
-        .limit(limit)
-        .with_for_update()
-    ).all()
-    if entries:
-        connection.execute(
-            sa.update(quarantine)
-            .where(quarantine.c.id.in_([entry.id for entry in entries]))
-            .values(requeue_launched_at=utcnow())
-        )
-    return entries
 
 
 def _downstream_backfills(

@@ -7,6 +7,7 @@ failure hook or a repeated sensor tick report the same failure.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 
@@ -142,6 +143,37 @@ def requeue_partition(connection: sa.Connection, asset: str, partition: str) -> 
         connection, asset, partition, PartitionStatus.FAILED, episode=entry.episode + 1
     )
     return entry
+
+
+def mark_requeue_launched(connection: sa.Connection, entry_ids: Sequence[int]) -> None:
+    """Record that a run for these requeued entries was launched (by the CLI or a sensor)."""
+    if entry_ids:
+        connection.execute(
+            sa.update(quarantine)
+            .where(quarantine.c.id.in_(list(entry_ids)))
+            .values(requeue_launched_at=utcnow())
+        )
+
+
+def claim_requeues_to_launch(
+    connection: sa.Connection, assets: Sequence[str], limit: int
+) -> list[sa.Row]:
+    """Requeued entries of `assets` whose run nobody launched yet, now marked launched."""
+    if not assets:
+        return []
+    entries = connection.execute(
+        sa.select(quarantine)
+        .where(
+            quarantine.c.status == QuarantineStatus.REQUEUED,
+            quarantine.c.requeue_launched_at.is_(None),
+            quarantine.c.asset.in_(list(assets)),
+        )
+        .order_by(quarantine.c.id)
+        .limit(limit)
+        .with_for_update()
+    ).all()
+    mark_requeue_launched(connection, [entry.id for entry in entries])
+    return entries
 
 
 def resolve_requeued(connection: sa.Connection, asset: str, partition: str) -> int:
