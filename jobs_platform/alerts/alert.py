@@ -26,6 +26,19 @@ class AttemptRecord:
     message: str | None
     at: dt.datetime | None
 
+    @classmethod
+    def from_row(cls, row: sa.Row) -> AttemptRecord:
+        """From a `jp_attempts` row; a finished success shows its outcome as its class."""
+        return cls(
+            episode=row.episode,
+            attempt=row.attempt,
+            run_id=row.run_id,
+            error_class=row.error_class or row.outcome,
+            error_type=row.error_type,
+            message=row.message,
+            at=row.ended_at or row.started_at,
+        )
+
 
 @dataclass(frozen=True)
 class QuarantineAlert:
@@ -59,17 +72,7 @@ class QuarantineAlert:
             last_failed_at=entry.last_failed_at,
             # Later episodes belong to later entries; this one ends with its own episode.
             history=tuple(
-                AttemptRecord(
-                    episode=row.episode,
-                    attempt=row.attempt,
-                    run_id=row.run_id,
-                    error_class=row.error_class or row.outcome,
-                    error_type=row.error_type,
-                    message=row.message,
-                    at=row.ended_at or row.started_at,
-                )
-                for row in history
-                if row.episode <= entry.episode
+                AttemptRecord.from_row(row) for row in history if row.episode <= entry.episode
             ),
         )
 

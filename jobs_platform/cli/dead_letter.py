@@ -6,10 +6,12 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import sqlalchemy as sa
 
+from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
@@ -54,16 +56,8 @@ def entry_summary(row: sa.Row) -> dict:
 
 def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[dict]:
     return [
-        {
-            "episode": row.episode,
-            "attempt": row.attempt,
-            "run_id": row.run_id,
-            "error_class": row.error_class or row.outcome,
-            "error_type": row.error_type,
-            "message": row.message,
-            "at": _plain(row.ended_at or row.started_at),
-        }
-        for row in attempt_history(connection, asset, partition)
+        {**asdict(record), "at": _plain(record.at)}
+        for record in map(AttemptRecord.from_row, attempt_history(connection, asset, partition))
     ]
 
 
