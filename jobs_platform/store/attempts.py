@@ -6,6 +6,7 @@ retries, run retries, re-launches and crashes all draw from one ceiling.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from dataclasses import dataclass
 
@@ -103,7 +104,7 @@ def finish_attempt(
 
 
 def record_abandoned_attempts(
-    connection: sa.Connection, asset: str, partition: str, before_token: int
+    connection: sa.Connection, asset: str, partition: str, before_token: int, now: dt.datetime
 ) -> int:
     """Mark attempts whose lease was taken over without a result as crashes."""
     return connection.execute(
@@ -114,11 +115,11 @@ def record_abandoned_attempts(
             attempts.c.outcome == AttemptOutcome.RUNNING,
             attempts.c.token < before_token,
         )
-        .values(**crash_values())
+        .values(**crash_values(now))
     ).rowcount
 
 
-def crash_values() -> dict:
+def crash_values(now: dt.datetime) -> dict:
     """The columns of an attempt whose worker died without reporting."""
     return {
         "outcome": AttemptOutcome.FAILED,
@@ -126,7 +127,8 @@ def crash_values() -> dict:
         "error_type": "WorkerLost",
         "message": "the worker stopped (killed, out of memory or hung) without reporting a "
         "result, and its lease expired or was taken over",
-        "ended_at": utcnow(),
+        # The database's clock: the rescuer compares it with the database's clock later.
+        "ended_at": now,
     }
 
 

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.errors import Classification
-from jobs_platform.store.attempts import COUNTED_CLASSES, failing_streak
-from jobs_platform.store.partitions import PartitionStatus, current_episode, set_partition_status
+from jobs_platform.store.attempts import failing_streak
+from jobs_platform.store.partitions import PartitionStatus, set_partition_status
 from jobs_platform.store.schema import quarantine, utcnow
 
 
@@ -58,24 +57,6 @@ def quarantine_partition(
     ).scalar_one()
     set_partition_status(connection, asset, partition, PartitionStatus.QUARANTINED)
     return entry_id
-
-
-def quarantine_if_spent(
-    connection: sa.Connection, asset: str, partition: str, max_attempts: int
-) -> int | None:
-    """Quarantine the partition when its last failure was terminal or its budget is spent.
-
-    For reporters that did not classify the failure themselves (the failure hook): an
-    interrupted or lease-lost attempt, or a partition with budget left, is not quarantined.
-    """
-    episode = current_episode(connection, asset, partition)
-    streak = failing_streak(connection, asset, partition, episode)
-    counted = [row for row in streak if row.error_class in COUNTED_CLASSES]
-    if not streak:
-        return None
-    if streak[-1].error_class == Classification.TERMINAL or len(counted) >= max_attempts:
-        return quarantine_partition(connection, asset, partition, episode)
-    return None
 
 
 def active_entry(connection: sa.Connection, asset: str, partition: str) -> sa.Row | None:
