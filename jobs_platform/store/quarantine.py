@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.store.attempts import failing_streak
+from jobs_platform.store.attempts import COUNTED_CLASSES, failing_streak
 from jobs_platform.store.partitions import PartitionStatus, set_partition_status
 from jobs_platform.store.schema import quarantine, utcnow
 
@@ -45,7 +45,8 @@ def quarantine_partition(
             partition=partition,
             episode=episode,
             status=QuarantineStatus.QUARANTINED,
-            attempts=len(history),
+            # What spent the budget: lease-lost and interrupted attempts stay in the history.
+            attempts=sum(1 for row in history if row.error_class in COUNTED_CLASSES),
             error_class=last.error_class if last else "unknown",
             error_type=last.error_type if last else None,
             last_error=last.message if last else None,
