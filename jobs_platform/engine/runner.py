@@ -42,13 +42,13 @@ from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.migrate import require_current_schema
 from jobs_platform.store.partitions import (
     PartitionStatus,
     current_episode,
     done_record,
     set_partition_status,
 )
-from jobs_platform.store.schema import create_tables
 from jobs_platform.store.sweep import sweep_partition
 from jobs_platform.store.upsert import UpsertCounts, last_row_per_key, upsert_frame
 
@@ -76,7 +76,7 @@ class PartitionRunner:
         self.failpoints: tuple[Failpoint, ...] = parse_failpoints(settings.failpoints)
         self.engine = warehouse_engine(settings.database_url)
         self._trail = EventTrail(self.log, spec.asset, "")
-        create_tables(self.engine, spec.table)
+        require_current_schema(self.engine, embedded_tables=(spec.table,))
 
     def attempt(
         self, partition: str, info: AttemptInfo, chunk_rows: int = DEFAULT_CHUNK_ROWS

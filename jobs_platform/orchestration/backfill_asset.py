@@ -25,6 +25,7 @@ from jobs_platform.orchestration.outcomes import (
 from jobs_platform.orchestration.registry import register_backfill
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.store.leases import this_holder
+from jobs_platform.store.migrate import SchemaNotReady
 
 BACKFILL_TAG = "jobs_platform/backfill"
 CORRELATION_TAG = "jobs_platform/correlation_id"
@@ -103,12 +104,19 @@ def run_backfill_step(
 ) -> dg.MaterializeResult:
     """One step = one attempt at each of the step's partitions (one, or a range)."""
     resource: JobsPlatformResource = getattr(context.resources, RESOURCE_KEY)
-    runner = PartitionRunner(
-        spec,
-        resource.settings(),
-        log=context.log,
-        interrupt_types=(DagsterExecutionInterruptedError,),
-    )
+    try:
+        runner = PartitionRunner(
+            spec,
+            resource.settings(),
+            log=context.log,
+            interrupt_types=(DagsterExecutionInterruptedError,),
+        )
+    except SchemaNotReady as exc:
+        # Before any attempt exists, so none is counted, and nothing to quarantine: the
+        # input is not at fault. Not retried either: only a deploy step fixes it.
+        raise dg.Failure(
+            description=str(exc), metadata={"error_class": "terminal"}, allow_retries=False
+        ) from None
     info = AttemptInfo(
         run_id=context.run.run_id,
         step_retry=context.retry_number,

@@ -12,7 +12,7 @@ import dagster as dg
 
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import SchemaNotReady, require_current_schema
 
 PARTITION_TAG = "dagster/partition"
 
@@ -27,7 +27,12 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
     asset = context.step_key.split(".")[0]
     settings = context.resources.jobs_platform.settings()
     engine = warehouse_engine(settings.database_url)
-    create_tables(engine)
+    try:
+        require_current_schema(engine)
+    except SchemaNotReady as exc:
+        # The step failed on the same check before any attempt: nothing to quarantine.
+        context.log.error(str(exc))
+        return
     with engine.begin() as connection:
         entry_id = quarantine_store.quarantine_if_spent(
             connection, asset, partition, settings.max_attempts
