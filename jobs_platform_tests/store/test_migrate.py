@@ -1,0 +1,204 @@
+"""Specifications of the framework's migrations, on real PostgreSQL and SQLite databases."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.migrate import (
+    BASELINE_REVISION,
+    VERSION_TABLE,
+    SchemaNotReady,
+    alembic_config,
+    head_revision,
+    upgrade_warehouse,
+)
+from jobs_platform.store.schema import framework_metadata
+from jobs_platform_tests.store.schema_0_1_0 import metadata_0_1_0
+
+AT = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+# One row in every table 0.1.0 had, in the states the framework leaves them.
+ROWS_0_1_0 = {
+    "jp_checkpoints": [
+        {
+            "asset": "orders", "partition": "2024-01-02", "fingerprint": "f1",
+            "chunk_index": 0, "chunk_hash": "h0", "row_count": 10, "token": 1,
+            "committed_at": AT,
+        }
+    ],
+    "jp_partitions": [
+        {
+            "asset": "orders", "partition": "2024-01-02", "status": "done", "episode": 1,
+            "fingerprint": "f1", "row_count": 10, "duration_seconds": 1.5, "run_id": "r1",
+            "updated_at": AT,
+        }
+    ],
+    "jp_leases": [
+        {
+            "asset": "orders", "partition": "2024-01-02", "token": 1, "holder": None,
+            "run_id": "r1", "attempt_id": 1, "acquired_at": AT, "expires_at": AT,
+        }
+    ],
+    "jp_attempts": [
+        {
+            "id": 1, "asset": "orders", "partition": "2024-01-02", "episode": 1, "attempt": 1,
+            "run_id": "r1", "step_retry": 0, "token": 1, "holder": "host:1", "correlation_id": None,
+            "outcome": "succeeded", "error_class": None, "error_type": None, "message": None,
+            "traceback": None, "started_at": AT, "ended_at": AT,
+        },
+        {
+            "id": 2, "asset": "orders", "partition": "2024-01-04", "episode": 1, "attempt": 1,
+            "run_id": "r2", "step_retry": 0, "token": 1, "holder": "host:2",
+            "correlation_id": "ticket-1", "outcome": "failed", "error_class": "terminal",
+            "error_type": "InputValidationError", "message": "line 3: not JSON",
+            "traceback": "Traceback …", "started_at": AT, "ended_at": AT,
+        },
+    ],
+    "jp_quarantine": [
+        {
+            "id": 1, "asset": "orders", "partition": "2024-01-04", "episode": 1,
+            "status": "quarantined", "attempts": 1, "error_class": "terminal",
+            "error_type": "InputValidationError", "last_error": "line 3: not JSON",
+            "first_failed_at": AT, "last_failed_at": AT, "quarantined_at": AT,
+            "requeued_at": None, "requeue_launched_at": None, "resolved_at": None,
+        }
+    ],
+    "jp_alert_ledger": [
+        {
+            "entry_id": 1, "sink": "log", "status": "sent", "tries": 1, "last_error": None,
+            "updated_at": AT,
+        }
+    ],
+    "jp_outbox": [
+        {
+            "id": 1, "schema_version": 1, "asset": "orders", "partitions": '["2024-01-05"]',
+            "reason": "late data", "correlation_id": "ticket-2", "status": "pending",
+            "error": None, "created_at": AT, "claimed_at": None, "launched_at": None,
+            "run_key": None,
+        }
+    ],
+}  # fmt: skip
+
+
+def build_0_1_0_warehouse(url: str) -> sa.Engine:
+    """A warehouse as 0.1.0 left it: its `create_all`, no version table, a row in every table."""
+    engine = warehouse_engine(url)
+    with engine.begin() as connection:
+        metadata_0_1_0.create_all(connection)
+        for name, rows in ROWS_0_1_0.items():
+            connection.execute(metadata_0_1_0.tables[name].insert(), rows)
+    return engine
+
+
+def every_row(engine: sa.Engine) -> dict[str, list[tuple]]:
+    """Every row of the framework's tables, read through the current models."""
+    with engine.connect() as connection:
+        return {
+            name: [
+                tuple(row)
+                for row in connection.execute(sa.select(table).order_by(*table.primary_key))
+            ]
+            for name, table in framework_metadata.tables.items()
+        }
+
+
+def run_alembic(engine: sa.Engine, step, revision: str) -> None:
+    """`step` (alembic's command.upgrade or .downgrade) to `revision`, in one transaction."""
+    with engine.connect() as connection, connection.begin():
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        step(config, revision)
+
+
+def differences(engine: sa.Engine, metadata: sa.MetaData) -> list:
+    """What autogenerate would write to turn the database into `metadata`."""
+    with engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection,
+            opts={
+                "version_table": VERSION_TABLE,
+                "compare_type": True,
+                "compare_server_default": True,
+            },
+        )
+        return compare_metadata(context, metadata)
+
+
+def indexes_of(engine: sa.Engine, table: str) -> set[str]:
+    return {index["name"] for index in sa.inspect(engine).get_indexes(table)}
+
+
+def test_a_0_1_0_warehouse_upgrades_in_place_keeping_every_row(warehouse_url):
+    engine = build_0_1_0_warehouse(warehouse_url)
+    before = every_row(engine)
+    assert "ix_jp_quarantine_status" not in indexes_of(engine, "jp_quarantine")
+
+    upgrade = upgrade_warehouse(engine)
+
+    assert (upgrade.before, upgrade.after, upgrade.adopted) == (None, head_revision(), True)
+    assert "ix_jp_quarantine_status" in indexes_of(engine, "jp_quarantine")
+    assert every_row(engine) == before
+    assert all(before.values()), "the fixture must put a row in every table"
+    assert differences(engine, framework_metadata) == []
+
+
+def test_revision_0001_is_exactly_the_schema_0_1_0_created(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+
+    run_alembic(engine, command.upgrade, BASELINE_REVISION)
+
+    assert differences(engine, metadata_0_1_0) == []
+
+
+def test_the_migrations_at_head_are_exactly_the_models(warehouse_url):
+    """The autogenerate check: a change to the models without a revision fails here."""
+    engine = warehouse_engine(warehouse_url)
+
+    upgrade_warehouse(engine)
+
+    assert differences(engine, framework_metadata) == []
+
+
+def test_the_autogenerate_check_sees_a_model_change_without_a_revision(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+
+    run_alembic(engine, command.upgrade, BASELINE_REVISION)  # the models have an index this lacks
+
+    [(operation, index)] = differences(engine, framework_metadata)
+    assert (operation, index.name) == ("add_index", "ix_jp_quarantine_status")
+
+
+def test_upgrading_a_warehouse_at_head_changes_nothing(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+    first = upgrade_warehouse(engine)
+
+    second = upgrade_warehouse(engine)
+
+    assert (first.before, first.after) == (None, head_revision())
+    assert (second.before, second.after) == (head_revision(), head_revision())
+
+
+def test_every_revision_downgrades_and_upgrades_again(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+    upgrade_warehouse(engine)
+
+    run_alembic(engine, command.downgrade, "base")
+    assert set(sa.inspect(engine).get_table_names()) <= {VERSION_TABLE}
+    upgrade_warehouse(engine)
+
+    assert differences(engine, framework_metadata) == []
+
+
+def test_a_warehouse_with_only_some_framework_tables_is_refused(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+    metadata_0_1_0.tables["jp_leases"].create(engine)
+
+    with pytest.raises(SchemaNotReady, match="lacks jp_alert_ledger"):
+        upgrade_warehouse(engine)
