@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -20,81 +18,7 @@ from jobs_platform.store.migrate import (
     upgrade_warehouse,
 )
 from jobs_platform.store.schema import framework_metadata
-from jobs_platform_tests.store.schema_0_1_0 import metadata_0_1_0
-
-AT = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
-
-# One row in every table 0.1.0 had, in the states the framework leaves them.
-ROWS_0_1_0 = {
-    "jp_checkpoints": [
-        {
-            "asset": "orders", "partition": "2024-01-02", "fingerprint": "f1",
-            "chunk_index": 0, "chunk_hash": "h0", "row_count": 10, "token": 1,
-            "committed_at": AT,
-        }
-    ],
-    "jp_partitions": [
-        {
-            "asset": "orders", "partition": "2024-01-02", "status": "done", "episode": 1,
-            "fingerprint": "f1", "row_count": 10, "duration_seconds": 1.5, "run_id": "r1",
-            "updated_at": AT,
-        }
-    ],
-    "jp_leases": [
-        {
-            "asset": "orders", "partition": "2024-01-02", "token": 1, "holder": None,
-            "run_id": "r1", "attempt_id": 1, "acquired_at": AT, "expires_at": AT,
-        }
-    ],
-    "jp_attempts": [
-        {
-            "id": 1, "asset": "orders", "partition": "2024-01-02", "episode": 1, "attempt": 1,
-            "run_id": "r1", "step_retry": 0, "token": 1, "holder": "host:1", "correlation_id": None,
-            "outcome": "succeeded", "error_class": None, "error_type": None, "message": None,
-            "traceback": None, "started_at": AT, "ended_at": AT,
-        },
-        {
-            "id": 2, "asset": "orders", "partition": "2024-01-04", "episode": 1, "attempt": 1,
-            "run_id": "r2", "step_retry": 0, "token": 1, "holder": "host:2",
-            "correlation_id": "ticket-1", "outcome": "failed", "error_class": "terminal",
-            "error_type": "InputValidationError", "message": "line 3: not JSON",
-            "traceback": "Traceback …", "started_at": AT, "ended_at": AT,
-        },
-    ],
-    "jp_quarantine": [
-        {
-            "id": 1, "asset": "orders", "partition": "2024-01-04", "episode": 1,
-            "status": "quarantined", "attempts": 1, "error_class": "terminal",
-            "error_type": "InputValidationError", "last_error": "line 3: not JSON",
-            "first_failed_at": AT, "last_failed_at": AT, "quarantined_at": AT,
-            "requeued_at": None, "requeue_launched_at": None, "resolved_at": None,
-        }
-    ],
-    "jp_alert_ledger": [
-        {
-            "entry_id": 1, "sink": "log", "status": "sent", "tries": 1, "last_error": None,
-            "updated_at": AT,
-        }
-    ],
-    "jp_outbox": [
-        {
-            "id": 1, "schema_version": 1, "asset": "orders", "partitions": '["2024-01-05"]',
-            "reason": "late data", "correlation_id": "ticket-2", "status": "pending",
-            "error": None, "created_at": AT, "claimed_at": None, "launched_at": None,
-            "run_key": None,
-        }
-    ],
-}  # fmt: skip
-
-
-def build_0_1_0_warehouse(url: str) -> sa.Engine:
-    """A warehouse as 0.1.0 left it: its `create_all`, no version table, a row in every table."""
-    engine = warehouse_engine(url)
-    with engine.begin() as connection:
-        metadata_0_1_0.create_all(connection)
-        for name, rows in ROWS_0_1_0.items():
-            connection.execute(metadata_0_1_0.tables[name].insert(), rows)
-    return engine
+from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0
 
 
 def every_row(engine: sa.Engine) -> dict[str, list[tuple]]:
