@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import tomllib
+from fnmatch import fnmatch
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from jobs_platform.store import migrations
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import (
     BASELINE_REVISION,
@@ -19,6 +24,7 @@ from jobs_platform.store.migrate import (
 )
 from jobs_platform.store.schema import framework_metadata
 from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0
+from jobs_platform_tests.support import REPO_ROOT
 
 
 def every_row(engine: sa.Engine) -> dict[str, list[tuple]]:
@@ -126,3 +132,21 @@ def test_a_warehouse_with_only_some_framework_tables_is_refused(warehouse_url):
 
     with pytest.raises(SchemaNotReady, match="lacks jp_alert_ledger"):
         upgrade_warehouse(engine)
+
+
+def test_every_migration_file_ships_in_the_package():
+    """Alembic loads revisions by path: a file outside package-data breaks a wheel install."""
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["jobs_platform.store.migrations"]
+    folder = Path(migrations.__file__).parent
+    # Setuptools packs the package's own modules (env.py); everything else is data.
+    data_files = [
+        path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and (path.suffix != ".py" or path.parent != folder)
+    ]
+
+    assert data_files, "the revisions and the script template are data files"
+    assert [name for name in data_files if not any(fnmatch(name, p) for p in patterns)] == []
