@@ -96,6 +96,8 @@ def alembic_config(url: str | sa.URL | None = None) -> Config:
     config = Config()
     config.set_main_option("script_location", "jobs_platform.store:migrations")
     config.set_main_option("version_table", VERSION_TABLE)
+    # New revision files are named after their id, which says what they do (0002_…).
+    config.set_main_option("file_template", "%%(rev)s")
     if url is not None:
         # ConfigParser interpolates '%': a percent-encoded password must be doubled.
         rendered = normalize_url(url).render_as_string(hide_password=False)

@@ -7,6 +7,7 @@ then neither begins nor commits: the caller owns the transaction.
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import context
 
 from jobs_platform.store.schema import framework_metadata
@@ -28,7 +29,20 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    connection = context.config.attributes["connection"]
+    connection = context.config.attributes.get("connection")
+    if connection is None:
+        # Alembic's own commands (e.g. `revision --autogenerate` while writing a revision)
+        # come without a connection: use the URL of the configuration.
+        engine = sa.create_engine(context.config.get_main_option("sqlalchemy.url"))
+        with engine.connect() as own_connection:
+            _run_online(own_connection)
+            own_connection.commit()
+        engine.dispose()
+        return
+    _run_online(connection)
+
+
+def _run_online(connection: sa.Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=framework_metadata,
