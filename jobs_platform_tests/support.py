@@ -17,6 +17,8 @@ import sqlalchemy as sa
 
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.migrate import upgrade_warehouse
+from jobs_platform.store.schema import create_user_tables
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,6 +47,32 @@ def platform_environment(warehouse_url: str, folder: Path, **overrides: str) -> 
     }
     env.update(overrides)
     return env
+
+
+def upgraded_warehouse(url: str) -> sa.Engine:
+    """`jobs-platform db upgrade` of a fresh test warehouse: the framework's tables at head.
+
+    The real migrations, not a faster `create_all` + stamp: measured on this machine an
+    upgrade of an empty database takes ~0.09 s on PostgreSQL and ~0.02 s on SQLite, only
+    ~0.02 s / ~0.003 s more than `create_all` + stamp, so the suite runs what users run.
+    """
+    engine = warehouse_engine(url)
+    upgrade_warehouse(engine)
+    return engine
+
+
+def prepare_warehouse(url: str) -> sa.Engine:
+    """A fresh warehouse as a deploy leaves it: upgraded, with the backfills' tables.
+
+    The target tables are those of every backfill declared so far (the examples' and the
+    tests' own), created as a user's deploy step would (`create_user_tables`).
+    """
+    import jobs_platform.definitions  # noqa: F401 - declares the examples' backfills
+    from jobs_platform.orchestration.registry import backfill_specs
+
+    engine = upgraded_warehouse(url)
+    create_user_tables(engine, *(spec.table for spec in backfill_specs().values()))
+    return engine
 
 
 def settings_from(env: dict[str, str]) -> Settings:
@@ -233,11 +261,15 @@ def attempts_of(engine: sa.Engine, asset: str, partition: str) -> list[sa.Row]:
 
 @contextlib.contextmanager
 def sibling_database(url: str, folder: Path) -> Iterator[str]:
-    """A second fresh, empty database on the same backend as `url`, dropped afterwards."""
+    """A second fresh database on the same backend as `url`, prepared as a deploy leaves it.
+
+    Upgraded, with the backfills' tables (`prepare_warehouse`), and dropped afterwards.
+    """
     parsed = sa.make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        path = folder / f"sibling_{uuid.uuid4().hex[:8]}.db"
-        yield f"sqlite:///{path}"
+        sibling = f"sqlite:///{folder / f'sibling_{uuid.uuid4().hex[:8]}.db'}"
+        prepare_warehouse(sibling)
+        yield sibling
         return
     name = f"{parsed.database}_sib_{uuid.uuid4().hex[:6]}"
     admin = sa.create_engine(
@@ -246,7 +278,9 @@ def sibling_database(url: str, folder: Path) -> Iterator[str]:
     with admin.connect() as connection:
         connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
     try:
-        yield parsed.set(database=name).render_as_string(hide_password=False)
+        sibling = parsed.set(database=name).render_as_string(hide_password=False)
+        prepare_warehouse(sibling)
+        yield sibling
     finally:
         with admin.connect() as connection:
             connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

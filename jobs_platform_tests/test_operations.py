@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.store.schema import attempts, create_tables, leases, quarantine
+from jobs_platform.store.schema import attempts, leases, quarantine
 from jobs_platform_tests.support import (
     dagster_job_execute,
     engine_from,
@@ -32,7 +32,6 @@ def test_sigterm_mid_partition_releases_the_lease_and_a_rerun_finishes_once(
 ):
     seed_orders(pg_platform_env["JOBS_PLATFORM_LANDING"], DAY, DAY, orders_per_day=200)
     engine = engine_from(pg_platform_env)
-    create_tables(engine)
     env = {**pg_platform_env, "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#1=sleep:30"}
     run = start_run(env, PARTITION, chunk_rows=50, in_process=True, log_path=tmp_path / "a.log")
 

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
-from jobs_platform.store.schema import attempts, checkpoints, create_tables, quarantine
+from jobs_platform.store.schema import attempts, checkpoints, quarantine
 from jobs_platform_tests.support import (
     engine_from,
     materializations_metadata,
@@ -33,7 +33,6 @@ CHUNK_ROWS = 50  # four chunks
 
 def seed(env) -> None:
     seed_orders(env["JOBS_PLATFORM_LANDING"], DAY, DAY, orders_per_day=ORDERS)
-    create_tables(engine_from(env))  # so the test can poll them before a run creates them
 
 
 def orders_attempts(env) -> list[sa.Row]:

@@ -37,7 +37,9 @@ from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
 from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
 from jobs_platform.examples.orders.seed import ORDER_ID_EPOCH, iter_days, seed_orders
 from jobs_platform.examples.orders.tables import orders_table
-from jobs_platform.store.db import normalize_url
+from jobs_platform.store.db import normalize_url, warehouse_engine
+from jobs_platform.store.migrate import upgrade_warehouse
+from jobs_platform.store.schema import create_user_tables
 
 RUN_MODES = ("one", "per-partition")
 RANGE_START_TAG = "dagster/asset_partition_range_start"
@@ -143,6 +145,10 @@ class _DagsterBackfill:
 
         dagster_home.mkdir(parents=True)
         (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        # What a deploy does before the first run, outside the timed part.
+        warehouse = warehouse_engine(url)
+        upgrade_warehouse(warehouse)
+        create_user_tables(warehouse, orders_table)
         self._dg = dg
         self._asset = orders
         self._instance = dg.DagsterInstance.from_config(str(dagster_home))

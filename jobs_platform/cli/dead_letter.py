@@ -16,7 +16,7 @@ from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
 LIST_FIELDS = (
     "asset", "partition", "status", "attempts", "error_class", "last_error",
@@ -46,7 +46,7 @@ def register(commands) -> None:
 
 def _engine() -> sa.Engine:
     engine = warehouse_engine(Settings.from_env().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     return engine
 
 

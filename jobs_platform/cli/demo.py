@@ -37,9 +37,12 @@ def run(args: argparse.Namespace) -> int:
 
     from jobs_platform.definitions import defs
     from jobs_platform.examples.orders.seed import iter_days, seed_orders
-    from jobs_platform.store.db import redact_url
+    from jobs_platform.store.db import redact_url, warehouse_engine
+    from jobs_platform.store.migrate import require_current_schema
 
     days = [day.isoformat() for day in iter_days(DEMO_START, DEMO_END)]
+    # The embedded default upgrades itself here; another warehouse must have been upgraded.
+    require_current_schema(warehouse_engine(settings.database_url))
     print(f"warehouse: {redact_url(settings.database_url)}")
     print(f"landing:   {settings.landing_root}")
     print(f"dagster:   {os.environ['DAGSTER_HOME']}\n")

@@ -1,4 +1,5 @@
-"""`jobs-platform`: seed landing data, run the demo, inspect and requeue the dead letter."""
+"""`jobs-platform`: seed landing data, run the demo, inspect and requeue the dead letter,
+migrate the framework's tables."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ from jobs_platform.settings import SettingsError
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    from jobs_platform.store.migrate import SchemaNotReady
+
     try:
         return args.handler(args)
-    except (SettingsError, ValueError, LookupError) as exc:
+    except (SettingsError, ValueError, LookupError, SchemaNotReady) as exc:
+        # SchemaNotReady: a read command on a warehouse that `db upgrade` has not brought
+        # to this version; its message names the database, its revision and what to run.
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -25,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import bench, dead_letter, demo, outbox, seed, status
+    from jobs_platform.cli import bench, db, dead_letter, demo, outbox, seed, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
@@ -38,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     status.register(commands)
     outbox.register(commands)
     bench.register(commands)
+    db.register(commands)
     return parser
 
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from jobs_platform.outbox.store import OutboxStatus, list_requests, queue_stats
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
 LIST_FIELDS = (
     "id", "asset", "partitions", "status", "reason", "correlation_id", "created_at", "error",
@@ -50,7 +50,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
     engine = warehouse_engine(Settings.from_env().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     statuses = [OutboxStatus(args.status)] if args.status else None
     with engine.connect() as connection:
         rows = list_requests(connection, limit=args.limit, statuses=statuses)

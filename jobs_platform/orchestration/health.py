@@ -5,7 +5,7 @@ import dagster as dg
 from jobs_platform.outbox.store import queue_stats
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.health import AssetHealth, asset_health
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
 BACKFILL_TAG = "jobs_platform/backfill"
 
@@ -27,7 +27,7 @@ def backfill_partition_keys(
 def status_report(definitions: dg.Definitions, instance: dg.DagsterInstance, settings) -> dict:
     """The figures of `jobs-platform status` and of the `platform_health` asset."""
     engine = warehouse_engine(settings.database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     keys = backfill_partition_keys(definitions, instance)
     with engine.connect() as connection:
         assets = asset_health(connection, keys)

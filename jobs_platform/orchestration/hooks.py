@@ -14,7 +14,7 @@ import dagster as dg
 from jobs_platform.engine.failure import quarantine_if_spent
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import this_holder
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import SchemaNotReady, require_current_schema
 
 PARTITION_TAG = "dagster/partition"
 
@@ -29,7 +29,12 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
     asset = context.step_key.split(".")[0]
     settings = context.resources.jobs_platform.settings()
     engine = warehouse_engine(settings.database_url)
-    create_tables(engine)
+    try:
+        require_current_schema(engine)
+    except SchemaNotReady as exc:
+        # The step failed on the same check before any attempt: nothing to quarantine.
+        context.log.error(str(exc))
+        return
     entry_id = quarantine_if_spent(engine, settings, asset, partition, holder=this_holder())
     if entry_id is not None:
         context.log.warning("%s/%s is quarantined as entry %s", asset, partition, entry_id)

@@ -27,7 +27,7 @@ from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
 REQUEST_ID_TAG = "jobs_platform/request_id"
 OUTBOX_TICK_SECONDS = 15
@@ -141,7 +141,7 @@ def backfill_request_sensor(
     if repository is None:
         return dg.SensorResult(skip_reason="no code location to validate requests against")
     engine = warehouse_engine(jobs_platform.settings().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     with engine.begin() as connection:
         claimed = outbox_store.claim_pending(connection, REQUESTS_PER_TICK)
     if not claimed:
@@ -195,7 +195,7 @@ def backfill_request_sensor(
 )
 def outbox_health(jobs_platform: JobsPlatformResource) -> dg.MaterializeResult:
     engine = warehouse_engine(jobs_platform.settings().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     with engine.connect() as connection:
         stats = outbox_store.queue_stats(connection)
     metadata = health_metadata(stats)

@@ -12,7 +12,7 @@ from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
 REQUEUE_TICK_SECONDS = 15
 REQUEUES_PER_TICK = 100
@@ -34,7 +34,7 @@ def requeue_sensor(
     graph = context.repository_def.asset_graph if context.repository_def else None
     backfills = BACKFILL_ASSETS.resolve(graph) if graph is not None else set()
     engine = warehouse_engine(jobs_platform.settings().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     with engine.begin() as connection:
         # Marked in the warehouse before the request is returned: should the daemon die in
         # between, the run is not launched, which `dead-letter requeue` can redo; the other
@@ -83,7 +83,7 @@ def requeue_partition_op(
 ) -> None:
     """Release the partition's quarantine entry; `requeue_sensor` then launches its run."""
     engine = warehouse_engine(jobs_platform.settings().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     try:
         with engine.begin() as connection:
             entry = quarantine_store.requeue_partition(connection, config.asset, config.partition)

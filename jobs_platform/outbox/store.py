@@ -9,8 +9,8 @@ table with `claim_pending` → `mark_launched` / `mark_rejected`.
 What a request may hold is `jobs_platform.outbox.payload`: identifiers only, checked
 here at enqueue and again by the sensor, which treats stored rows as untrusted.
 
-The table is `jp_outbox`, created by `jobs_platform.store.schema.create_tables(engine)`
-(the sensor runs it on every tick; run it once at deploy time before the first request).
+The table is `jp_outbox`, created with the framework's other tables by `jobs-platform db
+upgrade` (a deploy step, before the first request; the sensor never creates it).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def request_backfill(
     The INSERT runs on `connection` in the transaction already open there; this function
     never commits, rolls back or begins one, so the request is committed exactly when the
     caller's state change is. It creates no table either: `jp_outbox` must exist
-    (`jobs_platform.store.schema.create_tables(engine)`), else `OutboxNotInstalled`.
+    (`jobs-platform db upgrade` at deploy time), else `OutboxNotInstalled`.
     The caller's database must be the warehouse the sensor reads.
 
     Returns the request id; the run of a one-partition request gets it as its `run_key`.
@@ -130,10 +130,9 @@ def request_backfill(
     except sa.exc.DBAPIError as error:
         if _is_missing_table(error):
             raise OutboxNotInstalled(
-                "the warehouse has no jp_outbox table: run "
-                "jobs_platform.store.schema.create_tables(engine) once (a deploy step) before "
-                "requesting backfills; request_backfill never creates tables inside your "
-                "transaction"
+                "the warehouse has no jp_outbox table: run: jobs-platform db upgrade (a deploy "
+                "step) before requesting backfills; request_backfill never creates tables "
+                "inside your transaction"
             ) from error
         raise
 

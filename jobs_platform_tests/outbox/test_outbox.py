@@ -42,9 +42,10 @@ from jobs_platform.outbox import (
     queue_stats,
 )
 from jobs_platform.settings import Settings
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import active_entry
-from jobs_platform.store.schema import create_tables, outbox, utcnow
-from jobs_platform_tests.support import attempts_of, engine_from, materialize
+from jobs_platform.store.schema import create_user_tables, outbox, utcnow
+from jobs_platform_tests.support import attempts_of, engine_from, materialize, upgraded_warehouse
 
 DAY = "2024-01-03"
 
@@ -62,14 +63,14 @@ invoices = sa.Table(
 def engine(platform_env) -> sa.Engine:
     """The warehouse (PostgreSQL and SQLite), with the framework's and the app's tables."""
     engine = engine_from(platform_env)
-    create_tables(engine, invoices)
+    create_user_tables(engine, invoices)
     return engine
 
 
 @pytest.fixture
 def pg_engine(pg_platform_env) -> sa.Engine:
     engine = engine_from(pg_platform_env)
-    create_tables(engine, invoices)
+    create_user_tables(engine, invoices)
     return engine
 
 
@@ -150,11 +151,11 @@ def test_request_backfill_refuses_a_connection_without_a_transaction(engine):
         request_backfill(connection, "orders", [DAY], reason="r")
 
 
-def test_request_backfill_without_the_outbox_table_raises_a_clear_error(platform_env):
-    engine = engine_from(platform_env)  # create_tables never ran on this warehouse
+def test_request_backfill_without_the_outbox_table_raises_a_clear_error(warehouse_url):
+    engine = warehouse_engine(warehouse_url)  # `jobs-platform db upgrade` never ran on it
 
     with (
-        pytest.raises(OutboxNotInstalled, match=r"create_tables\(engine\)"),
+        pytest.raises(OutboxNotInstalled, match="run: jobs-platform db upgrade"),
         engine.begin() as connection,
     ):
         request_backfill(connection, "orders", [DAY], reason="r")
@@ -181,8 +182,7 @@ def test_request_backfill_without_the_outbox_table_raises_a_clear_error(platform
 def test_enqueue_refuses_what_can_never_be_a_request(
     sqlite_url, asset, partitions, kwargs, message
 ):
-    engine = engine_from({"JOBS_PLATFORM_DATABASE_URL": sqlite_url})
-    create_tables(engine)
+    engine = upgraded_warehouse(sqlite_url)
     kwargs = {"reason": "r", **kwargs}
 
     with pytest.raises(ValueError, match=message), engine.begin() as connection:
@@ -350,7 +350,6 @@ def test_an_invalid_request_is_rejected_with_the_reason_and_never_retried(
 
 def test_a_new_customer_key_is_added_as_a_dynamic_partition_then_resynced(platform_env):
     engine = engine_from(platform_env)
-    create_tables(engine)
     seed_example_orders(Settings.from_env(platform_env))
     customer = str(busiest_customers(platform_env["JOBS_PLATFORM_LANDING"], 1)[0])
     request_id = enqueue(engine, asset="customer_order_history", partitions=[customer])
@@ -378,7 +377,6 @@ def test_a_new_customer_key_is_added_as_a_dynamic_partition_then_resynced(platfo
 
 def test_the_correlation_id_is_on_the_run_and_in_the_attempt_history(platform_env, instance):
     engine = engine_from(platform_env)
-    create_tables(engine)
     seed_orders(platform_env["JOBS_PLATFORM_LANDING"], dt.date(2024, 1, 3), dt.date(2024, 1, 3))
     enqueue(engine, correlation_id="ticket-42")
     [run] = tick(instance).run_requests
@@ -393,7 +391,6 @@ def test_the_correlation_id_is_on_the_run_and_in_the_attempt_history(platform_en
 
 def test_a_request_whose_run_fails_terminally_ends_in_the_dead_letter(platform_env, instance):
     engine = engine_from(platform_env)
-    create_tables(engine)
     day = dt.date(2024, 1, 3)
     seed_orders(platform_env["JOBS_PLATFORM_LANDING"], day, day, poison_days=[day])
     request_id = enqueue(engine, correlation_id="ticket-43")

@@ -7,15 +7,13 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform_tests.support import upgraded_warehouse
 
 
 @pytest.fixture
 def connection(warehouse_url) -> Iterator[sa.Connection]:
     """One transaction on a fresh warehouse that has the framework's tables."""
-    engine = warehouse_engine(warehouse_url)
-    create_tables(engine)
+    engine = upgraded_warehouse(warehouse_url)
     with engine.connect() as connection, connection.begin() as transaction:
         yield connection
         transaction.rollback()
