@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 import sqlalchemy as sa
 
+from jobs_platform.orchestration.tags import PARTITION_TAG
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
 
@@ -113,7 +114,7 @@ def _job_execute_args(partition: str, job: str, config: dict | None) -> list[str
         "-j",
         job,
         "--tags",
-        json.dumps({"dagster/partition": partition}),
+        json.dumps({PARTITION_TAG: partition}),
     ]
     if config:
         args += ["--config", _config_file(config)]

@@ -2,12 +2,11 @@
 
 import dagster as dg
 
+from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.outbox.store import queue_stats
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.health import AssetHealth, asset_health
 from jobs_platform.store.schema import create_tables
-
-BACKFILL_TAG = "jobs_platform/backfill"
 
 
 def backfill_partition_keys(

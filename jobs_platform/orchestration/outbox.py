@@ -22,14 +22,13 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG, CORRELATION_TAG
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, REQUEST_ID_TAG
 from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import create_tables
 
-REQUEST_ID_TAG = "jobs_platform/request_id"
 OUTBOX_TICK_SECONDS = 15
 # A request may name up to MAX_PARTITIONS_PER_REQUEST partitions, one run each: ten
 # requests keep a tick to a few thousand run requests at worst.

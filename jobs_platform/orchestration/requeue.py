@@ -8,8 +8,8 @@ from collections.abc import Set as AbstractSet
 
 import dagster as dg
 
-from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import create_tables
@@ -48,7 +48,7 @@ def requeue_sensor(
         context.log.info(f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): launching")
         requests.append(
             dg.RunRequest(
-                run_key=f"requeue-{entry.id}",
+                run_key=requeue_run_key(entry.id),
                 partition_key=entry.partition,
                 asset_selection=[asset, *_downstream_backfills(graph, asset, backfills)],
             )

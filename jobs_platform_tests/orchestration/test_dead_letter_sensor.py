@@ -15,13 +15,13 @@ import sqlalchemy as sa
 from jobs_platform.definitions import defs
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.dead_letter import (
     DeadLetterCursor,
     dead_letter,
     dead_letter_sensor,
 )
 from jobs_platform.orchestration.requeue import requeue_sensor
+from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
 from jobs_platform.store.quarantine import QuarantineStatus, latest_entry
 from jobs_platform.store.schema import alert_ledger
 from jobs_platform_tests.alert_fixtures import (
@@ -324,7 +324,7 @@ def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_once(engine, 
     second = tick(instance, requeue_sensor)
 
     [request] = first.run_requests
-    assert request.run_key == f"requeue-{entry_id}"
+    assert request.run_key == requeue_run_key(entry_id)
     assert request.partition_key == PARTITION
     # The asset and the backfills it feeds, as `jobs-platform dead-letter requeue` launches.
     assert request.asset_selection == [orders.key, daily_revenue.key]

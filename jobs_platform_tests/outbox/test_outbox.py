@@ -21,15 +21,14 @@ from jobs_platform.examples.customers.history import busiest_customers
 from jobs_platform.examples.customers.tables import customer_order_history_table
 from jobs_platform.examples.orders.assets import orders, seed_example_orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.orchestration.backfill_asset import CORRELATION_TAG
 from jobs_platform.orchestration.outbox import (
     HEALTH_CHECK_NAME,
-    REQUEST_ID_TAG,
     REQUESTS_PER_TICK,
     STALE_PENDING_SECONDS,
     backfill_request_sensor,
     outbox_health,
 )
+from jobs_platform.orchestration.tags import CORRELATION_TAG, REQUEST_ID_TAG
 from jobs_platform.outbox import (
     CLAIM_TIMEOUT_SECONDS,
     MAX_PARTITIONS_PER_REQUEST,
