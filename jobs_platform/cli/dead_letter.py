@@ -124,14 +124,17 @@ def run_requeue(args: argparse.Namespace) -> int:
 
 def launch_partition_run(asset: str, partition: str) -> int:
     """Materialize the asset and the backfills downstream of it for one partition."""
-    import jobs_platform.definitions  # noqa: F401 - registers the code location's backfills
-    from jobs_platform.orchestration.registry import backfill_specs
+    import dagster as dg
 
-    downstream = [name for name, spec in backfill_specs().items() if asset in spec.upstream]
-    selection = ",".join([asset, *downstream])
+    from jobs_platform.cli.code_location import CODE_LOCATION_MODULE, load_definitions
+    from jobs_platform.orchestration.requeue import requeue_selection
+
+    graph = load_definitions().get_repository_def().asset_graph
+    keys = requeue_selection(graph, dg.AssetKey.from_user_string(asset))
+    selection = ",".join(key.to_user_string() for key in keys)
     command = [
         str(Path(sys.executable).with_name("dagster")), "asset", "materialize",
-        "-m", "jobs_platform.definitions", "--select", selection, "--partition", partition,
+        "-m", CODE_LOCATION_MODULE, "--select", selection, "--partition", partition,
     ]  # fmt: skip
     print(f"launching: dagster asset materialize --select {selection} --partition {partition}")
     finished = subprocess.run(command, capture_output=True, text=True, check=False)

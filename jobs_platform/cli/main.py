@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from collections.abc import Sequence
 
@@ -39,14 +38,6 @@ def _parser() -> argparse.ArgumentParser:
     outbox.register(commands)
     bench.register(commands)
     return parser
-
-
-def parse_day(text: str) -> dt.date:
-    """argparse type for YYYY-MM-DD days."""
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
 
 
 if __name__ == "__main__":

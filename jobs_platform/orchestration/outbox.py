@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.selections import BACKFILL_ASSETS
 from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, REQUEST_ID_TAG
 from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
@@ -125,7 +126,7 @@ def plan_launch(
 
 @dg.sensor(
     name="backfill_request_sensor",
-    asset_selection=dg.AssetSelection.tag(BACKFILL_TAG, "true"),
+    asset_selection=BACKFILL_ASSETS,
     minimum_interval_seconds=OUTBOX_TICK_SECONDS,
     # On by default: a request written by application code must launch without anyone
     # first finding and starting a sensor in the UI.

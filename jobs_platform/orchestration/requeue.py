@@ -4,19 +4,17 @@ The sensor launches what `jobs-platform dead-letter requeue` launches: the parti
 the asset and of the backfills it feeds.
 """
 
-from collections.abc import Set as AbstractSet
-
 import dagster as dg
 
 from jobs_platform.orchestration.resources import JobsPlatformResource
-from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
+from jobs_platform.orchestration.selections import BACKFILL_ASSETS
+from jobs_platform.orchestration.tags import requeue_run_key
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import create_tables
 
 REQUEUE_TICK_SECONDS = 15
 REQUEUES_PER_TICK = 100
-BACKFILL_ASSETS = dg.AssetSelection.tag(BACKFILL_TAG, "true")
 
 
 @dg.sensor(
@@ -44,13 +42,12 @@ def requeue_sensor(
         )
     requests = []
     for entry in entries:
-        asset = dg.AssetKey(entry.asset)
         context.log.info(f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): launching")
         requests.append(
             dg.RunRequest(
                 run_key=requeue_run_key(entry.id),
                 partition_key=entry.partition,
-                asset_selection=[asset, *_downstream_backfills(graph, asset, backfills)],
+                asset_selection=requeue_selection(graph, dg.AssetKey(entry.asset)),
             )
         )
     return dg.SensorResult(
@@ -58,16 +55,19 @@ def requeue_sensor(
     )
 
 
-def _downstream_backfills(
-    graph, asset: dg.AssetKey, backfills: AbstractSet[dg.AssetKey]
-) -> list[dg.AssetKey]:
-    """Backfills fed by `asset` and partitioned like it, relaunched with it as the CLI does."""
+def requeue_selection(graph, asset: dg.AssetKey) -> list[dg.AssetKey]:
+    """What a requeue of `asset` runs: it and the backfills it feeds, partitioned like it.
+
+    The same for `requeue_sensor` and `jobs-platform dead-letter requeue`.
+    """
+    backfills = BACKFILL_ASSETS.resolve(graph)
     partitions_def = graph.get(asset).partitions_def
-    return sorted(
+    downstream = sorted(
         child
         for child in graph.get(asset).child_keys
         if child in backfills and graph.get(child).partitions_def == partitions_def
     )
+    return [asset, *downstream]
 
 
 class RequeueConfig(dg.Config):
