@@ -22,8 +22,14 @@ from jobs_platform.orchestration.dead_letter import (
 )
 from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
-from jobs_platform.store.quarantine import QuarantineStatus, latest_entry
-from jobs_platform.store.schema import alert_ledger
+from jobs_platform.store.quarantine import (
+    REQUEUE_LAUNCH_GRACE_SECONDS,
+    QuarantineStatus,
+    latest_entry,
+    mark_requeue_launched,
+    requeue_partition,
+)
+from jobs_platform.store.schema import alert_ledger, utcnow
 from jobs_platform_tests.alert_fixtures import (
     bulk_quarantine_entries,
     http_receiver,
@@ -33,6 +39,7 @@ from jobs_platform_tests.support import engine_from, materialize
 
 DAY = dt.date(2024, 3, 4)
 PARTITION = DAY.isoformat()
+CLI_LAUNCH_WAIT = dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS + 1)
 
 
 @pytest.fixture
@@ -333,6 +340,28 @@ def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_once(engine, 
         entry = latest_entry(connection, "orders", PARTITION)
     assert entry.status == QuarantineStatus.REQUEUED
     assert entry.requeue_launched_at is not None
+
+
+def test_a_requeue_whose_run_never_reached_dagster_is_requested_again_next_tick(engine, instance):
+    entry_id = quarantine_entry(engine, partition=PARTITION)
+    assert requeue(instance, "orders", PARTITION).success
+    tick(instance, requeue_sensor)  # the tick's result is lost
+
+    [again] = tick(instance, requeue_sensor).run_requests
+
+    assert (again.run_key, again.partition_key) == (requeue_run_key(entry_id), PARTITION)
+
+
+def test_requeue_sensor_relaunches_a_cli_launch_whose_run_never_appeared(engine, instance):
+    entry_id = quarantine_entry(engine, partition=PARTITION)
+    with engine.begin() as connection:
+        # What `dead-letter requeue` commits before it launches, then it died.
+        requeue_partition(connection, "orders", PARTITION)
+        mark_requeue_launched(connection, [entry_id], now=utcnow() - CLI_LAUNCH_WAIT)
+
+    [request] = tick(instance, requeue_sensor).run_requests
+
+    assert request.run_key == requeue_run_key(entry_id)
 
 
 def test_requeue_sensor_leaves_entries_of_assets_this_code_location_lacks(engine, instance):
