@@ -1,14 +1,19 @@
 """Requeue from the UI: `requeue_dead_letter` releases an entry, `requeue_sensor` relaunches it.
 
 The sensor launches what `jobs-platform dead-letter requeue` launches: the partition of
-the asset and of the backfills it feeds.
+the asset and of the backfills it feeds, under the run key `requeue-<entry id>`.
+Launches are at-least-once: until the requeued partition records an attempt, each tick
+asks Dagster for a run with that key and requests one when there is none, so a tick whose
+run request never reached Dagster, or a CLI launch that died before creating its run, is
+redone. A repeat is harmless: the daemon skips a run key the sensor has used.
 """
 
 import dagster as dg
 
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.run_keys import launched_runs
 from jobs_platform.orchestration.selections import BACKFILL_ASSETS
-from jobs_platform.orchestration.tags import requeue_run_key
+from jobs_platform.orchestration.tags import PARTITION_TAG, requeue_run_key
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import create_tables
@@ -33,16 +38,27 @@ def requeue_sensor(
     backfills = BACKFILL_ASSETS.resolve(graph) if graph is not None else set()
     engine = warehouse_engine(jobs_platform.settings().database_url)
     create_tables(engine)
-    with engine.begin() as connection:
-        # Marked in the warehouse before the request is returned: should the daemon die in
-        # between, the run is not launched, which `dead-letter requeue` can redo; the other
-        # order could launch a partition twice.
-        entries = quarantine_store.claim_requeues_to_launch(
+    with engine.connect() as connection:
+        entries = quarantine_store.requeues_awaiting_run(
             connection, sorted(key.to_user_string() for key in backfills), REQUEUES_PER_TICK
         )
+    found = [entry.id for entry in entries if requeue_run(context.instance, entry) is not None]
+    if found:
+        with engine.begin() as connection:
+            # The next ticks leave these alone while their runs get to a first attempt.
+            quarantine_store.mark_requeue_launched(connection, found)
     requests = []
     for entry in entries:
-        context.log.info(f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): launching")
+        if entry.id in found:
+            continue
+        where = f"requeued {entry.asset}/{entry.partition} (entry {entry.id})"
+        if entry.requeue_launched_at is None:
+            context.log.info(f"{where}: launching")
+        else:
+            context.log.warning(
+                f"{where}: the launch started {entry.requeue_launched_at} never "
+                "created its run; launching it again"
+            )
         requests.append(
             dg.RunRequest(
                 run_key=requeue_run_key(entry.id),
@@ -53,6 +69,12 @@ def requeue_sensor(
     return dg.SensorResult(
         run_requests=requests, skip_reason=None if requests else "no requeued partitions to launch"
     )
+
+
+def requeue_run(instance: dg.DagsterInstance, entry) -> dg.DagsterRun | None:
+    """The launched run of a requeued entry (key `requeue-<entry id>`), if there is one."""
+    run_key = requeue_run_key(entry.id)
+    return launched_runs(instance, [run_key], {PARTITION_TAG: entry.partition}).get(run_key)
 
 
 def requeue_selection(graph, asset: dg.AssetKey) -> list[dg.AssetKey]:

@@ -35,7 +35,7 @@ from jobs_platform_tests.alert_fixtures import (
     http_receiver,
     quarantine_entry,
 )
-from jobs_platform_tests.support import engine_from, materialize
+from jobs_platform_tests.support import engine_from, materialize, record_requested_run
 
 DAY = dt.date(2024, 3, 4)
 PARTITION = DAY.isoformat()
@@ -323,14 +323,17 @@ def test_every_backfill_asset_has_the_quarantine_check():
     assert {name for _asset, name in checked} == {"no_quarantined_partitions"}
 
 
-def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_once(engine, instance):
+def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_until_its_run_exists(
+    engine, instance
+):
     entry_id = quarantine_entry(engine, partition=PARTITION)
 
     assert requeue(instance, "orders", PARTITION).success
     first = tick(instance, requeue_sensor)
+    [request] = first.run_requests
+    record_requested_run(instance, request)
     second = tick(instance, requeue_sensor)
 
-    [request] = first.run_requests
     assert request.run_key == requeue_run_key(entry_id)
     assert request.partition_key == PARTITION
     # The asset and the backfills it feeds, as `jobs-platform dead-letter requeue` launches.
@@ -362,6 +365,24 @@ def test_requeue_sensor_relaunches_a_cli_launch_whose_run_never_appeared(engine,
     [request] = tick(instance, requeue_sensor).run_requests
 
     assert request.run_key == requeue_run_key(entry_id)
+
+
+def test_requeue_sensor_leaves_a_launch_the_cli_just_started_to_the_cli(engine, instance):
+    entry_id = quarantine_entry(engine, partition=PARTITION)
+    with engine.begin() as connection:
+        requeue_partition(connection, "orders", PARTITION)
+        mark_requeue_launched(connection, [entry_id])  # its run is being created
+
+    assert tick(instance, requeue_sensor).run_requests == []
+
+
+def test_requeue_sensor_leaves_a_requeue_whose_partition_has_started_again(engine, instance):
+    quarantine_entry(engine, partition=PARTITION)
+    assert requeue(instance, "orders", PARTITION).success
+    # A run launched some other way (by hand, a backfill) made the new episode's attempt.
+    quarantine_entry(engine, partition=PARTITION, failures=1)
+
+    assert tick(instance, requeue_sensor).run_requests == []
 
 
 def test_requeue_sensor_leaves_entries_of_assets_this_code_location_lacks(engine, instance):
