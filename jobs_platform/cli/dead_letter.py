@@ -12,11 +12,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
-from jobs_platform.settings import Settings
+from jobs_platform.cli.warehouse import open_warehouse
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
-from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
 
 LIST_FIELDS = (
     "asset", "partition", "status", "attempts", "error_class", "last_error",
@@ -44,12 +42,6 @@ def register(commands) -> None:
     requeue.set_defaults(handler=run_requeue)
 
 
-def _engine() -> sa.Engine:
-    engine = warehouse_engine(Settings.from_env().database_url)
-    create_tables(engine)
-    return engine
-
-
 def entry_summary(row: sa.Row) -> dict:
     return {name: _plain(getattr(row, name)) for name in LIST_FIELDS}
 
@@ -62,7 +54,7 @@ def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with _engine().connect() as connection:
+    with open_warehouse().connect() as connection:
         entries = [entry_summary(row) for row in quarantine_store.list_entries(connection)]
     if args.json:
         print(json.dumps(entries, indent=2))
@@ -81,7 +73,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    with _engine().connect() as connection:
+    with open_warehouse().connect() as connection:
         row = quarantine_store.latest_entry(connection, args.asset, args.partition)
         entry = {"id": row.id, "episode": row.episode, **entry_summary(row)}
         entry["history"] = history_rows(connection, args.asset, args.partition)
@@ -107,7 +99,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_requeue(args: argparse.Namespace) -> int:
-    engine = _engine()
+    engine = open_warehouse()
     with engine.connect() as connection:
         lost = quarantine_store.requeue_awaiting_run(connection, args.asset, args.partition)
     if lost is not None:

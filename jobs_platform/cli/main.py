@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from jobs_platform.cli.warehouse import WarehouseUnavailable
 from jobs_platform.settings import SettingsError
 
 
@@ -14,7 +15,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (SettingsError, ValueError, LookupError) as exc:
+    except (SettingsError, WarehouseUnavailable, ValueError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -14,10 +14,12 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from jobs_platform.cli.code_location import dagster_instance, load_definitions
+    from jobs_platform.cli.warehouse import open_warehouse
     from jobs_platform.orchestration.health import status_report
     from jobs_platform.settings import Settings
     from jobs_platform.store.health import health_as_dict
 
+    open_warehouse()  # fails in one line when it cannot be opened, before any work
     specs = load_definitions().resolve_all_asset_specs()
     with dagster_instance() as instance:
         report = status_report(specs, instance, Settings.from_env())
