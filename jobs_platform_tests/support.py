@@ -385,6 +385,19 @@ def start_run(
     )
 
 
+class ManualClock:
+    """A lease clock that a test moves by hand (`advance`), so nothing sleeps for expiry."""
+
+    def __init__(self, start: dt.datetime | None = None):
+        self._now = start or dt.datetime.now(dt.UTC)
+
+    def now(self, connection: sa.Connection | None = None) -> dt.datetime:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += dt.timedelta(seconds=seconds)
+
+
 def wait_for(predicate, *, timeout: float, interval: float = 0.1, what: str = "condition"):
     """Poll until `predicate()` is truthy; fail with `what` after `timeout` seconds."""
     import time

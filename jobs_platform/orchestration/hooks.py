@@ -2,16 +2,18 @@
 
 The runner already quarantines what it decides to quarantine; the hook covers a step that
 failed some other way (Dagster's own retry budget spent on crashes) and is idempotent, so
-both reporting the same failure make one entry. The decision stays in the core: an
-interrupted attempt or a partition with budget left is not quarantined.
+both reporting the same failure make one entry. The decision stays in the core
+(`engine.failure.quarantine_if_spent`, fenced by the partition's lease): an interrupted
+attempt, a partition with budget left or one a live worker holds is not quarantined.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.engine.failure import quarantine_if_spent
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.leases import this_holder
 from jobs_platform.store.schema import create_tables
 
 PARTITION_TAG = "dagster/partition"
@@ -28,9 +30,6 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
     settings = context.resources.jobs_platform.settings()
     engine = warehouse_engine(settings.database_url)
     create_tables(engine)
-    with engine.begin() as connection:
-        entry_id = quarantine_store.quarantine_if_spent(
-            connection, asset, partition, settings.max_attempts
-        )
+    entry_id = quarantine_if_spent(engine, settings, asset, partition, holder=this_holder())
     if entry_id is not None:
         context.log.warning("%s/%s is quarantined as entry %s", asset, partition, entry_id)

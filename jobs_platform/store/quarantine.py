@@ -12,13 +12,14 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import COUNTED_CLASSES, failing_streak
-from jobs_platform.store.partitions import PartitionStatus, current_episode, set_partition_status
+from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.partitions import PartitionStatus, set_partition_status
 from jobs_platform.store.schema import attempts, quarantine, utcnow
 
 # A launch `dead-letter requeue` started this recently may still be creating its run (it
-# does within seconds): the requeue sensor leaves it alone until then.
+# does within seconds): the requeue sensor leaves it alone until then. The CLI and the
+# sensor may run on different hosts, so both read the database's clock.
 REQUEUE_LAUNCH_GRACE_SECONDS = 300
 
 
@@ -51,7 +52,8 @@ def quarantine_partition(
             partition=partition,
             episode=episode,
             status=QuarantineStatus.QUARANTINED,
-            attempts=len(history),
+            # What spent the budget: lease-lost and interrupted attempts stay in the history.
+            attempts=sum(1 for row in history if row.error_class in COUNTED_CLASSES),
             error_class=last.error_class if last else "unknown",
             error_type=last.error_type if last else None,
             last_error=last.message if last else None,
@@ -63,24 +65,6 @@ def quarantine_partition(
     ).scalar_one()
     set_partition_status(connection, asset, partition, PartitionStatus.QUARANTINED)
     return entry_id
-
-
-def quarantine_if_spent(
-    connection: sa.Connection, asset: str, partition: str, max_attempts: int
-) -> int | None:
-    """Quarantine the partition when its last failure was terminal or its budget is spent.
-
-    For reporters that did not classify the failure themselves (the failure hook): an
-    interrupted or lease-lost attempt, or a partition with budget left, is not quarantined.
-    """
-    episode = current_episode(connection, asset, partition)
-    streak = failing_streak(connection, asset, partition, episode)
-    counted = [row for row in streak if row.error_class in COUNTED_CLASSES]
-    if not streak:
-        return None
-    if streak[-1].error_class == Classification.TERMINAL or len(counted) >= max_attempts:
-        return quarantine_partition(connection, asset, partition, episode)
-    return None
 
 
 def active_entry(connection: sa.Connection, asset: str, partition: str) -> sa.Row | None:
@@ -158,7 +142,7 @@ def mark_requeue_launched(
         connection.execute(
             sa.update(quarantine)
             .where(quarantine.c.id.in_(list(entry_ids)))
-            .values(requeue_launched_at=now or utcnow())
+            .values(requeue_launched_at=now or DATABASE_CLOCK.now(connection))
         )
 
 
@@ -178,7 +162,8 @@ def requeues_awaiting_run(
     """
     if not assets:
         return []
-    recent = (now or utcnow()) - dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS)
+    now = now or DATABASE_CLOCK.now(connection)
+    recent = now - dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS)
     launched_at = quarantine.c.requeue_launched_at
     return list(
         connection.execute(
