@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 import sqlalchemy as sa
 
+from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
@@ -141,7 +142,7 @@ def _job_execute_args(partition: str, job: str, config: dict | None) -> list[str
         "-j",
         job,
         "--tags",
-        json.dumps({"dagster/partition": partition}),
+        json.dumps({PARTITION_TAG: partition}),
     ]
     if config:
         args += ["--config", _config_file(config)]
@@ -456,3 +457,23 @@ def materializations_metadata(
     return [
         {k: v.value for k, v in record.asset_materialization.metadata.items()} for record in records
     ]
+
+
+def record_requested_run(
+    instance: dg.DagsterInstance,
+    request: dg.RunRequest,
+    status: dg.DagsterRunStatus = dg.DagsterRunStatus.STARTED,
+) -> dg.DagsterRun:
+    """What the sensor daemon does with a tick's run request: create its run (no work runs).
+
+    The run carries the request's tags, its run key and its partition; `NOT_STARTED` is a
+    run created but never submitted.
+    """
+    from jobs_platform.definitions import defs
+
+    tags = {**request.tags, RUN_KEY_TAG: request.run_key}
+    if request.partition_key:
+        tags[PARTITION_TAG] = request.partition_key
+    return instance.create_run_for_job(
+        defs.resolve_implicit_global_asset_job_def(), tags=tags, status=status
+    )

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform.orchestration.tags import CORRELATION_TAG
 from jobs_platform.store.schema import attempts, leases, quarantine
 from jobs_platform_tests.support import (
     dagster_job_execute,
@@ -101,7 +102,7 @@ def test_json_log_lines_carry_the_lifecycle_fields(platform_env, monkeypatch):
     )
     monkeypatch.setenv("JOBS_PLATFORM_LOG_FORMAT", "json")
     monkeypatch.setenv("JOBS_PLATFORM_FAILPOINTS", f"read@orders/{PARTITION}=transient*1")
-    tags = {"jobs_platform/correlation_id": "req-42"}
+    tags = {CORRELATION_TAG: "req-42"}
 
     with dg.DagsterInstance.get() as instance:
         retried = materialize([orders, daily_revenue], PARTITION, instance=instance, tags=tags)

@@ -4,10 +4,10 @@ migrate the framework's tables."""
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from collections.abc import Sequence
 
+from jobs_platform.cli.warehouse import WarehouseUnavailable
 from jobs_platform.settings import SettingsError
 
 
@@ -18,7 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return args.handler(args)
-    except (SettingsError, ValueError, LookupError, SchemaNotReady) as exc:
+    except (SettingsError, WarehouseUnavailable, ValueError, LookupError, SchemaNotReady) as exc:
         # SchemaNotReady: a read command on a warehouse that `db upgrade` has not brought
         # to this version; its message names the database, its revision and what to run.
         print(f"error: {exc}", file=sys.stderr)
@@ -45,14 +45,6 @@ def _parser() -> argparse.ArgumentParser:
     bench.register(commands)
     db.register(commands)
     return parser
-
-
-def parse_day(text: str) -> dt.date:
-    """argparse type for YYYY-MM-DD days."""
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
 
 
 if __name__ == "__main__":

@@ -24,10 +24,9 @@ from jobs_platform.orchestration.outcomes import (
 )
 from jobs_platform.orchestration.registry import register_backfill
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG
 from jobs_platform.store.leases import this_holder
 
-BACKFILL_TAG = "jobs_platform/backfill"
-CORRELATION_TAG = "jobs_platform/correlation_id"
 RESOURCE_KEY = "jobs_platform"
 
 

@@ -4,8 +4,8 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import require_current_schema

@@ -21,17 +21,15 @@ from jobs_platform.examples.customers.history import busiest_customers
 from jobs_platform.examples.customers.tables import customer_order_history_table
 from jobs_platform.examples.orders.assets import orders, seed_example_orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.orchestration.backfill_asset import CORRELATION_TAG
 from jobs_platform.orchestration.outbox import (
     HEALTH_CHECK_NAME,
-    REQUEST_ID_TAG,
     REQUESTS_PER_TICK,
     STALE_PENDING_SECONDS,
     backfill_request_sensor,
     outbox_health,
 )
+from jobs_platform.orchestration.tags import CORRELATION_TAG, REQUEST_ID_TAG, RUN_KEY_TAG
 from jobs_platform.outbox import (
-    CLAIM_TIMEOUT_SECONDS,
     MAX_PARTITIONS_PER_REQUEST,
     InvalidRequest,
     OutboxNotInstalled,
@@ -40,12 +38,19 @@ from jobs_platform.outbox import (
     mark_launched,
     mark_rejected,
     queue_stats,
+    reclaim_unlaunched,
 )
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import active_entry
 from jobs_platform.store.schema import create_user_tables, outbox, utcnow
-from jobs_platform_tests.support import attempts_of, engine_from, materialize, upgraded_warehouse
+from jobs_platform_tests.support import (
+    attempts_of,
+    engine_from,
+    materialize,
+    record_requested_run,
+    upgraded_warehouse,
+)
 
 DAY = "2024-01-03"
 
@@ -205,18 +210,65 @@ def test_request_launches_one_run_with_the_request_id_as_run_key(engine, instanc
     assert run.asset_selection == [orders.key]
     assert our_tags(run) == {CORRELATION_TAG: "inv-7", REQUEST_ID_TAG: str(request_id)}
     row = stored(engine, request_id)
-    assert (row.status, row.run_key, row.error) == ("launched", str(request_id), None)
-    assert row.claimed_at is not None and row.launched_at is not None
+    assert (row.status, row.error) == ("claimed", None)  # launched once its run exists
+    assert row.claimed_at is not None and row.launched_at is None
 
 
-def test_repeated_ticks_launch_a_request_once(engine, instance):
+def test_a_launched_request_is_never_requested_again(engine, instance):
     enqueue(engine)
+    [run] = tick(instance).run_requests
+    record_requested_run(instance, run)
+    tick(instance)  # finds the run: launched
 
-    first, second = tick(instance), tick(instance)
+    later = tick(instance)
 
-    assert len(first.run_requests) == 1
-    assert second.run_requests == []
-    assert second.skip_message == "no pending backfill requests"
+    assert later.run_requests == []
+    assert later.skip_message == "no pending backfill requests"
+
+
+def test_a_request_whose_runs_never_reached_dagster_is_requested_again_next_tick(engine, instance):
+    request_id = enqueue(engine)
+    tick(instance)  # the tick's result is lost: the daemon died or the tick timed out
+
+    again = tick(instance)
+
+    assert [run.run_key for run in again.run_requests] == [str(request_id)]
+    assert stored(engine, request_id).status == "claimed"
+
+
+def test_a_request_is_marked_launched_on_the_tick_after_its_run_exists(engine, instance):
+    request_id = enqueue(engine)
+    [run] = tick(instance).run_requests
+    record_requested_run(instance, run)
+
+    later = tick(instance)
+
+    assert later.run_requests == []
+    row = stored(engine, request_id)
+    assert (row.status, row.run_key) == ("launched", str(request_id))
+    assert row.launched_at is not None
+
+
+def test_a_run_created_but_never_submitted_is_requested_again(engine, instance):
+    request_id = enqueue(engine)
+    [run] = tick(instance).run_requests
+    record_requested_run(instance, run, status=dg.DagsterRunStatus.NOT_STARTED)
+
+    [again] = tick(instance).run_requests
+
+    assert again.run_key == str(request_id)  # the daemon launches the created run for it
+    assert stored(engine, request_id).status == "claimed"
+
+
+def test_only_the_partitions_without_a_run_are_requested_again(engine, instance):
+    request_id = enqueue(engine, partitions=["2024-01-02", DAY])
+    first, _lost = tick(instance).run_requests
+    record_requested_run(instance, first)
+
+    [again] = tick(instance).run_requests
+
+    assert again.run_key == f"{request_id}:{DAY}"
+    assert stored(engine, request_id).status == "claimed"
 
 
 def test_a_request_naming_several_partitions_gets_one_run_per_partition(engine, instance):
@@ -240,20 +292,22 @@ def test_a_request_without_a_correlation_id_gets_one_naming_the_request(engine, 
 
 
 @pytest.mark.parametrize("requests", [1, 2 * REQUESTS_PER_TICK + 5])
-def test_concurrent_sensor_ticks_never_emit_the_same_request(pg_engine, requests):
-    days = [(dt.date(2024, 1, 1) + dt.timedelta(days=i)).isoformat() for i in range(requests)]
-    ids = [enqueue(pg_engine, partitions=[day]) for day in days]
+def test_concurrent_claimers_split_the_pending_requests_between_them(pg_engine, requests):
+    ids = [enqueue(pg_engine) for _ in range(requests)]
     barrier = threading.Barrier(2)
-    emitted: list[list[str]] = [[], []]
+    claimed: list[list[int]] = [[], []]
     errors: list[BaseException] = []
 
     def sensor_process(slot: int) -> None:
-        # Each thread stands for a sensor process: its own instance and warehouse connection.
+        # Each thread stands for a sensor process with its own warehouse connection.
         try:
-            with dg.DagsterInstance.ephemeral() as instance:
-                barrier.wait(timeout=30)
-                while runs := tick(instance).run_requests:
-                    emitted[slot].extend(run.run_key for run in runs)
+            barrier.wait(timeout=30)
+            while True:
+                with pg_engine.begin() as connection:
+                    batch = claim_pending(connection, REQUESTS_PER_TICK)
+                if not batch:
+                    return
+                claimed[slot].extend(request.id for request in batch)
         except BaseException as error:
             errors.append(error)
 
@@ -264,11 +318,7 @@ def test_concurrent_sensor_ticks_never_emit_the_same_request(pg_engine, requests
         thread.join(timeout=120)
 
     assert not errors, errors
-    all_keys = emitted[0] + emitted[1]
-    assert sorted(all_keys) == sorted(str(i) for i in ids)  # each exactly once
-    with pg_engine.connect() as connection:
-        statuses = connection.execute(sa.select(outbox.c.status).distinct()).scalars().all()
-    assert statuses == ["launched"]
+    assert sorted(claimed[0] + claimed[1]) == ids  # each exactly once
 
 
 def test_a_claimed_batch_is_skipped_by_other_claimers_not_waited_for(pg_engine):
@@ -285,21 +335,34 @@ def test_a_claimed_batch_is_skipped_by_other_claimers_not_waited_for(pg_engine):
         holder.commit()
 
 
-def test_a_claim_whose_sensor_died_is_claimed_again_after_the_timeout(engine):
+def test_a_claimed_request_is_claimed_again_until_it_is_marked(engine):
     request_id = enqueue(engine)
     with engine.begin() as connection:
         [claimed] = claim_pending(connection, 10)  # then the tick dies: never marked
-    later = claimed.claimed_at + dt.timedelta(seconds=CLAIM_TIMEOUT_SECONDS + 1)
 
     with engine.begin() as connection:
         assert claim_pending(connection, 10) == []
-        [again] = claim_pending(connection, 10, now=later)
-        assert again.id == request_id
+        [again] = reclaim_unlaunched(connection, 10)
+        assert again.id == request_id and again.claimed_at >= claimed.claimed_at
         assert mark_launched(connection, request_id, str(request_id))
-        # The dead tick's late verdict changes nothing.
+        # A slower tick's late verdict changes nothing.
         assert not mark_rejected(connection, request_id, "too late")
+        assert reclaim_unlaunched(connection, 10) == []
 
     assert stored(engine, request_id).status == "launched"
+
+
+def test_reclaims_take_the_longest_claimed_request_first(engine):
+    first, second = enqueue(engine), enqueue(engine)
+    with engine.begin() as connection:
+        claim_pending(connection, 10)
+
+    with engine.begin() as connection:
+        [taken] = reclaim_unlaunched(connection, 1)
+    with engine.begin() as connection:
+        [then] = reclaim_unlaunched(connection, 1)
+
+    assert (taken.id, then.id) == (first, second)  # a request whose runs never appear rotates
 
 
 def _set_schema_version(engine: sa.Engine, request_id: int) -> None:
@@ -345,6 +408,7 @@ def test_an_invalid_request_is_rejected_with_the_reason_and_never_retried(
     far_later = utcnow() + dt.timedelta(days=30)
     with engine.begin() as connection:
         assert claim_pending(connection, 10, now=far_later) == []
+        assert reclaim_unlaunched(connection, 10, now=far_later) == []
     assert tick(instance).run_requests == []
 
 
@@ -396,7 +460,10 @@ def test_a_request_whose_run_fails_terminally_ends_in_the_dead_letter(platform_e
     request_id = enqueue(engine, correlation_id="ticket-43")
     [run] = tick(instance).run_requests
 
-    result = materialize([orders], run.partition_key, instance=instance, tags=our_tags(run))
+    result = materialize(
+        [orders], run.partition_key, instance=instance, tags={**run.tags, RUN_KEY_TAG: run.run_key}
+    )
+    tick(instance)
 
     assert not result.success
     assert result.dagster_run.tags[REQUEST_ID_TAG] == str(request_id)

@@ -7,14 +7,16 @@ import sqlalchemy as sa
 from jobs_platform.store.attempts import attempt_history, counted_failures
 from jobs_platform.store.partitions import current_episode, partition_rows
 from jobs_platform.store.quarantine import (
+    REQUEUE_LAUNCH_GRACE_SECONDS,
     QuarantineStatus,
     active_entry,
-    claim_requeues_to_launch,
     entries_after,
     latest_entry,
     list_entries,
     quarantine_partition,
+    requeue_awaiting_run,
     requeue_partition,
+    requeues_awaiting_run,
     resolve_requeued,
 )
 from jobs_platform.store.schema import quarantine
@@ -172,13 +174,45 @@ def test_resolving_closes_requeued_entries_and_leaves_open_ones(connection):
     assert entry(connection, requeued).resolved_at is not None
 
 
-def test_each_requeued_entry_is_claimed_for_launch_once(connection):
-    first = a_quarantine_entry(connection, partition="2024-01-01", status="requeued")
-    second = a_quarantine_entry(connection, partition="2024-01-02", status="requeued")
-    a_quarantine_entry(connection, asset="orders", status="requeued")
+def test_a_requeue_awaits_its_run_until_its_new_episode_records_an_attempt(connection):
+    waiting = a_quarantine_entry(connection, partition="2024-01-01", status="requeued")
+    started = a_quarantine_entry(connection, partition="2024-01-02", status="requeued")
+    an_attempt(connection, partition="2024-01-02", episode=2)
+    a_quarantine_entry(connection, asset="orders", status="requeued")  # not asked about
 
-    claimed = [row.id for row in claim_requeues_to_launch(connection, [ASSET], limit=10)]
-    claimed_again = claim_requeues_to_launch(connection, [ASSET], limit=10)
+    awaiting = requeues_awaiting_run(connection, [ASSET], limit=10, now=AT)
 
-    assert (claimed, claimed_again) == ([first, second], [])
-    assert entry(connection, first).requeue_launched_at is not None
+    assert [row.id for row in awaiting] == [waiting]
+    assert started not in [row.id for row in awaiting]
+
+
+def test_a_launch_started_within_the_grace_is_left_to_its_launcher(connection):
+    launched = a_quarantine_entry(connection, status="requeued", requeue_launched_at=AT)
+
+    grace = REQUEUE_LAUNCH_GRACE_SECONDS * SECOND
+    within = requeues_awaiting_run(connection, [ASSET], 10, now=AT + grace - SECOND)
+    after = requeues_awaiting_run(connection, [ASSET], 10, now=AT + grace + SECOND)
+
+    assert (within, [row.id for row in after]) == ([], [launched])
+
+
+def test_never_launched_requeues_come_before_relaunches(connection):
+    relaunch = a_quarantine_entry(
+        connection, partition="2024-01-01", status="requeued", requeue_launched_at=AT
+    )
+    fresh = a_quarantine_entry(connection, partition="2024-01-02", status="requeued")
+
+    later = AT + 2 * REQUEUE_LAUNCH_GRACE_SECONDS * SECOND
+    awaiting = requeues_awaiting_run(connection, [ASSET], 10, now=later)
+
+    assert [row.id for row in awaiting] == [fresh, relaunch]
+
+
+def test_only_the_partitions_latest_entry_can_await_a_requeue_run(connection):
+    requeued = a_quarantine_entry(connection, status="requeued")
+    before = requeue_awaiting_run(connection, ASSET, PARTITION)
+    a_quarantine_entry(connection, episode=2)  # quarantined again: its run happened
+
+    after = requeue_awaiting_run(connection, ASSET, PARTITION)
+
+    assert (before.id, after) == (requeued, None)

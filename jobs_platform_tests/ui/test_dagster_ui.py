@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform.orchestration.tags import PARTITION_TAG
 from jobs_platform_tests.support import (
     DAGSTER,
     REPO_ROOT,
@@ -139,7 +140,7 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
                 interval=3,
                 what=f"backfill {backfill['id']} to finish",
             )
-            statuses = {_tag(run, "dagster/partition"): run["status"] for run in finished["runs"]}
+            statuses = {_tag(run, PARTITION_TAG): run["status"] for run in finished["runs"]}
             assert statuses == {
                 "2024-01-01": "SUCCESS",
                 "2024-01-02": "FAILURE",
