@@ -12,11 +12,10 @@ from __future__ import annotations
 import dagster as dg
 
 from jobs_platform.engine.failure import quarantine_if_spent
+from jobs_platform.orchestration.tags import PARTITION_TAG
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import this_holder
 from jobs_platform.store.migrate import SchemaNotReady, require_current_schema
-
-PARTITION_TAG = "dagster/partition"
 
 
 @dg.failure_hook(required_resource_keys={"jobs_platform"})

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dagster as dg
 
+from jobs_platform.orchestration.tags import PARTITION_TAG
 from jobs_platform.store import recovery
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import require_current_schema
 
-PARTITION_TAG = "dagster/partition"
 TICK_SECONDS = 30
 # How long a crashed step's run worker gets to retry the step itself, in lease TTLs.
 GRACE_LEASES = 1.0
