@@ -141,14 +141,16 @@ def check_broker(url: str, timeout: float = 5.0) -> None:
             ) from None
 
 
-def start_process(layout: StackLayout, name: str, args: list[str], env: dict[str, str]) -> int:
+def start_process(
+    layout: StackLayout, name: str, args: list[str], env: dict[str, str], *, cwd: Path = REPO_ROOT
+) -> int:
     """Start `args` in its own process group, logging to `<name>.log`; returns its pid."""
     layout.folder.mkdir(parents=True, exist_ok=True)
     with open(layout.log_file(name), "ab") as log:
         process = subprocess.Popen(
             args,
             env=env,
-            cwd=REPO_ROOT,
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

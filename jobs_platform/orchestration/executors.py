@@ -28,7 +28,7 @@ from jobs_platform.settings import (
 )
 
 # Steps that run in a process on this machine; any other executor ships them elsewhere.
-LOCAL_EXECUTORS = frozenset({"in_process", "multiprocess"})
+LOCAL_EXECUTORS = frozenset({"in_process", "multiprocess", "multi_or_in_process_executor"})
 # What a step may take beyond its attempt deadline: process start, imports, the lease TTL
 # of a holder that died before it, the finalize transaction and the event upload.
 STEP_OVERHEAD_SECONDS = 300.0
@@ -95,7 +95,9 @@ def platform_executor(settings: Settings | None = None) -> dg.ExecutorDefinition
     if settings.executor == "in_process":
         return dg.in_process_executor
     if settings.executor == "multiprocess":
-        return dg.multiprocess_executor
+        # Dagster's default: multiprocess, and a run may still ask for in_process in its
+        # config (`execution: config: in_process: {}`), as the tests and `demo` do.
+        return dg.multi_or_in_process_executor
     from jobs_platform.orchestration.celery_executor import bounded_celery_executor
 
     return bounded_celery_executor.configured(
