@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.deploy import stack
-from jobs_platform_tests.support import platform_environment
+from jobs_platform_tests.support import platform_environment, run_cli
 
 RABBITMQ = ("127.0.0.1", 5672)
 REDIS = ("127.0.0.1", 6379)
@@ -215,3 +215,13 @@ def step_failure_messages(instance: dg.DagsterInstance, run_id: str) -> list[str
 
 def runs_in_status(instance: dg.DagsterInstance, *statuses: dg.DagsterRunStatus) -> list:
     return list(instance.get_runs(filters=dg.RunsFilter(statuses=list(statuses))))
+
+
+def seed(env: dict[str, str], start: str, end: str, orders_per_day: int = 300) -> None:
+    """Landing files for the days from `start` to `end` (`jobs-platform seed`)."""
+    seeded = run_cli(
+        [str(stack.BIN / "jobs-platform"), "seed", "--start", start, "--end", end,
+         "--orders-per-day", str(orders_per_day)],
+        env,
+    )  # fmt: skip
+    assert seeded.returncode == 0, seeded.stderr

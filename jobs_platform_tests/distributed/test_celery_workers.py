@@ -17,6 +17,7 @@ from jobs_platform_tests.distributed.cluster import (
     distributed_environment,
     process_group_of,
     runs_in_status,
+    seed,
     step_failure_messages,
     step_start_pids,
 )
@@ -24,7 +25,6 @@ from jobs_platform_tests.support import (
     engine_from,
     expected_tables_from_landing,
     materializations_metadata,
-    run_cli,
     start_run,
     table_snapshot,
     wait_for,
@@ -41,15 +41,6 @@ RECOVERY_BOUND_SECONDS = LEASE_SECONDS + STALL_SECONDS + 60
 COMMITTED_CHUNKS = sa.text(
     "SELECT count(*) FROM jp_checkpoints WHERE asset = 'orders' AND partition = :day"
 )
-
-
-def seed(env: dict[str, str], start: str, end: str, orders_per_day: int = 300) -> None:
-    seeded = run_cli(
-        ["jobs-platform", "seed", "--start", start, "--end", end,
-         "--orders-per-day", str(orders_per_day)],
-        env,
-    )  # fmt: skip
-    assert seeded.returncode == 0, seeded.stderr
 
 
 def assert_tables_equal_reference(env: dict[str, str], days: list[str]) -> None:
