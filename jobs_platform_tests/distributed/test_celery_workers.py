@@ -12,6 +12,7 @@ import time
 import dagster as dg
 import sqlalchemy as sa
 
+from jobs_platform.orchestration.executors import STOP_GRACE_SECONDS
 from jobs_platform_tests.distributed.cluster import (
     celery_step_hosts,
     distributed_environment,
@@ -188,3 +189,29 @@ def _committed_chunks(engine: sa.Engine, day: str) -> int:
             return connection.execute(COMMITTED_CHUNKS, {"day": day}).scalar_one()
     except sa.exc.ProgrammingError:
         return 0  # the tables do not exist yet
+
+
+def test_a_terminated_run_stops_waiting_for_a_step_no_worker_picked_up(
+    pg_url, instance_home, rabbitmq_url, tmp_path
+):
+    day = "2024-01-05"
+    env = distributed_environment(pg_url, instance_home, tmp_path, rabbitmq_url, "rpc://")
+    seed(env, day, day)
+    log = tmp_path / "run.log"
+    run_process = start_run(env, day, log_path=log)  # and no worker at all
+    wait_for(
+        lambda: "Submitting celery task" in log.read_text(),
+        timeout=RUN_SECONDS,
+        what="the step submitted to the broker",
+    )
+
+    os.killpg(run_process.pid, signal.SIGTERM)
+    terminated_at = time.monotonic()
+    code = finish(run_process, timeout=STOP_GRACE_SECONDS + 60)
+
+    assert code != 0
+    assert time.monotonic() - terminated_at < STOP_GRACE_SECONDS + 60
+    assert "revoking active tasks" in log.read_text()
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        assert only_run_for(instance, day).status == dg.DagsterRunStatus.FAILURE
+        assert runs_in_status(instance, dg.DagsterRunStatus.STARTED) == []
