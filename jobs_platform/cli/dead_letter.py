@@ -107,17 +107,20 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_requeue(args: argparse.Namespace) -> int:
+    # Under a remote executor the run must land on the workers like any other run: the
+    # requeue sensor launches it through the instance (daemon, run launcher, executor).
+    through_instance = args.no_launch or Settings.from_env().executor == "celery"
     engine = _engine()
     with engine.begin() as connection:
         entry = quarantine_store.requeue_partition(connection, args.asset, args.partition)
-        if not args.no_launch:
+        if not through_instance:
             quarantine_store.mark_requeue_launched(connection, [entry.id])
     print(
         f"released {args.asset}/{args.partition} (entry {entry.id}); "
         f"its attempt count starts over, the old history is kept"
     )
-    if args.no_launch:
-        print("the requeue sensor will launch a run for it")
+    if through_instance:
+        print("the requeue sensor will launch a run for it through the Dagster instance")
         return 0
     return launch_partition_run(args.asset, args.partition)
 
