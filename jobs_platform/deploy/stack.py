@@ -1,10 +1,10 @@
 """`bin/stack up|down`: the distributed topology on one machine.
 
 `up` checks that the broker and PostgreSQL answer, writes the instance's `dagster.yaml`
-and the workers' `worker.yaml` from `deploy/templates/`, then starts the Dagster daemon,
-the webserver and N Celery workers, each in its own process group with a pid file and a
-log file under `.jobs_platform/stack/`. `down` stops what `up` started, by those pids.
-A deployment runs the same processes on many machines (`deploy/docker-compose.yaml`).
+and the workers' `worker.yaml` from `templates/` beside this module, then starts the
+Dagster daemon, the webserver and N Celery workers, each in its own process group with a
+pid file and a log file under `.jobs_platform/stack/`. `down` stops what `up` started, by
+those pids. A deployment runs the same processes on many machines (`deploy/docker-compose.yaml`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,12 +24,12 @@ from string import Template
 
 import sqlalchemy as sa
 
-from jobs_platform.orchestration.executors import celery_app_settings
+from jobs_platform.orchestration.executors import celery_app_settings, step_deadline_seconds
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import normalize_url, redact_url
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = REPO_ROOT / "deploy" / "templates"
+TEMPLATES = Path(__file__).parent / "templates"
 BIN = Path(sys.executable).parent
 
 # Local services as this machine runs them; a deployment passes its own URLs.
@@ -233,6 +234,7 @@ def up(args: argparse.Namespace) -> int:
     ensure_database(settings.database_url)
     ensure_database(args.instance_db)
     print(f"broker {args.broker} answers; warehouse {redact_url(settings.database_url)}")
+    _warn_on_short_consumer_timeout(settings)
     print(f"instance on PostgreSQL {redact_url(args.instance_db)}")
     write_instance(
         layout.dagster_home, args.instance_db, max_concurrent_runs=RUNS_PER_WORKER * args.workers
@@ -274,6 +276,27 @@ def down(args: argparse.Namespace) -> int:
     for name in sorted(names, key=lambda n: (not n.startswith("w"), n)):
         print(f"{name}: {stop_process(layout, name)}")
     return 0
+
+
+def _warn_on_short_consumer_timeout(settings: Settings) -> None:
+    """RabbitMQ closes a consumer's channel past `consumer_timeout`: a longer step goes twice."""
+    if not settings.celery_broker.startswith(("amqp", "pyamqp")) or not shutil.which("rabbitmqctl"):
+        return
+    shown = subprocess.run(
+        ["rabbitmqctl", "-q", "eval", "application:get_env(rabbit, consumer_timeout)."],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    digits = "".join(c for c in shown if c.isdigit())
+    needed_ms = int(step_deadline_seconds(settings) * 1000)
+    if digits and int(digits) < needed_ms:
+        print(
+            f"warning: RabbitMQ's consumer_timeout is {int(digits) // 1000}s, shorter than a "
+            f"step may take ({needed_ms // 1000}s); a longer step would be handed to a second "
+            f"worker. Set `consumer_timeout = {needed_ms}` in rabbitmq.conf, or lower "
+            "JOBS_PLATFORM_ATTEMPT_TIMEOUT_SECONDS."
+        )
 
 
 def _write_env_file(layout: StackLayout, stack_env: dict[str, str]) -> None:
