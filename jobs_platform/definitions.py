@@ -13,6 +13,7 @@ from jobs_platform.examples.orders.assets import (
 )
 from jobs_platform.orchestration.alerting import AlertsResource
 from jobs_platform.orchestration.dead_letter import dead_letter, dead_letter_sensor
+from jobs_platform.orchestration.executors import platform_executor
 from jobs_platform.orchestration.health import platform_health_asset, platform_health_schedule
 from jobs_platform.orchestration.outbox import backfill_request_sensor, outbox_health
 from jobs_platform.orchestration.quarantine_checks import no_quarantined_partitions_checks
@@ -31,4 +32,7 @@ defs = dg.Definitions(
     schedules=[orders_daily_schedule, platform_health_schedule(quarantine_checks)],
     sensors=[abandoned_run_sensor, dead_letter_sensor, requeue_sensor, backfill_request_sensor],
     resources={"jobs_platform": JobsPlatformResource(), "alerts": AlertsResource()},
+    # JOBS_PLATFORM_EXECUTOR, read as the code location loads: every job and asset run of
+    # this location then runs on it (multiprocess, in_process or Celery workers).
+    executor=platform_executor(),
 )

@@ -25,6 +25,7 @@ __all__ = [
     "RetryableError",
     "TerminalError",
     "Verdict",
+    "WarehouseNotShared",
     "classify",
     "parse_retry_after",
 ]
@@ -73,6 +74,15 @@ class TerminalError(JobsPlatformError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class WarehouseNotShared(TerminalError):
+    """A step that may run on another machine has no warehouse every machine can reach.
+
+    Under a remote executor the embedded SQLite default (or any relative SQLite path)
+    would be a file on whichever worker ran the step: the step refuses instead of writing
+    a partition where no one else will find it.
+    """
 
 
 class InputValidationError(TerminalError):

@@ -8,12 +8,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
+from jobs_platform.errors import WarehouseNotShared
+
 # Defaults and why they are what they are.
 DEFAULT_MAX_ATTEMPTS = 5  # enough to ride out a transient outage, few enough to surface poison fast
 DEFAULT_RETRY_DELAY_SECONDS = 2.0  # base of the exponential backoff; full jitter spreads herds
 DEFAULT_LEASE_SECONDS = 60.0  # heartbeats renew every third, so two missed beats still hold
 DEFAULT_ATTEMPT_TIMEOUT_SECONDS = 3600.0  # a partition attempt should never take an hour
 DEFAULT_STATE_DIR = ".jobs_platform"
+# Where the steps of a run execute: one process per step on this machine unless told.
+DEFAULT_EXECUTOR = "multiprocess"
+EXECUTORS = ("multiprocess", "in_process", "celery")
+# A local RabbitMQ's guest account and Celery's result replies over the same broker.
+DEFAULT_CELERY_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
+DEFAULT_CELERY_BACKEND = "rpc://"
 
 
 class SettingsError(ValueError):
@@ -42,6 +52,9 @@ class Settings:
     alert_webhook_url: str | None = None
     failpoints: str | None = None
     log_format: str = "human"
+    executor: str = DEFAULT_EXECUTOR
+    celery_broker: str = DEFAULT_CELERY_BROKER
+    celery_backend: str = DEFAULT_CELERY_BACKEND
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -63,7 +76,33 @@ class Settings:
             alert_webhook_url=env.get("JOBS_PLATFORM_ALERT_WEBHOOK_URL") or None,
             failpoints=env.get("JOBS_PLATFORM_FAILPOINTS") or None,
             log_format=_log_format(env),
+            executor=_executor(env),
+            celery_broker=env.get("JOBS_PLATFORM_CELERY_BROKER") or DEFAULT_CELERY_BROKER,
+            celery_backend=env.get("JOBS_PLATFORM_CELERY_BACKEND") or DEFAULT_CELERY_BACKEND,
         )
+
+
+def require_shared_warehouse(url: str | None) -> str:
+    """The warehouse URL a step on any machine can use, or `WarehouseNotShared` naming why."""
+    if not url:
+        raise WarehouseNotShared(
+            "JOBS_PLATFORM_DATABASE_URL is not set on this worker: under a remote executor a "
+            "step must be told its warehouse (the embedded SQLite default serves local runs only)"
+        )
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_absolute():
+        raise WarehouseNotShared(
+            f"JOBS_PLATFORM_DATABASE_URL names a relative or in-memory SQLite database "
+            f"({parsed.database or ':memory:'!r}): under a remote executor each worker would "
+            "write its own file; point it at the shared warehouse (PostgreSQL)"
+        )
+    return url
+
+
+def configured_database_url(environ: Mapping[str, str] | None = None) -> str | None:
+    """`JOBS_PLATFORM_DATABASE_URL` as given, or None where the embedded default applies."""
+    env = os.environ if environ is None else environ
+    return env.get("JOBS_PLATFORM_DATABASE_URL") or None
 
 
 def _number(env: Mapping[str, str], name: str, default, kind):
@@ -106,4 +145,11 @@ def _log_format(env: Mapping[str, str]) -> str:
     value = (env.get("JOBS_PLATFORM_LOG_FORMAT") or "human").strip().lower()
     if value not in ("human", "json"):
         raise SettingsError(f"JOBS_PLATFORM_LOG_FORMAT must be 'human' or 'json', got {value!r}")
+    return value
+
+
+def _executor(env: Mapping[str, str]) -> str:
+    value = (env.get("JOBS_PLATFORM_EXECUTOR") or DEFAULT_EXECUTOR).strip().lower()
+    if value not in EXECUTORS:
+        raise SettingsError(f"JOBS_PLATFORM_EXECUTOR must be one of {EXECUTORS}, got {value!r}")
     return value

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.cli.warehouse import open_warehouse
+from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
 
@@ -99,6 +100,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_requeue(args: argparse.Namespace) -> int:
+    # Under a remote executor the run must land on the workers like any other run: the
+    # requeue sensor launches it through the instance (daemon, run launcher, executor).
+    through_instance = args.no_launch or Settings.from_env().executor == "celery"
     engine = open_warehouse()
     with engine.connect() as connection:
         lost = quarantine_store.requeue_awaiting_run(connection, args.asset, args.partition)
@@ -106,7 +110,7 @@ def run_requeue(args: argparse.Namespace) -> int:
         _refuse_when_its_run_exists(lost)
     with engine.begin() as connection:
         entry = lost or quarantine_store.requeue_partition(connection, args.asset, args.partition)
-        if not args.no_launch:
+        if not through_instance:
             # Tells the requeue sensor a launch is under way, so it does not start a second.
             quarantine_store.mark_requeue_launched(connection, [entry.id])
     if lost is not None:
@@ -119,8 +123,8 @@ def run_requeue(args: argparse.Namespace) -> int:
             f"released {args.asset}/{args.partition} (entry {entry.id}); "
             f"its attempt count starts over, the old history is kept"
         )
-    if args.no_launch:
-        print("the requeue sensor will launch a run for it")
+    if through_instance:
+        print("the requeue sensor will launch a run for it through the Dagster instance")
         return 0
     return launch_requeue_run(entry)
 

@@ -15,6 +15,8 @@ from jobs_platform.engine.spec import (
     Fingerprinter,
     PartitionScope,
 )
+from jobs_platform.errors import WarehouseNotShared
+from jobs_platform.orchestration.executors import runs_remotely
 from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.outcomes import (
     CRASH_RETRY_POLICY,
@@ -102,11 +104,21 @@ def run_backfill_step(
 ) -> dg.MaterializeResult:
     """One step = one attempt at each of the step's partitions (one, or a range)."""
     resource: JobsPlatformResource = getattr(context.resources, RESOURCE_KEY)
+    try:
+        settings = resource.settings_for_step(remote=runs_remotely(context))
+    except WarehouseNotShared as error:
+        # Terminal and before any write: nothing to retry, nothing to quarantine, and no
+        # warehouse to quarantine it in (the failure hook sees this cause and stands aside).
+        raise dg.Failure(
+            description=str(error),
+            metadata={"error_class": "terminal", "error_type": type(error).__name__},
+            allow_retries=False,
+        ) from error
     # A warehouse behind on its schema fails each attempt before it exists (terminal:
     # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
     runner = PartitionRunner(
         spec,
-        resource.settings(),
+        settings,
         log=context.log,
         interrupt_types=(DagsterExecutionInterruptedError,),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dagster as dg
 
 from jobs_platform.engine.failure import quarantine_if_spent
+from jobs_platform.errors import WarehouseNotShared
 from jobs_platform.orchestration.tags import PARTITION_TAG
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import this_holder
@@ -20,6 +21,10 @@ from jobs_platform.store.migrate import SchemaNotReady, require_current_schema
 
 @dg.failure_hook(required_resource_keys={"jobs_platform"})
 def quarantine_on_failure(context: dg.HookContext) -> None:
+    if isinstance(getattr(context.op_exception, "__cause__", None), WarehouseNotShared):
+        # The step refused to guess its warehouse; writing the entry would guess it here.
+        context.log.error("failure hook: no shared warehouse on this worker; nothing recorded")
+        return
     run = context.instance.get_run_by_id(context.run_id)
     partition = run.tags.get(PARTITION_TAG) if run else None
     if partition is None:

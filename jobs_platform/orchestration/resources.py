@@ -6,7 +6,7 @@ import dataclasses
 
 import dagster as dg
 
-from jobs_platform.settings import Settings
+from jobs_platform.settings import Settings, configured_database_url, require_shared_warehouse
 
 
 class JobsPlatformResource(dg.ConfigurableResource):
@@ -37,3 +37,13 @@ class JobsPlatformResource(dg.ConfigurableResource):
         return dataclasses.replace(
             Settings.from_env(), **{k: v for k, v in overrides.items() if v is not None}
         )
+
+    def settings_for_step(self, *, remote: bool) -> Settings:
+        """Settings for a step; one that may run on another machine is never given a guess.
+
+        Raises `WarehouseNotShared` (terminal) before anything is written when `remote`
+        and the warehouse is unset or a relative SQLite path.
+        """
+        if remote:
+            require_shared_warehouse(self.database_url or configured_database_url())
+        return self.settings()

@@ -1,0 +1,1 @@
+"""Deployment tooling: the one-machine stack of the distributed topology."""

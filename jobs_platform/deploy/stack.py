@@ -1,0 +1,358 @@
+"""`bin/stack up|down`: the distributed topology on one machine.
+
+`up` checks that the broker and PostgreSQL answer, writes the instance's `dagster.yaml`
+and the workers' `worker.yaml` from `templates/` beside this module, then starts the
+Dagster daemon, the webserver and N Celery workers, each in its own process group with a
+pid file and a log file under `.jobs_platform/stack/`. `down` stops what `up` started, by
+those pids. A deployment runs the same processes on many machines (`deploy/docker-compose.yaml`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+import sqlalchemy as sa
+
+from jobs_platform.orchestration.executors import celery_app_settings, step_deadline_seconds
+from jobs_platform.settings import Settings
+from jobs_platform.store.db import normalize_url, redact_url
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = Path(__file__).parent / "templates"
+BIN = Path(sys.executable).parent
+
+# Local services as this machine runs them; a deployment passes its own URLs.
+BROKERS = {
+    "rabbitmq": ("amqp://guest:guest@127.0.0.1:5672//", "rpc://"),
+    "redis": ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/1"),
+}
+DEFAULT_WAREHOUSE_URL = "postgresql://postgres@127.0.0.1:5432/jobs_platform"
+DEFAULT_INSTANCE_URL = "postgresql://postgres@127.0.0.1:5432/jobs_platform_dagster"
+RUNS_PER_WORKER = 2  # a run process mostly waits for its steps; two keep a worker busy
+START_TIMEOUT_SECONDS = 120.0
+STOP_TIMEOUT_SECONDS = 60.0  # a worker finishes its step on SIGTERM (warm shutdown)
+POLL_SECONDS = 0.5
+
+
+class StackError(RuntimeError):
+    """The stack cannot start: a service does not answer or a process did not come up."""
+
+
+@dataclass(frozen=True)
+class StackLayout:
+    """Where the stack keeps its instance, configs, pids and logs."""
+
+    folder: Path
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.folder / "dagster_home"
+
+    @property
+    def worker_config(self) -> Path:
+        return self.folder / "worker.yaml"
+
+    @property
+    def env_file(self) -> Path:
+        return self.folder / "env.sh"
+
+    def pid_file(self, name: str) -> Path:
+        return self.folder / f"{name}.pid"
+
+    def log_file(self, name: str) -> Path:
+        return self.folder / f"{name}.log"
+
+    def running(self) -> list[str]:
+        return sorted(path.stem for path in self.folder.glob("*.pid"))
+
+
+def render_instance_config(instance_url: str, *, max_concurrent_runs: int) -> str:
+    """The instance's dagster.yaml on PostgreSQL; a password stays in DAGSTER_PG_PASSWORD."""
+    url = sa.make_url(instance_url)
+    password = "\n      password:\n        env: DAGSTER_PG_PASSWORD" if url.password else ""
+    return Template((TEMPLATES / "dagster.yaml").read_text()).substitute(
+        pg_host=url.host or "127.0.0.1",
+        pg_port=url.port or 5432,
+        pg_user=url.username or "postgres",
+        pg_password=password,
+        pg_db=url.database,
+        max_concurrent_runs=max_concurrent_runs,
+    )
+
+
+def render_worker_config(settings: Settings) -> str:
+    """The workers' worker.yaml: broker and backend by variable, the framework's Celery settings."""
+    return Template((TEMPLATES / "worker.yaml").read_text()).substitute(
+        config_source=json.dumps(celery_app_settings(settings), sort_keys=True)
+    )
+
+
+def instance_environment(instance_url: str) -> dict[str, str]:
+    password = sa.make_url(instance_url).password
+    return {"DAGSTER_PG_PASSWORD": str(password)} if password else {}
+
+
+def write_instance(home: Path, instance_url: str, *, max_concurrent_runs: int) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    config = render_instance_config(instance_url, max_concurrent_runs=max_concurrent_runs)
+    (home / "dagster.yaml").write_text(config)
+
+
+def ensure_database(url: str) -> None:
+    """Create the database of `url` when its server answers and it does not exist yet."""
+    parsed = normalize_url(url)
+    admin = sa.create_engine(
+        parsed.set(database="postgres"), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool
+    )
+    try:
+        with admin.connect() as connection:
+            exists = connection.execute(
+                sa.text("SELECT 1 FROM pg_database WHERE datname = :name"),
+                {"name": parsed.database},
+            ).first()
+            if not exists:
+                quoted = connection.dialect.identifier_preparer.quote(parsed.database)
+                connection.execute(sa.text(f"CREATE DATABASE {quoted}"))
+    except sa.exc.OperationalError as error:
+        raise StackError(f"PostgreSQL does not answer at {redact_url(url)}: {error}") from None
+    finally:
+        admin.dispose()
+
+
+def check_broker(url: str, timeout: float = 5.0) -> None:
+    from kombu import Connection
+
+    with Connection(url, connect_timeout=timeout) as connection:
+        try:
+            connection.ensure_connection(max_retries=1, timeout=timeout)
+        except Exception as error:
+            raise StackError(
+                f"the Celery broker does not answer at {connection.as_uri()}: {error}"
+            ) from None
+
+
+def start_process(
+    layout: StackLayout, name: str, args: list[str], env: dict[str, str], *, cwd: Path = REPO_ROOT
+) -> int:
+    """Start `args` in its own process group, logging to `<name>.log`; returns its pid."""
+    layout.folder.mkdir(parents=True, exist_ok=True)
+    with open(layout.log_file(name), "ab") as log:
+        process = subprocess.Popen(
+            args,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    layout.pid_file(name).write_text(f"{process.pid}\n")
+    return process.pid
+
+
+def stop_process(layout: StackLayout, name: str, timeout: float = STOP_TIMEOUT_SECONDS) -> str:
+    """SIGTERM the process group started as `name`, SIGKILL it past `timeout`."""
+    pid_file = layout.pid_file(name)
+    pid = int(pid_file.read_text())
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pid_file.unlink()
+        return "already gone"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _group_alive(pid):
+            pid_file.unlink()
+            return "stopped"
+        time.sleep(POLL_SECONDS)
+    os.killpg(pid, signal.SIGKILL)
+    pid_file.unlink()
+    return f"killed after {timeout:g}s"
+
+
+def wait_for_log(layout: StackLayout, name: str, text: str, timeout: float) -> None:
+    """Wait until `text` appears in the process's log, or fail with the log's tail."""
+    deadline = time.monotonic() + timeout
+    pid = int(layout.pid_file(name).read_text())
+    while time.monotonic() < deadline:
+        log = layout.log_file(name).read_text(errors="replace")
+        if text in log:
+            return
+        if not _group_alive(pid):
+            break
+        time.sleep(POLL_SECONDS)
+    tail = "\n".join(layout.log_file(name).read_text(errors="replace").splitlines()[-20:])
+    raise StackError(f"{name} did not log {text!r} within {timeout:g}s:\n{tail}")
+
+
+def worker_command(layout: StackLayout, name: str) -> list[str]:
+    # One task at a time per worker process: a step is one partition attempt, and a
+    # SIGKILL then loses exactly one task, which the broker hands back (acks late).
+    return [
+        str(BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
+        "-y", str(layout.worker_config), "-n", name, "--", "--concurrency=1",
+    ]  # fmt: skip
+
+
+def process_environment(extra: dict[str, str]) -> dict[str, str]:
+    """This shell's variables plus the stack's; `celery` must be on PATH for dagster-celery."""
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **extra}
+
+
+def up(args: argparse.Namespace) -> int:
+    layout = StackLayout(Path(args.folder).resolve())
+    if layout.running():
+        print(f"already running: {', '.join(layout.running())}; `bin/stack down` first")
+        return 1
+    default_broker, default_backend = BROKERS[args.broker]
+    stack_env = {
+        "DAGSTER_HOME": str(layout.dagster_home),
+        "JOBS_PLATFORM_EXECUTOR": "celery",
+        "JOBS_PLATFORM_CELERY_BROKER": os.environ.get("JOBS_PLATFORM_CELERY_BROKER")
+        or default_broker,
+        "JOBS_PLATFORM_CELERY_BACKEND": os.environ.get("JOBS_PLATFORM_CELERY_BACKEND")
+        or default_backend,
+        "JOBS_PLATFORM_DATABASE_URL": os.environ.get("JOBS_PLATFORM_DATABASE_URL")
+        or DEFAULT_WAREHOUSE_URL,
+        "JOBS_PLATFORM_LANDING": os.environ.get("JOBS_PLATFORM_LANDING")
+        or str((Path.cwd() / ".jobs_platform" / "landing").resolve()),
+        **instance_environment(args.instance_db),
+    }
+    settings = Settings.from_env(process_environment(stack_env))
+    check_broker(settings.celery_broker)
+    ensure_database(settings.database_url)
+    ensure_database(args.instance_db)
+    print(f"broker {args.broker} answers; warehouse {redact_url(settings.database_url)}")
+    _warn_on_short_consumer_timeout(settings)
+    print(f"instance on PostgreSQL {redact_url(args.instance_db)}")
+    write_instance(
+        layout.dagster_home, args.instance_db, max_concurrent_runs=RUNS_PER_WORKER * args.workers
+    )
+    layout.worker_config.write_text(render_worker_config(settings))
+    _write_env_file(layout, stack_env)
+    env = process_environment(stack_env)
+    workspace = str(REPO_ROOT / "workspace.yaml")
+    start_process(layout, "daemon", [str(BIN / "dagster-daemon"), "run", "-w", workspace], env)
+    start_process(
+        layout,
+        "webserver",
+        [str(BIN / "dagster-webserver"), "-w", workspace, "-h", args.host, "-p", str(args.port)],
+        env,
+    )
+    workers = [f"w{index}" for index in range(1, args.workers + 1)]
+    for name in workers:
+        start_process(layout, name, worker_command(layout, name), env)
+    try:
+        for name in workers:
+            wait_for_log(layout, name, " ready.", START_TIMEOUT_SECONDS)
+        wait_for_log(layout, "webserver", "Serving dagster-webserver", START_TIMEOUT_SECONDS)
+    except StackError as error:
+        print(error, file=sys.stderr)
+        down(args)
+        return 1
+    print(f"up: daemon, webserver on http://{args.host}:{args.port}, workers {', '.join(workers)}")
+    print(f"pids and logs in {layout.folder}; for this shell: source {layout.env_file}")
+    return 0
+
+
+def down(args: argparse.Namespace) -> int:
+    layout = StackLayout(Path(args.folder).resolve())
+    names = layout.running()
+    if not names:
+        print("nothing running")
+        return 0
+    # Workers first: a worker on SIGTERM finishes its step and reports it to its run.
+    for name in sorted(names, key=lambda n: (not n.startswith("w"), n)):
+        print(f"{name}: {stop_process(layout, name)}")
+    return 0
+
+
+def _warn_on_short_consumer_timeout(settings: Settings) -> None:
+    """RabbitMQ closes a consumer's channel past `consumer_timeout`: a longer step goes twice."""
+    if not settings.celery_broker.startswith(("amqp", "pyamqp")) or not shutil.which("rabbitmqctl"):
+        return
+    shown = subprocess.run(
+        ["rabbitmqctl", "-q", "eval", "application:get_env(rabbit, consumer_timeout)."],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    digits = "".join(c for c in shown if c.isdigit())
+    needed_ms = int(step_deadline_seconds(settings) * 1000)
+    if digits and int(digits) < needed_ms:
+        print(
+            f"warning: RabbitMQ's consumer_timeout is {int(digits) // 1000}s, shorter than a "
+            f"step may take ({needed_ms // 1000}s); a longer step would be handed to a second "
+            f"worker. Set `consumer_timeout = {needed_ms}` in rabbitmq.conf, or lower "
+            "JOBS_PLATFORM_ATTEMPT_TIMEOUT_SECONDS."
+        )
+
+
+def _write_env_file(layout: StackLayout, stack_env: dict[str, str]) -> None:
+    lines = [f"export {name}={_shell_quote(value)}" for name, value in sorted(stack_env.items())]
+    layout.env_file.write_text("\n".join(lines) + "\n")
+    layout.env_file.chmod(0o600)  # it may hold a password
+
+
+def _shell_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie leader of our own is gone for our purposes: reap it.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pgid, os.WNOHANG)
+    return _any_live_member(pgid)
+
+
+def _any_live_member(pgid: int) -> bool:
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bin/stack", description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", default=".jobs_platform/stack", help="pids, logs, configs")
+    commands = parser.add_subparsers(dest="command", required=True)
+    start = commands.add_parser("up", help="start daemon, webserver and Celery workers")
+    start.add_argument("--workers", type=int, default=2)
+    start.add_argument("--broker", choices=sorted(BROKERS), default="rabbitmq")
+    start.add_argument("--instance-db", default=DEFAULT_INSTANCE_URL, help="instance database")
+    start.add_argument("--host", default="127.0.0.1")
+    start.add_argument("--port", type=int, default=3000)
+    start.set_defaults(handler=up)
+    stop = commands.add_parser("down", help="stop what `up` started")
+    stop.set_defaults(handler=down)
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except StackError as error:
+        print(f"bin/stack: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The executor of every backfill job and asset run, chosen by `JOBS_PLATFORM_EXECUTOR`.
+
+`platform_executor()` is read when the code location loads: Dagster binds a code
+location's executor then, so users get Celery by setting a variable, not by merging
+Definitions. Under Celery the guarantees need more than dagster-celery's defaults:
+
+- `task_acks_late` + `task_reject_on_worker_lost`: a task is acknowledged only when its
+  step has finished, so a worker killed mid-step hands the step back to the broker and the
+  same run finishes it (the lease and the chunk checkpoints make the second attempt safe);
+  acknowledged on receipt, the step is lost and the run waits for it for ever;
+- a broker visibility timeout (Redis, SQS) longer than anything a step may take, or the
+  broker hands a running step to a second worker while the first still works on it;
+- a bounded result wait that honours termination (`BoundedCeleryExecutor`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+import dagster as dg
+
+from jobs_platform.settings import (
+    DEFAULT_CELERY_BACKEND,
+    DEFAULT_CELERY_BROKER,
+    Settings,
+)
+
+# Steps that run in a process on this machine; any other executor ships them elsewhere.
+LOCAL_EXECUTORS = frozenset({"in_process", "multiprocess", "multi_or_in_process_executor"})
+# What a step may take beyond its attempt deadline: process start, imports, the lease TTL
+# of a holder that died before it, the finalize transaction and the event upload.
+STEP_OVERHEAD_SECONDS = 300.0
+# After a termination request, how long the run waits for revoked tasks to report back
+# before it stops waiting; a worker that died never will.
+STOP_GRACE_SECONDS = 30.0
+# dagster-celery's broker connection retries, kept when we add the visibility timeout
+# (its config_source replaces broker_transport_options whole).
+BROKER_CONNECTION_RETRIES = {
+    "max_retries": 3,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+
+
+def step_deadline_seconds(settings: Settings) -> float:
+    """The longest a step of one partition may legitimately take, queue wait included."""
+    return settings.attempt_timeout_seconds + settings.lease_seconds + STEP_OVERHEAD_SECONDS
+
+
+def celery_app_settings(settings: Settings) -> dict:
+    """Celery settings the guarantees rely on; the run's app and every worker use these."""
+    redelivery_after = int(step_deadline_seconds(settings))
+    return {
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_track_started": True,
+        # One task per worker process at a time: a prefetched step would wait behind a
+        # long one on a busy worker while another worker idles.
+        "worker_prefetch_multiplier": 1,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {
+            **BROKER_CONNECTION_RETRIES,
+            "visibility_timeout": redelivery_after,
+        },
+    }
+
+
+def celery_executor_config(settings: Settings, environ_has: Callable[[str], bool]) -> dict:
+    """The configured celery executor's config; URLs given as variables stay variables.
+
+    A URL that came from the environment is passed as `{"env": NAME}`, so its password is
+    read where the executor starts and never lands in run config or the UI.
+    """
+
+    def url(name: str, value: str, default: str) -> str | dict:
+        return {"env": name} if environ_has(name) else (value or default)
+
+    return {
+        "broker": url("JOBS_PLATFORM_CELERY_BROKER", settings.celery_broker, DEFAULT_CELERY_BROKER),
+        "backend": url(
+            "JOBS_PLATFORM_CELERY_BACKEND", settings.celery_backend, DEFAULT_CELERY_BACKEND
+        ),
+        "config_source": celery_app_settings(settings),
+        "result_timeout_seconds": step_deadline_seconds(settings),
+        "stop_grace_seconds": STOP_GRACE_SECONDS,
+    }
+
+
+def platform_executor(settings: Settings | None = None) -> dg.ExecutorDefinition:
+    """The executor `JOBS_PLATFORM_EXECUTOR` names, configured for the framework."""
+    settings = settings or Settings.from_env()
+    if settings.executor == "in_process":
+        return dg.in_process_executor
+    if settings.executor == "multiprocess":
+        # Dagster's default: multiprocess, and a run may still ask for in_process in its
+        # config (`execution: config: in_process: {}`), as the tests and `demo` do.
+        return dg.multi_or_in_process_executor
+    from jobs_platform.orchestration.celery_executor import bounded_celery_executor
+
+    return bounded_celery_executor.configured(
+        celery_executor_config(settings, lambda name: bool(os.environ.get(name))),
+        name="celery",
+    )
+
+
+def runs_remotely(context: dg.AssetExecutionContext) -> bool:
+    """Whether this step may run on another machine than the one that launched it.
+
+    The job's executor says so on the machine that loaded it; a Celery worker started
+    without `JOBS_PLATFORM_EXECUTOR` loads the code location with a local executor, so a
+    step executing inside a Celery task counts as remote whatever the executor says.
+    """
+    executor_name = context.op_execution_context.job_def.executor_def.name
+    return executor_name not in LOCAL_EXECUTORS or _inside_celery_task()
+
+
+def _inside_celery_task() -> bool:
+    celery = sys.modules.get("celery")
+    return celery is not None and celery.current_task is not None

@@ -1,0 +1,227 @@
+"""Real brokers, a PostgreSQL Dagster instance and Celery worker processes for the tests.
+
+Each test gets its own RabbitMQ virtual host (or Redis database), its own instance
+database and its own workers, so tests running side by side never take each other's
+tasks. A broker that does not answer fails the test with a message saying how to start it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from jobs_platform.deploy import stack
+from jobs_platform_tests.support import platform_environment, run_cli
+
+RABBITMQ = ("127.0.0.1", 5672)
+REDIS = ("127.0.0.1", 6379)
+WORKER_READY_SECONDS = 90.0
+WORKER_STOP_SECONDS = 20.0
+START_RABBITMQ = "rabbitmq-server -detached"
+START_REDIS = (
+    'redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" '
+    "--appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log"
+)
+
+
+def require_service(address: tuple[str, int], name: str, start: str) -> None:
+    try:
+        with socket.create_connection(address, timeout=3):
+            return
+    except OSError as error:
+        pytest.fail(
+            f"{name} is required for the distributed tests and does not answer at "
+            f"{address[0]}:{address[1]} ({error}). Start it with: {start}",
+            pytrace=False,
+        )
+
+
+@contextmanager
+def rabbitmq_vhost() -> Iterator[str]:
+    """A fresh RabbitMQ virtual host for one test; its broker URL."""
+    require_service(RABBITMQ, "RabbitMQ", START_RABBITMQ)
+    vhost = f"jp_test_{uuid.uuid4().hex[:12]}"
+    _rabbitmqctl("add_vhost", vhost)
+    _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    try:
+        yield f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+    finally:
+        _rabbitmqctl("delete_vhost", vhost)
+
+
+@contextmanager
+def redis_database() -> Iterator[str]:
+    """A Redis database of this test process's own, emptied before and after."""
+    import redis
+
+    require_service(REDIS, "Redis", START_REDIS)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    number = 4 + int(worker.removeprefix("gw") or 0) % 10
+    url = f"redis://127.0.0.1:6379/{number}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+def _rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
+
+
+@contextmanager
+def postgres_database(admin_url: str, prefix: str) -> Iterator[str]:
+    """A fresh PostgreSQL database, dropped afterwards; its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def postgres_instance_home(folder: Path, instance_url: str) -> Path:
+    """A DAGSTER_HOME whose instance lives in PostgreSQL, written by the stack's template."""
+    home = folder / "dagster_home_pg"
+    stack.write_instance(home, instance_url, max_concurrent_runs=4)
+    # Create the storage once now: processes starting together race on its migrations.
+    with dg.DagsterInstance.from_config(str(home)):
+        pass
+    return home
+
+
+def distributed_environment(
+    warehouse_url: str, instance_home: Path, folder: Path, broker: str, backend: str, **extra
+) -> dict[str, str]:
+    env = platform_environment(warehouse_url, folder)
+    env.update(
+        DAGSTER_HOME=str(instance_home),
+        JOBS_PLATFORM_EXECUTOR="celery",
+        JOBS_PLATFORM_CELERY_BROKER=broker,
+        JOBS_PLATFORM_CELERY_BACKEND=backend,
+        PATH=f"{stack.BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Workers:
+    """Celery workers started by one test, stopped by their pids at its end."""
+
+    layout: stack.StackLayout
+    names: list[str] = field(default_factory=list)
+
+    def start(
+        self, count: int, env: dict[str, str], *, cwd: Path, unset: tuple[str, ...] = ()
+    ) -> list[str]:
+        """Start `count` workers with this process's variables, `env`, less `unset`."""
+        env = {k: v for k, v in {**os.environ, **env}.items() if k not in unset}
+        self.layout.folder.mkdir(parents=True, exist_ok=True)
+        self.layout.worker_config.write_text(stack.render_worker_config(_settings_of(env)))
+        started = []
+        for _ in range(count):
+            name = f"w{len(self.names) + 1}"
+            stack.start_process(
+                self.layout, name, stack.worker_command(self.layout, name), env, cwd=cwd
+            )
+            self.names.append(name)
+            started.append(name)
+        for name in started:
+            stack.wait_for_log(self.layout, name, " ready.", WORKER_READY_SECONDS)
+        return started
+
+    def process_groups(self) -> set[int]:
+        return {int(self.layout.pid_file(name).read_text()) for name in self.names}
+
+    def log(self, name: str) -> str:
+        return self.layout.log_file(name).read_text(errors="replace")
+
+    def stop_all(self) -> None:
+        for name in list(self.names):
+            if self.layout.pid_file(name).exists():
+                stack.stop_process(self.layout, name, timeout=WORKER_STOP_SECONDS)
+            self.names.remove(name)
+
+
+def _settings_of(env: dict[str, str]):
+    from jobs_platform.settings import Settings
+
+    return Settings.from_env(env)
+
+
+def process_group_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[2])
+
+
+def celery_step_hosts(instance: dg.DagsterInstance, run_id: str) -> dict[str, list[str]]:
+    """Step key → the Celery workers (`wN@host`) that picked it up, in order."""
+    hosts: dict[str, list[str]] = {}
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        event = entry.dagster_event
+        metadata = event.engine_event_data.metadata if event.engine_event_data else {}
+        worker = metadata.get("Celery worker")
+        if worker is not None:
+            hosts.setdefault(event.step_key, []).append(worker.value)
+    return hosts
+
+
+def step_start_pids(instance: dg.DagsterInstance, run_id: str, step_key: str) -> list[int]:
+    """The pids of the processes that started `step_key` in the run, in order."""
+    return [
+        entry.dagster_event.pid
+        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+        if entry.step_key == step_key
+    ]
+
+
+def step_failure_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    messages = []
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
+        data = entry.dagster_event.step_failure_data
+        messages.append(
+            " ".join(
+                filter(
+                    None,
+                    [
+                        data.error.to_string() if data.error else "",
+                        data.user_failure_data.description if data.user_failure_data else "",
+                    ],
+                )
+            )
+        )
+    return messages
+
+
+def runs_in_status(instance: dg.DagsterInstance, *statuses: dg.DagsterRunStatus) -> list:
+    return list(instance.get_runs(filters=dg.RunsFilter(statuses=list(statuses))))
+
+
+def seed(env: dict[str, str], start: str, end: str, orders_per_day: int = 300) -> None:
+    """Landing files for the days from `start` to `end` (`jobs-platform seed`)."""
+    seeded = run_cli(
+        [str(stack.BIN / "jobs-platform"), "seed", "--start", start, "--end", end,
+         "--orders-per-day", str(orders_per_day)],
+        env,
+    )  # fmt: skip
+    assert seeded.returncode == 0, seeded.stderr

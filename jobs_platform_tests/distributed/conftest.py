@@ -1,0 +1,63 @@
+"""Fixtures of the distributed suite: a broker of the test's own, a PostgreSQL instance,
+and Celery workers that are stopped by their pids when the test ends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs_platform.deploy.stack import StackLayout
+from jobs_platform_tests.conftest import PG_ADMIN_URL
+from jobs_platform_tests.distributed.cluster import (
+    Workers,
+    postgres_database,
+    postgres_instance_home,
+    rabbitmq_vhost,
+    redis_database,
+)
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.distributed)
+
+
+@pytest.fixture
+def rabbitmq_url() -> Iterator[str]:
+    with rabbitmq_vhost() as url:
+        yield url
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    with redis_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["rabbitmq", "redis"])
+def broker(request) -> tuple[str, str]:
+    """(broker URL, result backend URL) on each broker the framework supports."""
+    if request.param == "rabbitmq":
+        return request.getfixturevalue("rabbitmq_url"), "rpc://"
+    url = request.getfixturevalue("redis_url")
+    return url, url
+
+
+@pytest.fixture
+def instance_home(tmp_path) -> Iterator[Path]:
+    """A DAGSTER_HOME on a fresh PostgreSQL database (dagster-postgres, psycopg2)."""
+    with postgres_database(PG_ADMIN_URL, "jp_instance") as url:
+        yield postgres_instance_home(tmp_path, url)
+
+
+@pytest.fixture
+def workers(tmp_path) -> Iterator[Workers]:
+    started = Workers(StackLayout(tmp_path / "stack"))
+    try:
+        yield started
+    finally:
+        started.stop_all()

@@ -1,0 +1,217 @@
+"""Backfills on Celery workers: spread over workers, a worker killed mid-chunk, a worker
+that does not know the warehouse. Real brokers, real worker processes, a PostgreSQL
+Dagster instance and a PostgreSQL warehouse."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import dagster as dg
+import sqlalchemy as sa
+
+from jobs_platform.orchestration.executors import STOP_GRACE_SECONDS
+from jobs_platform_tests.distributed.cluster import (
+    celery_step_hosts,
+    distributed_environment,
+    process_group_of,
+    runs_in_status,
+    seed,
+    step_failure_messages,
+    step_start_pids,
+)
+from jobs_platform_tests.support import (
+    engine_from,
+    expected_tables_from_landing,
+    materializations_metadata,
+    start_run,
+    table_snapshot,
+    wait_for,
+)
+
+DAYS = [f"2024-01-0{day}" for day in range(1, 7)]
+RUN_SECONDS = 240  # a run of two steps on a busy two-core machine, queue wait included
+LEASE_SECONDS = 10  # TEST_ENV_DEFAULTS
+STALL_SECONDS = 20  # the failpoint's pause that holds a partition mid-chunk
+# How long after the SIGKILL the run must have finished: one lease TTL, plus the pause
+# again (before failpoints counted warehouse attempts a redelivery re-armed it), plus
+# redelivery, a new pool process, imports and the remaining chunks.
+RECOVERY_BOUND_SECONDS = LEASE_SECONDS + STALL_SECONDS + 60
+COMMITTED_CHUNKS = sa.text(
+    "SELECT count(*) FROM jp_checkpoints WHERE asset = 'orders' AND partition = :day"
+)
+
+
+def assert_tables_equal_reference(env: dict[str, str], days: list[str]) -> None:
+    engine = engine_from(env)
+    expected_orders, expected_revenue = [], []
+    for day in days:
+        orders_rows, revenue_rows = expected_tables_from_landing(env["JOBS_PLATFORM_LANDING"], day)
+        expected_orders += orders_rows
+        expected_revenue += revenue_rows
+    assert table_snapshot(engine, "orders") == sorted(expected_orders)
+    assert table_snapshot(engine, "daily_revenue") == sorted(expected_revenue)
+
+
+def finish(process: subprocess.Popen, timeout: float = RUN_SECONDS) -> int:
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise AssertionError(f"run process {process.pid} still running after {timeout}s") from None
+
+
+def only_run_for(instance: dg.DagsterInstance, partition: str) -> dg.DagsterRun:
+    runs = [r for r in instance.get_runs() if r.tags.get("dagster/partition") == partition]
+    assert len(runs) == 1, [r.run_id for r in runs]
+    return runs[0]
+
+
+def test_six_partitions_run_in_both_workers_and_match_the_reference(
+    pg_url, instance_home, broker, workers, tmp_path
+):
+    broker_url, backend_url = broker
+    env = distributed_environment(pg_url, instance_home, tmp_path, broker_url, backend_url)
+    seed(env, DAYS[0], DAYS[-1])
+    workers.start(2, env, cwd=tmp_path)
+
+    runs = [start_run(env, day, log_path=tmp_path / f"run-{day}.log") for day in DAYS]
+    codes = [finish(run) for run in runs]
+
+    assert codes == [0] * len(DAYS), [
+        (tmp_path / f"run-{day}.log").read_text()[-3000:]
+        for day, c in zip(DAYS, codes, strict=False)
+        if c
+    ]
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        hosts = set()
+        for day in DAYS:
+            run = only_run_for(instance, day)
+            assert run.status == dg.DagsterRunStatus.SUCCESS
+            for step_hosts in celery_step_hosts(instance, run.run_id).values():
+                hosts.update(host.split("@")[0] for host in step_hosts)
+        assert hosts == {"w1", "w2"}
+        assert runs_in_status(instance, dg.DagsterRunStatus.STARTED) == []
+    assert_tables_equal_reference(env, DAYS)
+    with engine_from(env).connect() as connection:
+        duplicates = connection.execute(
+            sa.text("SELECT count(*) - count(DISTINCT order_id) FROM orders")
+        ).scalar_one()
+    assert duplicates == 0
+
+
+def test_sigkill_of_the_pool_process_mid_chunk_finishes_the_partition_once_in_the_same_run(
+    pg_url, instance_home, rabbitmq_url, workers, tmp_path
+):
+    day = "2024-01-02"
+    env = distributed_environment(
+        pg_url,
+        instance_home,
+        tmp_path,
+        rabbitmq_url,
+        "rpc://",
+        JOBS_PLATFORM_FAILPOINTS=f"after_commit@orders/{day}#1=sleep:{STALL_SECONDS}*1",
+    )
+    seed(env, day, day, orders_per_day=500)
+    workers.start(2, env, cwd=tmp_path)
+    engine = engine_from(env)
+
+    run_process = start_run(env, day, chunk_rows=100, log_path=tmp_path / "run.log")
+    wait_for(
+        lambda: _committed_chunks(engine, day) >= 2,
+        timeout=RUN_SECONDS,
+        what="chunks 0 and 1 committed (the attempt is then stalled after chunk 1)",
+    )
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        run = only_run_for(instance, day)
+        (pool_pid,) = step_start_pids(instance, run.run_id, "orders")
+    assert process_group_of(pool_pid) in workers.process_groups(), "not one of our workers"
+    os.kill(pool_pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+
+    code = finish(run_process)
+    recovered_in = time.monotonic() - killed_at
+
+    assert code == 0, (tmp_path / "run.log").read_text()[-3000:]
+    assert recovered_in < RECOVERY_BOUND_SECONDS
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.SUCCESS
+        pids = step_start_pids(instance, run.run_id, "orders")
+        assert len(pids) == 2 and pids[0] == pool_pid and pids[1] != pool_pid
+        (materialized,) = materializations_metadata(instance, "orders", day)
+        assert runs_in_status(instance, dg.DagsterRunStatus.STARTED) == []
+    # The two chunks committed before the kill were not applied again.
+    assert materialized["chunks_resumed"] == 2
+    assert materialized["chunks_written"] == 3
+    assert_tables_equal_reference(env, [day])
+    with engine.connect() as connection:
+        leases = connection.execute(
+            sa.text("SELECT count(*) FROM jp_leases WHERE holder IS NOT NULL")
+        ).scalar_one()
+        crashes = connection.execute(
+            sa.text("SELECT count(*) FROM jp_attempts WHERE error_class = 'crash'")
+        ).scalar_one()
+    assert leases == 0
+    assert crashes == 1
+
+
+def test_worker_without_a_warehouse_url_fails_the_step_naming_the_variable_and_writes_nothing(
+    pg_url, instance_home, rabbitmq_url, workers, tmp_path
+):
+    day = "2024-01-03"
+    env = distributed_environment(pg_url, instance_home, tmp_path, rabbitmq_url, "rpc://")
+    seed(env, day, day)
+    worker_folder = tmp_path / "worker_cwd"
+    worker_folder.mkdir()
+    workers.start(1, env, cwd=worker_folder, unset=("JOBS_PLATFORM_DATABASE_URL",))
+
+    code = finish(start_run(env, day, log_path=tmp_path / "run.log"))
+
+    assert code != 0
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        run = only_run_for(instance, day)
+        assert run.status == dg.DagsterRunStatus.FAILURE
+        (message,) = step_failure_messages(instance, run.run_id)
+        assert "JOBS_PLATFORM_DATABASE_URL" in message
+        assert "WarehouseNotShared" in message
+        # Terminal: failed once, no step retry.
+        assert len(step_start_pids(instance, run.run_id, "orders")) == 1
+    assert sa.inspect(engine_from(env)).get_table_names() == []
+    assert list(worker_folder.rglob("*.db")) == []
+
+
+def _committed_chunks(engine: sa.Engine, day: str) -> int:
+    try:
+        with engine.connect() as connection:
+            return connection.execute(COMMITTED_CHUNKS, {"day": day}).scalar_one()
+    except sa.exc.ProgrammingError:
+        return 0  # the tables do not exist yet
+
+
+def test_a_terminated_run_stops_waiting_for_a_step_no_worker_picked_up(
+    pg_url, instance_home, rabbitmq_url, tmp_path
+):
+    day = "2024-01-05"
+    env = distributed_environment(pg_url, instance_home, tmp_path, rabbitmq_url, "rpc://")
+    seed(env, day, day)
+    log = tmp_path / "run.log"
+    run_process = start_run(env, day, log_path=log)  # and no worker at all
+    wait_for(
+        lambda: "Submitting celery task" in log.read_text(),
+        timeout=RUN_SECONDS,
+        what="the step submitted to the broker",
+    )
+
+    os.killpg(run_process.pid, signal.SIGTERM)
+    terminated_at = time.monotonic()
+    code = finish(run_process, timeout=STOP_GRACE_SECONDS + 60)
+
+    assert code != 0
+    assert time.monotonic() - terminated_at < STOP_GRACE_SECONDS + 60
+    assert "revoking active tasks" in log.read_text()
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        assert only_run_for(instance, day).status == dg.DagsterRunStatus.FAILURE
+        assert runs_in_status(instance, dg.DagsterRunStatus.STARTED) == []

@@ -1,0 +1,74 @@
+"""`jobs-platform dead-letter requeue` under Celery: the run is launched through the
+instance (requeue sensor, daemon, run launcher) and its steps run on the workers."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from jobs_platform.deploy import stack
+from jobs_platform_tests.distributed.cluster import (
+    celery_step_hosts,
+    distributed_environment,
+    seed,
+)
+from jobs_platform_tests.support import (
+    REPO_ROOT,
+    engine_from,
+    expected_tables_from_landing,
+    run_cli,
+    start_run,
+    table_snapshot,
+    wait_for,
+)
+
+DAY = "2024-01-06"
+# Daemon start-up, the sensor's 15 s interval, the run's process start and two steps.
+REQUEUED_RUN_SECONDS = 240
+
+
+def test_a_requeue_from_the_cli_runs_on_the_celery_workers(
+    pg_url, instance_home, rabbitmq_url, workers, tmp_path
+):
+    env = distributed_environment(pg_url, instance_home, tmp_path, rabbitmq_url, "rpc://")
+    run_cli([str(stack.BIN / "jobs-platform"), "seed", "--start", DAY, "--end", DAY,
+             "--poison", DAY], env)  # fmt: skip
+    workers.start(1, env, cwd=tmp_path)
+    assert start_run(env, DAY, log_path=tmp_path / "poisoned.log").wait(timeout=240) != 0
+    seed(env, DAY, DAY)  # the input is fixed
+
+    layout = stack.StackLayout(tmp_path / "stack")
+    stack.start_process(
+        layout,
+        "daemon",
+        [str(stack.BIN / "dagster-daemon"), "run", "-w", str(REPO_ROOT / "workspace.yaml")],
+        stack.process_environment(env),
+        cwd=tmp_path,
+    )
+    try:
+        requeued = run_cli(
+            [str(stack.BIN / "jobs-platform"), "dead-letter", "requeue", "orders", DAY], env
+        )
+        assert requeued.returncode == 0, requeued.stdout + requeued.stderr
+        assert "through the Dagster instance" in requeued.stdout
+        with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+            run = wait_for(
+                lambda: _finished_requeue_run(instance),
+                timeout=REQUEUED_RUN_SECONDS,
+                interval=1,
+                what="the requeue sensor's run to finish",
+            )
+            assert run.status == dg.DagsterRunStatus.SUCCESS
+            hosts = celery_step_hosts(instance, run.run_id)
+    finally:
+        stack.stop_process(layout, "daemon", timeout=30)
+    assert [host.split("@")[0] for host in hosts["orders"]] == ["w1"]
+    orders_rows, revenue_rows = expected_tables_from_landing(env["JOBS_PLATFORM_LANDING"], DAY)
+    assert table_snapshot(engine_from(env), "orders") == orders_rows
+    assert table_snapshot(engine_from(env), "daily_revenue") == revenue_rows
+
+
+def _finished_requeue_run(instance: dg.DagsterInstance) -> dg.DagsterRun | None:
+    for run in instance.get_runs():
+        if run.tags.get("dagster/run_key", "").startswith("requeue-") and run.is_finished:
+            return run
+    return None
