@@ -2,6 +2,9 @@
 
 Rules: `POINT[@ASSET[/PARTITION]][#CHUNK]=ACTION[*TIMES]`, comma-separated. They exist so
 that tests can kill or stall real processes at known instants; unset, they cost nothing.
+`*TIMES` counts the partition's attempts recorded in the warehouse before this one, not
+an executor's retry number: it means the same under every executor, after a crash and
+after a redelivered task.
 """
 
 from __future__ import annotations
@@ -48,14 +51,14 @@ class Failpoint:
     sleep_seconds: float = 0.0
 
     def matches(
-        self, point: Point, asset: str, partition: str, chunk: int | None, retry_number: int
+        self, point: Point, asset: str, partition: str, chunk: int | None, attempts_before: int
     ) -> bool:
         return (
             self.point == point
             and self.asset in (None, asset)
             and self.partition in (None, partition)
             and (self.chunk is None or self.chunk == chunk)
-            and (self.times is None or retry_number < self.times)
+            and (self.times is None or attempts_before < self.times)
         )
 
 
@@ -102,11 +105,11 @@ def trigger_failpoints(
     asset: str,
     partition: str,
     chunk: int | None = None,
-    retry_number: int = 0,
+    attempts_before: int = 0,
 ) -> None:
     """Act out every rule matching this instant (callers skip this when `rules` is empty)."""
     for rule in rules:
-        if not rule.matches(point, asset, partition, chunk, retry_number):
+        if not rule.matches(point, asset, partition, chunk, attempts_before):
             continue
         where = f"failpoint {point}@{asset}/{partition}" + (
             f"#{chunk}" if chunk is not None else ""

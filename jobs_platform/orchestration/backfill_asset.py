@@ -26,10 +26,9 @@ from jobs_platform.orchestration.outcomes import (
 )
 from jobs_platform.orchestration.registry import register_backfill
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG
 from jobs_platform.store.leases import this_holder
 
-BACKFILL_TAG = "jobs_platform/backfill"
-CORRELATION_TAG = "jobs_platform/correlation_id"
 RESOURCE_KEY = "jobs_platform"
 
 
@@ -115,6 +114,8 @@ def run_backfill_step(
             metadata={"error_class": "terminal", "error_type": type(error).__name__},
             allow_retries=False,
         ) from error
+    # A warehouse behind on its schema fails each attempt before it exists (terminal:
+    # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
     runner = PartitionRunner(
         spec,
         settings,

@@ -2,20 +2,21 @@
 
 The runner already quarantines what it decides to quarantine; the hook covers a step that
 failed some other way (Dagster's own retry budget spent on crashes) and is idempotent, so
-both reporting the same failure make one entry. The decision stays in the core: an
-interrupted attempt or a partition with budget left is not quarantined.
+both reporting the same failure make one entry. The decision stays in the core
+(`engine.failure.quarantine_if_spent`, fenced by the partition's lease): an interrupted
+attempt, a partition with budget left or one a live worker holds is not quarantined.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
+from jobs_platform.engine.failure import quarantine_if_spent
 from jobs_platform.errors import WarehouseNotShared
-from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.orchestration.tags import PARTITION_TAG
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
-
-PARTITION_TAG = "dagster/partition"
+from jobs_platform.store.leases import this_holder
+from jobs_platform.store.migrate import SchemaNotReady, require_current_schema
 
 
 @dg.failure_hook(required_resource_keys={"jobs_platform"})
@@ -32,10 +33,12 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
     asset = context.step_key.split(".")[0]
     settings = context.resources.jobs_platform.settings()
     engine = warehouse_engine(settings.database_url)
-    create_tables(engine)
-    with engine.begin() as connection:
-        entry_id = quarantine_store.quarantine_if_spent(
-            connection, asset, partition, settings.max_attempts
-        )
+    try:
+        require_current_schema(engine)
+    except SchemaNotReady as exc:
+        # The step failed on the same check before any attempt: nothing to quarantine.
+        context.log.error(str(exc))
+        return
+    entry_id = quarantine_if_spent(engine, settings, asset, partition, holder=this_holder())
     if entry_id is not None:
         context.log.warning("%s/%s is quarantined as entry %s", asset, partition, entry_id)

@@ -46,11 +46,7 @@ def raise_for_dagster(failed: FailedAttempt, retry_number: int) -> None:
         ) from failed.error
     verdict = failed.verdict
     raise dg.Failure(
-        description=(
-            f"{failed.asset}/{failed.partition} quarantined: {failed.message}"
-            if not failed.gated
-            else failed.message
-        ),
+        description=_failure_description(failed),
         metadata={
             "asset": failed.asset,
             "partition": failed.partition,
@@ -62,6 +58,19 @@ def raise_for_dagster(failed: FailedAttempt, retry_number: int) -> None:
         },
         allow_retries=False,
     )
+
+
+def _failure_description(failed: FailedAttempt) -> str:
+    where = f"{failed.asset}/{failed.partition}"
+    if failed.gated:
+        return failed.message
+    if failed.decision.next_step is NextStep.GIVE_UP:
+        return (
+            f"{where} failed before the attempt started, {failed.failures} time(s): "
+            f"{failed.message}; not quarantined (nothing is known about its input), "
+            "a re-run tries again"
+        )
+    return f"{where} quarantined: {failed.message}"
 
 
 def finish_range(
@@ -101,15 +110,18 @@ def finish_range(
             max_retries=context.retry_number + 1,
             seconds_to_wait=round(min(f.decision.delay_seconds for f in again), 3),
         ) from again[0].error
-    quarantined = [f.partition for f in failed]
+    quarantined = [f.partition for f in failed if f.decision.next_step is NextStep.QUARANTINE]
+    stopped = [f.partition for f in failed if f.decision.next_step is NextStep.GIVE_UP]
     raise dg.Failure(
         description=(
             f"{asset}: {len(quarantined)} of {len(results)} partitions quarantined "
-            f"({', '.join(quarantined)}); {len(committed)} committed"
+            f"({', '.join(quarantined) or 'none'}), {len(stopped)} failed before their "
+            f"attempt started; {len(committed)} committed"
         ),
         metadata={
             "committed": ", ".join(committed) or "none",
-            "quarantined": ", ".join(quarantined),
+            "quarantined": ", ".join(quarantined) or "none",
+            "failed_before_attempt": ", ".join(stopped) or "none",
             "errors": "\n".join(f"{f.partition}: {f.message}" for f in failed)[:4000],
         },
         allow_retries=False,

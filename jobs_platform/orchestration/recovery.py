@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dagster as dg
 
+from jobs_platform.orchestration.tags import PARTITION_TAG
 from jobs_platform.store import recovery
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
-PARTITION_TAG = "dagster/partition"
 TICK_SECONDS = 30
 # How long a crashed step's run worker gets to retry the step itself, in lease TTLs.
 GRACE_LEASES = 1.0
@@ -23,7 +23,7 @@ GRACE_LEASES = 1.0
 def fail_abandoned_runs(instance: dg.DagsterInstance, settings) -> list[str]:
     """Record abandoned attempts as crashes and fail their dead runs; returns run ids failed."""
     engine = warehouse_engine(settings.database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     with engine.begin() as connection:
         recovery.record_abandoned_attempts_everywhere(connection)
     started = instance.get_runs(

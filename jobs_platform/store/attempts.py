@@ -6,6 +6,7 @@ retries, run retries, re-launches and crashes all draw from one ceiling.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from dataclasses import dataclass
 
@@ -56,14 +57,7 @@ def start_attempt(
     correlation_id: str | None,
 ) -> tuple[int, int]:
     """Record a started attempt; returns (attempt id, attempt number in the episode)."""
-    previous = connection.execute(
-        sa.select(sa.func.max(attempts.c.attempt)).where(
-            attempts.c.asset == asset,
-            attempts.c.partition == partition,
-            attempts.c.episode == episode,
-        )
-    ).scalar_one()
-    number = (previous or 0) + 1
+    number = next_attempt_number(connection, asset, partition, episode)
     attempt_id = connection.execute(
         sa.insert(attempts)
         .values(
@@ -84,13 +78,32 @@ def start_attempt(
     return attempt_id, number
 
 
+def next_attempt_number(connection: sa.Connection, asset: str, partition: str, episode: int) -> int:
+    """The number the episode's next attempt gets (1 for its first)."""
+    previous = connection.execute(
+        sa.select(sa.func.max(attempts.c.attempt)).where(
+            attempts.c.asset == asset,
+            attempts.c.partition == partition,
+            attempts.c.episode == episode,
+        )
+    ).scalar_one()
+    return (previous or 0) + 1
+
+
 def finish_attempt(
     connection: sa.Connection, attempt_id: int, failure: AttemptFailure | None = None
 ) -> None:
     """Record how an attempt ended (its own worker knows best, so it may correct a crash)."""
     values: dict = {"ended_at": utcnow()}
     if failure is None:
-        values.update(outcome=AttemptOutcome.SUCCEEDED, error_class=None)
+        # A crash recorded by someone else is corrected entirely, not only its class.
+        values.update(
+            outcome=AttemptOutcome.SUCCEEDED,
+            error_class=None,
+            error_type=None,
+            message=None,
+            traceback=None,
+        )
     else:
         values.update(
             outcome=AttemptOutcome.FAILED,
@@ -103,7 +116,7 @@ def finish_attempt(
 
 
 def record_abandoned_attempts(
-    connection: sa.Connection, asset: str, partition: str, before_token: int
+    connection: sa.Connection, asset: str, partition: str, before_token: int, now: dt.datetime
 ) -> int:
     """Mark attempts whose lease was taken over without a result as crashes."""
     return connection.execute(
@@ -114,11 +127,11 @@ def record_abandoned_attempts(
             attempts.c.outcome == AttemptOutcome.RUNNING,
             attempts.c.token < before_token,
         )
-        .values(**crash_values())
+        .values(**crash_values(now))
     ).rowcount
 
 
-def crash_values() -> dict:
+def crash_values(now: dt.datetime) -> dict:
     """The columns of an attempt whose worker died without reporting."""
     return {
         "outcome": AttemptOutcome.FAILED,
@@ -126,7 +139,8 @@ def crash_values() -> dict:
         "error_type": "WorkerLost",
         "message": "the worker stopped (killed, out of memory or hung) without reporting a "
         "result, and its lease expired or was taken over",
-        "ended_at": utcnow(),
+        # The database's clock: the rescuer compares it with the database's clock later.
+        "ended_at": now,
     }
 
 

@@ -52,10 +52,20 @@ def dispose_engines() -> None:
         _engines.clear()
 
 
+# A server that does not answer must not hang a worker (or its heartbeat) forever.
+POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
+
+
 def _create_engine(url: sa.URL) -> sa.Engine:
     if url.get_backend_name() == "sqlite":
         return _create_sqlite_engine(url)
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+    return sa.create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=5,
+        max_overflow=5,
+        connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS},
+    )
 
 
 def _create_sqlite_engine(url: sa.URL) -> sa.Engine:

@@ -8,9 +8,10 @@ from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.quarantine import QuarantineStatus
-from jobs_platform.store.schema import leases, partitions, quarantine, utcnow
+from jobs_platform.store.schema import leases, partitions, quarantine
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,11 @@ def asset_health(
     *,
     now: dt.datetime | None = None,
 ) -> dict[str, AssetHealth]:
-    """Health of each asset, given every partition key it should have."""
-    now = now or utcnow()
+    """Health of each asset, given every partition key it should have.
+
+    Leases are judged live or expired on the database's clock, as the workers judge them.
+    """
+    now = now or DATABASE_CLOCK.now(connection)
     return {
         asset: _one_asset(connection, asset, set(keys), now)
         for asset, keys in partition_keys.items()

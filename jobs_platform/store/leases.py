@@ -2,20 +2,36 @@
 
 Each acquisition issues a new, strictly increasing token. Every commit proves, inside its
 own transaction, that its token still owns the partition (`fence`); a worker that was
-paused, hung or partitioned away past its lease finds 0 rows and rolls back.
+paused, hung or partitioned away past its lease finds 0 rows and rolls back. Expiry is
+always judged on the database's clock (`store.clock`), never on a worker's.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from jobs_platform.errors import LeaseLostError
-from jobs_platform.store.schema import leases, utcnow
+from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.holders import holder_is_dead, this_holder
+from jobs_platform.store.schema import leases
+
+__all__ = [
+    "Grant",
+    "Lease",
+    "LeaseBusy",
+    "acquire_lease",
+    "attach_attempt",
+    "fence",
+    "holder_is_dead",
+    "live_leases",
+    "owns_lease",
+    "release_lease",
+    "renew_lease",
+    "this_holder",
+]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -41,34 +57,16 @@ class Grant:
 class LeaseBusy(Exception):
     """Another live worker holds the partition; wait, this is not a failure of the input."""
 
-    def __init__(self, asset: str, partition: str, holder: str, expires_at: dt.datetime):
+    def __init__(
+        self, asset: str, partition: str, holder: str, expires_at: dt.datetime, seconds_left: float
+    ):
         self.holder = holder
         self.expires_at = expires_at
-        super().__init__(f"{asset}/{partition} is leased by {holder} until {expires_at:%H:%M:%S}")
-
-    def seconds_left(self, now: dt.datetime | None = None) -> float:
-        return max(0.0, (self.expires_at - (now or utcnow())).total_seconds())
-
-
-def this_holder() -> str:
-    """Who this process is, so that a dead holder on this host can be recognised."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_process_start_ticks(os.getpid())}"
-
-
-def holder_is_dead(holder: str) -> bool:
-    """True when `holder` was a process on this host that no longer runs.
-
-    Holders on other hosts are never judged here: their leases simply expire. The start
-    time in the holder id protects against a recycled pid.
-    """
-    try:
-        host, pid_text, ticks = holder.rsplit(":", 2)
-        pid = int(pid_text)
-    except ValueError:
-        return False
-    if host != socket.gethostname():
-        return False
-    return _process_start_ticks(pid) != ticks
+        # Measured on the database's clock when the lease was found busy.
+        self.seconds_left = max(0.0, seconds_left)
+        super().__init__(
+            f"{asset}/{partition} is leased by {holder} for another {self.seconds_left:.1f}s"
+        )
 
 
 def acquire_lease(
@@ -79,8 +77,13 @@ def acquire_lease(
     holder: str,
     run_id: str | None,
     ttl_seconds: float,
+    clock: LeaseClock = DATABASE_CLOCK,
 ) -> Grant:
-    """Take the partition's lease with a new token, or raise LeaseBusy."""
+    """Take the partition's lease with a new token, or raise LeaseBusy.
+
+    A live lease is taken over early only when its holder is provably dead (see
+    `store.holders`); otherwise only once it has expired on the database's clock.
+    """
     with engine.begin() as connection:
         connection.execute(
             _insert_ignore(connection)(leases)
@@ -92,10 +95,11 @@ def acquire_lease(
             .where(leases.c.asset == asset, leases.c.partition == partition)
             .with_for_update()
         ).one()
-        now = utcnow()
+        now = clock.now(connection)
         live = current.holder is not None and current.expires_at > now
         if live and not holder_is_dead(current.holder):
-            raise LeaseBusy(asset, partition, current.holder, current.expires_at)
+            seconds_left = (current.expires_at - now).total_seconds()
+            raise LeaseBusy(asset, partition, current.holder, current.expires_at, seconds_left)
         token = current.token + 1
         connection.execute(
             sa.update(leases)
@@ -116,37 +120,58 @@ def acquire_lease(
     return Grant(Lease(asset, partition, token, holder), abandoned_by=current.holder)
 
 
-def fence(connection: sa.Connection, lease: Lease, ttl_seconds: float) -> None:
+def fence(
+    connection: sa.Connection, lease: Lease, ttl_seconds: float, clock: LeaseClock = DATABASE_CLOCK
+) -> None:
     """Prove inside the caller's transaction that `lease` still owns the partition.
 
     Run it last before COMMIT: it locks the lease row until the commit, so a takeover
     waits for this commit or this commit sees the takeover, never both.
     """
-    now = utcnow()
-    renewed = connection.execute(
-        sa.update(leases)
-        .where(*_owned(lease), leases.c.expires_at > now)
-        .values(expires_at=now + dt.timedelta(seconds=ttl_seconds))
-    ).rowcount
-    if renewed != 1:
+    if not _extend(connection, lease, ttl_seconds, clock):
         raise LeaseLostError(
             f"lease on {lease.asset}/{lease.partition} lost (token {lease.token}); "
             "this commit was rolled back"
         )
 
 
-def renew_lease(engine: sa.Engine, lease: Lease, ttl_seconds: float) -> bool:
-    """Heartbeat: extend the lease if it is still ours and unexpired; False when lost."""
-    now = utcnow()
+def renew_lease(
+    engine: sa.Engine,
+    lease: Lease,
+    ttl_seconds: float,
+    clock: LeaseClock = DATABASE_CLOCK,
+    *,
+    timeout_seconds: float | None = None,
+) -> bool:
+    """Heartbeat: extend the lease if it is still ours and unexpired; False when lost.
+
+    With `timeout_seconds`, PostgreSQL stops waiting for a lock or a statement after that
+    long (the call raises), so a renewal cannot hang its caller.
+    """
     with engine.begin() as connection:
-        return (
-            connection.execute(
-                sa.update(leases)
-                .where(*_owned(lease), leases.c.expires_at > now)
-                .values(expires_at=now + dt.timedelta(seconds=ttl_seconds))
-            ).rowcount
-            == 1
-        )
+        if timeout_seconds is not None and connection.dialect.name == "postgresql":
+            connection.execute(_BOUND_THIS_TRANSACTION, {"ms": str(int(timeout_seconds * 1000))})
+        return _extend(connection, lease, ttl_seconds, clock)
+
+
+# Transaction-local (the `true`): the pooled connection keeps its defaults afterwards.
+_BOUND_THIS_TRANSACTION = sa.text(
+    "SELECT set_config('lock_timeout', :ms, true), set_config('statement_timeout', :ms, true)"
+)
+
+
+def owns_lease(connection: sa.Connection, lease: Lease) -> bool:
+    """Lock the partition's lease row and tell whether `lease` is still its current token.
+
+    A lease past its expiry that nobody took over is still owned: no one else can have
+    written since. The row lock holds until the caller's commit, so no takeover slips in.
+    """
+    current = connection.execute(
+        sa.select(leases.c.token)
+        .where(leases.c.asset == lease.asset, leases.c.partition == lease.partition)
+        .with_for_update()
+    ).scalar_one_or_none()
+    return current == lease.token
 
 
 def attach_attempt(connection: sa.Connection, lease: Lease, attempt_id: int) -> None:
@@ -164,6 +189,16 @@ def live_leases(connection: sa.Connection) -> list[sa.Row]:
     return list(connection.execute(sa.select(leases).where(leases.c.holder.is_not(None))))
 
 
+def _extend(connection: sa.Connection, lease: Lease, ttl_seconds: float, clock: LeaseClock) -> bool:
+    now = clock.now(connection)
+    extended = connection.execute(
+        sa.update(leases)
+        .where(*_owned(lease), leases.c.expires_at > now)
+        .values(expires_at=now + dt.timedelta(seconds=ttl_seconds))
+    ).rowcount
+    return extended == 1
+
+
 def _owned(lease: Lease) -> list[sa.ColumnElement[bool]]:
     return [
         leases.c.asset == lease.asset,
@@ -178,14 +213,3 @@ def _insert_ignore(connection: sa.Connection):
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert
-
-
-def _process_start_ticks(pid: int) -> str:
-    """The process's start time in clock ticks, or "" when it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return ""
-    state, start_ticks = fields[0], fields[19]
-    return "" if state in ("Z", "X") else start_ticks

@@ -14,13 +14,20 @@ import sqlalchemy as sa
 
 from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import AttemptOutcome, crash_values
-from jobs_platform.store.leases import holder_is_dead
-from jobs_platform.store.schema import attempts, leases, utcnow
+from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.holders import holder_is_dead
+from jobs_platform.store.schema import attempts, leases
 
 
-def record_abandoned_attempts_everywhere(connection: sa.Connection) -> list[sa.Row]:
-    """Mark every abandoned attempt as a crash; returns the attempts marked."""
-    now = utcnow()
+def record_abandoned_attempts_everywhere(
+    connection: sa.Connection, clock: LeaseClock = DATABASE_CLOCK
+) -> list[sa.Row]:
+    """Mark every abandoned attempt as a crash; returns the attempts marked.
+
+    A holder in another PID namespace or on another host is never judged dead here: its
+    attempt is abandoned only once its lease has expired on the database's clock.
+    """
+    now = clock.now(connection)
     candidates = connection.execute(
         sa.select(
             attempts,
@@ -45,15 +52,18 @@ def record_abandoned_attempts_everywhere(connection: sa.Connection) -> list[sa.R
         connection.execute(
             sa.update(attempts)
             .where(attempts.c.id == row.id, attempts.c.outcome == AttemptOutcome.RUNNING)
-            .values(**crash_values())
+            .values(**crash_values(now))
         )
     return abandoned
 
 
-def runs_with_live_attempts(connection: sa.Connection, run_ids: list[str]) -> set[str]:
+def runs_with_live_attempts(
+    connection: sa.Connection, run_ids: list[str], clock: LeaseClock = DATABASE_CLOCK
+) -> set[str]:
     """Which of these runs still have an attempt running under a live lease."""
     if not run_ids:
         return set()
+    now = clock.now(connection)
     rows = connection.execute(
         sa.select(attempts.c.run_id)
         .join(
@@ -67,30 +77,33 @@ def runs_with_live_attempts(connection: sa.Connection, run_ids: list[str]) -> se
         .where(
             attempts.c.run_id.in_(run_ids),
             attempts.c.outcome == AttemptOutcome.RUNNING,
-            leases.c.expires_at > utcnow(),
+            leases.c.expires_at > now,
         )
     ).scalars()
     return set(rows)
 
 
 def runs_whose_worker_died(
-    connection: sa.Connection, run_ids: list[str], grace_seconds: float
+    connection: sa.Connection,
+    run_ids: list[str],
+    grace_seconds: float,
+    clock: LeaseClock = DATABASE_CLOCK,
 ) -> set[str]:
-    """Runs whose latest attempt crashed more than `grace_seconds` ago and started no other.
+    """Runs whose latest attempt crashed at least `grace_seconds` ago and started no other.
 
     The grace leaves a live run worker time to retry its killed step itself; a run worker
     that is gone never does, and its run must be failed by someone else.
     """
     if not run_ids:
         return set()
-    live = runs_with_live_attempts(connection, run_ids)
+    live = runs_with_live_attempts(connection, run_ids, clock)
     latest = (
         sa.select(attempts.c.run_id, sa.func.max(attempts.c.id).label("latest_id"))
         .where(attempts.c.run_id.in_(run_ids))
         .group_by(attempts.c.run_id)
         .subquery()
     )
-    cutoff = utcnow() - dt.timedelta(seconds=grace_seconds)
+    cutoff = clock.now(connection) - dt.timedelta(seconds=grace_seconds)
     crashed = connection.execute(
         sa.select(attempts.c.run_id)
         .join(latest, attempts.c.id == latest.c.latest_id)

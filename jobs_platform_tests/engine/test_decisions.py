@@ -8,24 +8,33 @@ import pytest
 
 from jobs_platform.engine.decisions import (
     MAX_BACKOFF_SECONDS,
+    MIN_SNOOZE_SECONDS,
     Decision,
     NextStep,
-    decide_after_failure,
+    RetryBudget,
     full_jitter_delay,
+)
+from jobs_platform.engine.decisions import (
+    decide as decide_next,
 )
 from jobs_platform.errors import Classification, Verdict
 
 MAX_ATTEMPTS = 5
 BASE = 2.0
+LEASE = 60.0
 
 
 def verdict(classification: Classification, retry_after: float | None = None) -> Verdict:
     return Verdict(classification, retry_after, "test")
 
 
+def budget(max_attempts: int = MAX_ATTEMPTS) -> RetryBudget:
+    return RetryBudget(max_attempts, BASE, lease_seconds=LEASE)
+
+
 def decide(classification, failures: int, retry_after=None, seed: int = 7) -> Decision:
-    return decide_after_failure(
-        verdict(classification, retry_after), failures, MAX_ATTEMPTS, BASE, random.Random(seed)
+    return decide_next(
+        verdict(classification, retry_after), failures, budget(), random.Random(seed)
     )
 
 
@@ -125,7 +134,7 @@ def test_retryable_failure_at_the_ceiling_is_quarantined(classification, failure
 
 
 def test_ceiling_of_one_attempt_quarantines_the_first_retryable_failure():
-    decision = decide_after_failure(verdict(Classification.RETRYABLE), 1, 1, BASE)
+    decision = decide_next(verdict(Classification.RETRYABLE), 1, budget(max_attempts=1))
 
     assert decision.next_step is NextStep.QUARANTINE
 
@@ -169,3 +178,44 @@ def test_lost_lease_or_interruption_snoozes_whatever_the_count(classification, f
     decision = decide(classification, failures)
 
     assert decision == Decision(NextStep.SNOOZE, BASE)
+
+
+# Busy, and failures before any attempt began
+
+
+@pytest.mark.parametrize("seconds_left", [0.0, 3.0, 45.0])
+def test_busy_partition_snoozes_until_the_lease_could_expire_at_most_a_third_ttl(seconds_left):
+    rng = random.Random(5)
+
+    delays = [decide_next(None, 0, budget(), rng, busy_for=seconds_left) for _ in range(200)]
+
+    wait = max(MIN_SNOOZE_SECONDS, min(seconds_left, LEASE / 3))
+    assert {d.next_step for d in delays} == {NextStep.SNOOZE}
+    assert all(wait <= d.delay_seconds <= 1.5 * wait for d in delays)
+
+
+def test_busy_partition_snoozes_whatever_the_count():
+    decision = decide_next(None, MAX_ATTEMPTS + 3, budget(), busy_for=1.0)
+
+    assert decision.next_step is NextStep.SNOOZE
+
+
+def test_failure_before_the_attempt_began_is_retried_below_the_ceiling():
+    decision = decide_next(
+        verdict(Classification.RETRYABLE), 1, budget(), random.Random(1), attempt_started=False
+    )
+
+    assert decision.next_step is NextStep.RETRY
+    assert 0 <= decision.delay_seconds <= BASE
+
+
+@pytest.mark.parametrize(
+    ("classification", "failures"),
+    [(Classification.RETRYABLE, MAX_ATTEMPTS), (Classification.TERMINAL, 1)],
+)
+def test_failure_before_the_attempt_began_gives_up_instead_of_quarantining(
+    classification, failures
+):
+    decision = decide_next(verdict(classification), failures, budget(), attempt_started=False)
+
+    assert decision.next_step is NextStep.GIVE_UP

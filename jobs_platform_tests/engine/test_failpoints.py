@@ -27,7 +27,7 @@ def trigger(
     asset: str = ASSET,
     partition: str = PARTITION,
     chunk: int | None = 0,
-    retry_number: int = 0,
+    attempts_before: int = 0,
 ) -> None:
     trigger_failpoints(
         parse_failpoints(text),
@@ -35,7 +35,7 @@ def trigger(
         asset=asset,
         partition=partition,
         chunk=chunk,
-        retry_number=retry_number,
+        attempts_before=attempts_before,
     )
 
 
@@ -216,25 +216,25 @@ def test_rule_without_a_chunk_fires_at_every_chunk():
             trigger("read=transient", chunk=chunk)
 
 
-@pytest.mark.parametrize("retry_number", [0, 1])
-def test_times_rule_fires_while_the_retry_number_is_below_times(retry_number):
+@pytest.mark.parametrize("attempts_before", [0, 1])
+def test_times_rule_fires_while_the_attempts_before_is_below_times(attempts_before):
     with pytest.raises(RetryableError):
-        trigger("read=transient*2", retry_number=retry_number)
+        trigger("read=transient*2", attempts_before=attempts_before)
 
 
-@pytest.mark.parametrize("retry_number", [2, 3, 10])
-def test_times_rule_lets_later_retries_pass(retry_number):
-    trigger("read=transient*2", retry_number=retry_number)
+@pytest.mark.parametrize("attempts_before", [2, 3, 10])
+def test_times_rule_lets_later_retries_pass(attempts_before):
+    trigger("read=transient*2", attempts_before=attempts_before)
 
 
 def test_times_zero_never_fires():
-    trigger("read=transient*0", retry_number=0)
+    trigger("read=transient*0", attempts_before=0)
 
 
 def test_rule_without_times_fires_on_every_retry():
-    for retry_number in (0, 5, 50):
+    for attempts_before in (0, 5, 50):
         with pytest.raises(RetryableError):
-            trigger("read=transient", retry_number=retry_number)
+            trigger("read=transient", attempts_before=attempts_before)
 
 
 def test_first_matching_rule_acts():

@@ -6,10 +6,9 @@ test controls, so that an attempt can be made to succeed, fail, block or crash a
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
-import os
 import signal
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -24,10 +23,13 @@ from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import AttemptInterrupted, Classification, RetryableError, TerminalError
 from jobs_platform.settings import Settings
 from jobs_platform.store.attempts import attempt_history
-from jobs_platform.store.leases import acquire_lease
+from jobs_platform.store.holders import HolderIdentity
+from jobs_platform.store.leases import acquire_lease, this_holder
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.quarantine import QuarantineStatus, latest_entry, requeue_partition
+from jobs_platform.store.schema import create_user_tables
 from jobs_platform.store.upsert import UpsertCounts
+from jobs_platform_tests.support import upgraded_warehouse
 
 ASSET, DAY = "items", "2024-01-03"
 MAX_ATTEMPTS = 3
@@ -87,6 +89,8 @@ def items_spec(source: ItemsInput) -> BackfillSpec:
 
 @pytest.fixture
 def settings(warehouse_url, tmp_path) -> Settings:
+    """A warehouse as a deploy leaves it: upgraded, with the backfill's `items` table."""
+    create_user_tables(upgraded_warehouse(warehouse_url), items_table())
     return Settings(
         database_url=warehouse_url,
         landing_root=str(tmp_path),
@@ -386,7 +390,8 @@ def test_interrupted_attempt_does_not_count_toward_the_ceiling(runner, items_inp
 def test_worker_whose_lease_was_taken_over_cannot_commit_and_snoozes(runner, items_input):
     # The pid is ours but the start time is not: judged a dead (recycled) holder, so
     # another worker may take the lease over while this attempt is still reading.
-    stale_holder = f"{socket.gethostname()}:{os.getpid()}:0"
+    here = HolderIdentity.parse(this_holder())
+    stale_holder = str(dataclasses.replace(here, start_ticks="0"))
     items_input.before_chunk[1] = lambda: acquire_lease(
         runner.engine, ASSET, DAY, holder="worker-b", run_id=None, ttl_seconds=60
     )

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import socket
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import sqlalchemy as sa
 
 from jobs_platform.errors import LeaseLostError
+from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.holders import HolderIdentity
 from jobs_platform.store.leases import (
     Grant,
     LeaseBusy,
@@ -25,27 +27,37 @@ from jobs_platform.store.leases import (
     renew_lease,
     this_holder,
 )
-from jobs_platform.store.schema import create_tables, leases, utcnow
+from jobs_platform.store.schema import leases, utcnow
+from jobs_platform_tests.support import ManualClock, upgraded_warehouse
 
 ASSET, PARTITION = "items", "2024-01-03"
 TTL = 30.0
 LONG_TTL = 3600.0
-SHORT_TTL = 0.05  # expiry is judged on the workers' clock, so a tiny TTL is exact
+SHORT_TTL = 1.0
 
 
 @pytest.fixture
 def warehouse(warehouse_url) -> sa.Engine:
-    engine = warehouse_engine(warehouse_url)
-    create_tables(engine)
+    engine = upgraded_warehouse(warehouse_url)
     return engine
 
 
-def acquire(engine: sa.Engine, holder: str, ttl: float = TTL, partition=PARTITION) -> Grant:
-    return acquire_lease(engine, ASSET, partition, holder=holder, run_id=None, ttl_seconds=ttl)
+@pytest.fixture
+def clock() -> ManualClock:
+    """Lease time that the test moves by hand: expiry without sleeping."""
+    return ManualClock()
 
 
-def wait_past(ttl: float) -> None:
-    time.sleep(ttl + 0.02)
+def acquire(
+    engine: sa.Engine,
+    holder: str,
+    ttl: float = TTL,
+    partition=PARTITION,
+    clock: LeaseClock = DATABASE_CLOCK,
+) -> Grant:
+    return acquire_lease(
+        engine, ASSET, partition, holder=holder, run_id=None, ttl_seconds=ttl, clock=clock
+    )
 
 
 def expires_in(engine: sa.Engine) -> float:
@@ -57,26 +69,28 @@ def expires_in(engine: sa.Engine) -> float:
     return (expires_at - utcnow()).total_seconds()
 
 
-def holder_of(pid: int) -> str:
-    """The holder id `this_holder()` gives the process `pid`: host, pid, start time in ticks."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        start_ticks = stat.read().rsplit(")", 1)[1].split()[19]
-    return f"{socket.gethostname()}:{pid}:{start_ticks}"
+def holder_of(pid: int, start_ticks: str | None = None) -> str:
+    """The holder id `this_holder()` gives the process `pid` (started at `start_ticks`)."""
+    if start_ticks is None:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            start_ticks = stat.read().rsplit(")", 1)[1].split()[19]
+    here = HolderIdentity.parse(this_holder())
+    return str(dataclasses.replace(here, pid=pid, start_ticks=start_ticks))
 
 
 # Tokens and ownership
 
 
-def test_tokens_strictly_increase_across_acquisitions(warehouse):
+def test_tokens_strictly_increase_across_acquisitions(warehouse, clock):
     tokens = []
     for _ in range(3):
-        grant = acquire(warehouse, this_holder())
+        grant = acquire(warehouse, this_holder(), clock=clock)
         tokens.append(grant.lease.token)
         with warehouse.begin() as connection:
             release_lease(connection, grant.lease)
-    tokens.append(acquire(warehouse, this_holder(), ttl=SHORT_TTL).lease.token)
-    wait_past(SHORT_TTL)
-    tokens.append(acquire(warehouse, "other-host:1:1").lease.token)
+    tokens.append(acquire(warehouse, this_holder(), ttl=SHORT_TTL, clock=clock).lease.token)
+    clock.advance(SHORT_TTL)
+    tokens.append(acquire(warehouse, "other-host:1:1", clock=clock).lease.token)
 
     assert tokens == sorted(set(tokens))
     assert len(tokens) == 5
@@ -97,7 +111,7 @@ def test_live_lease_makes_a_second_acquisition_busy(warehouse):
         acquire(warehouse, "worker-b")
 
     assert busy.value.holder == "worker-a"
-    assert 0 < busy.value.seconds_left() <= TTL
+    assert 0 < busy.value.seconds_left <= TTL
 
 
 def test_live_lease_of_this_very_process_is_busy_too(warehouse):
@@ -107,37 +121,37 @@ def test_live_lease_of_this_very_process_is_busy_too(warehouse):
         acquire(warehouse, this_holder())
 
 
-def test_expired_lease_is_taken_over_with_a_new_token(warehouse):
-    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
-    wait_past(SHORT_TTL)
+def test_expired_lease_is_taken_over_with_a_new_token(warehouse, clock):
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL, clock=clock)
+    clock.advance(SHORT_TTL)
 
-    new = acquire(warehouse, "worker-b")
+    new = acquire(warehouse, "worker-b", clock=clock)
 
     assert new.lease.token > old.lease.token
     assert new.abandoned_by == "worker-a"
 
 
-def test_old_token_cannot_commit_after_a_takeover_and_its_writes_roll_back(warehouse):
+def test_old_token_cannot_commit_after_a_takeover_and_its_writes_roll_back(warehouse, clock):
     notes = sa.Table("notes", sa.MetaData(), sa.Column("text", sa.Text))
     notes.create(warehouse)
-    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
-    wait_past(SHORT_TTL)
-    acquire(warehouse, "worker-b")
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL, clock=clock)
+    clock.advance(SHORT_TTL)
+    acquire(warehouse, "worker-b", clock=clock)
 
     with pytest.raises(LeaseLostError, match="lost"), warehouse.begin() as connection:
         connection.execute(sa.insert(notes).values(text="written by the stale worker"))
-        fence(connection, old.lease, TTL)
+        fence(connection, old.lease, TTL, clock)
 
     with warehouse.connect() as connection:
         assert connection.execute(sa.select(sa.func.count()).select_from(notes)).scalar() == 0
 
 
-def test_fence_refuses_an_expired_lease_even_before_a_takeover(warehouse):
-    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
-    wait_past(SHORT_TTL)
+def test_fence_refuses_an_expired_lease_even_before_a_takeover(warehouse, clock):
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL, clock=clock)
+    clock.advance(SHORT_TTL)
 
     with pytest.raises(LeaseLostError), warehouse.begin() as connection:
-        fence(connection, old.lease, TTL)
+        fence(connection, old.lease, TTL, clock)
 
 
 def test_fence_succeeds_for_the_owner_and_extends_the_lease(warehouse):
@@ -158,20 +172,20 @@ def test_renew_extends_the_lease_of_its_owner(warehouse):
     assert TTL < expires_in(warehouse) <= LONG_TTL
 
 
-def test_renew_does_not_revive_an_expired_lease(warehouse):
-    grant = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
-    wait_past(SHORT_TTL)
+def test_renew_does_not_revive_an_expired_lease(warehouse, clock):
+    grant = acquire(warehouse, "worker-a", ttl=SHORT_TTL, clock=clock)
+    clock.advance(SHORT_TTL)
 
-    assert renew_lease(warehouse, grant.lease, LONG_TTL) is False
-    assert acquire(warehouse, "worker-b").lease.token == grant.lease.token + 1
+    assert renew_lease(warehouse, grant.lease, LONG_TTL, clock) is False
+    assert acquire(warehouse, "worker-b", clock=clock).lease.token == grant.lease.token + 1
 
 
-def test_renew_reports_a_lease_lost_to_a_takeover(warehouse):
-    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
-    wait_past(SHORT_TTL)
-    acquire(warehouse, "worker-b")
+def test_renew_reports_a_lease_lost_to_a_takeover(warehouse, clock):
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL, clock=clock)
+    clock.advance(SHORT_TTL)
+    acquire(warehouse, "worker-b", clock=clock)
 
-    assert renew_lease(warehouse, old.lease, TTL) is False
+    assert renew_lease(warehouse, old.lease, TTL, clock) is False
 
 
 def test_release_lets_another_worker_acquire_at_once(warehouse):
@@ -185,16 +199,16 @@ def test_release_lets_another_worker_acquire_at_once(warehouse):
     assert second.abandoned_by is None
 
 
-def test_release_by_a_stale_token_does_not_free_the_new_owners_lease(warehouse):
-    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL)
-    wait_past(SHORT_TTL)
-    acquire(warehouse, "worker-b")
+def test_release_by_a_stale_token_does_not_free_the_new_owners_lease(warehouse, clock):
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL, clock=clock)
+    clock.advance(SHORT_TTL)
+    acquire(warehouse, "worker-b", clock=clock)
 
     with warehouse.begin() as connection:
         release_lease(connection, old.lease)
 
     with pytest.raises(LeaseBusy):
-        acquire(warehouse, "worker-c")
+        acquire(warehouse, "worker-c", clock=clock)
 
 
 def test_unexpired_lease_of_a_dead_process_on_this_host_is_taken_over(warehouse):
@@ -247,7 +261,7 @@ def _contend_in_a_process(url: str, holder: str, barrier, results) -> None:
 
 
 def test_racing_processes_on_postgresql_have_exactly_one_winner(pg_url):
-    create_tables(warehouse_engine(pg_url))
+    upgraded_warehouse(pg_url)
     context = multiprocessing.get_context("fork")  # fast: the modules are already loaded
     contenders = 4
     barrier, results = context.Barrier(contenders), context.Queue()
@@ -288,13 +302,31 @@ def test_this_holder_names_host_pid_and_start_time():
 
 
 def test_holder_whose_pid_now_runs_another_process_is_dead():
-    recycled = f"{socket.gethostname()}:{os.getpid()}:1"
+    recycled = holder_of(os.getpid(), start_ticks="1")
 
     assert holder_is_dead(recycled) is True
 
 
 def test_holder_on_another_host_is_never_judged_dead():
-    assert holder_is_dead("some-other-host:999999:1") is False
+    here = HolderIdentity.parse(this_holder())
+
+    elsewhere = dataclasses.replace(here, host="some-other-host", pid=999999, start_ticks="1")
+
+    assert holder_is_dead(str(elsewhere)) is False
+
+
+@pytest.mark.parametrize("field", ["boot_id", "pid_namespace"])
+def test_holder_of_another_boot_or_pid_namespace_is_never_judged_dead(field):
+    here = HolderIdentity.parse(this_holder())
+
+    elsewhere = dataclasses.replace(here, pid=999999, start_ticks="1", **{field: "other"})
+
+    assert holder_is_dead(str(elsewhere)) is False
+
+
+def test_holder_id_without_boot_and_namespace_is_never_judged_dead():
+    # Written by an earlier version (host:pid:ticks): not provably here, so it expires.
+    assert holder_is_dead(f"{socket.gethostname()}:999999:1") is False
 
 
 @pytest.mark.parametrize("holder", ["worker-a", "host:not-a-pid:1", ""])

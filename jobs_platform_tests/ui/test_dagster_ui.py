@@ -24,7 +24,14 @@ import httpx
 import pytest
 
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform_tests.support import DAGSTER, REPO_ROOT, platform_environment, wait_for
+from jobs_platform.orchestration.tags import PARTITION_TAG
+from jobs_platform_tests.support import (
+    DAGSTER,
+    REPO_ROOT,
+    platform_environment,
+    prepare_warehouse,
+    wait_for,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Flags checked on this stack (shared NOTES): no sandbox as root, no GPU, nothing phoning home.
@@ -75,6 +82,7 @@ DEAD_LETTER_QUERY = """
 @pytest.mark.timeout(900)
 def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
     sync_playwright, expect = _playwright()
+    prepare_warehouse(pg_url)  # the deploy step: `jobs-platform db upgrade` and the tables
     env = platform_environment(pg_url, tmp_path)
     # The repo's instance settings (QueuedRunCoordinator, run monitoring, run retries),
     # so the test exercises what `dagster dev` in the repo root uses.
@@ -132,7 +140,7 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
                 interval=3,
                 what=f"backfill {backfill['id']} to finish",
             )
-            statuses = {_tag(run, "dagster/partition"): run["status"] for run in finished["runs"]}
+            statuses = {_tag(run, PARTITION_TAG): run["status"] for run in finished["runs"]}
             assert statuses == {
                 "2024-01-01": "SUCCESS",
                 "2024-01-02": "FAILURE",

@@ -1,0 +1,103 @@
+"""The end of a successful attempt: one fenced transaction makes the partition done.
+
+It sweeps the partition's rows that are no longer in the input, drops checkpoints past the
+input's last chunk, marks the partition done (with the input's fingerprint), resolves a
+requeued entry, records the attempt as succeeded and releases the lease. The fence runs
+last, so a worker that lost its lease rolls all of it back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+
+from jobs_platform.engine.attempt import Attempt, Workplace
+from jobs_platform.engine.events import Lifecycle
+from jobs_platform.engine.results import PartitionReport
+from jobs_platform.store import attempts as attempt_store
+from jobs_platform.store import checkpoints as checkpoint_store
+from jobs_platform.store import leases as lease_store
+from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store.partitions import PartitionStatus, done_record, set_partition_status
+from jobs_platform.store.sweep import sweep_partition
+from jobs_platform.store.upsert import UpsertCounts
+
+
+def finalize(
+    place: Workplace,
+    attempt: Attempt,
+    *,
+    fingerprint: str,
+    seen_keys: Collection,
+    chunk_count: int,
+    input_rows: int,
+    before_commit: Callable[[], None],
+) -> tuple[int, float]:
+    """Commit the partition as done; returns (rows swept, the attempt's duration)."""
+    spec, partition = place.spec, attempt.partition
+    duration = time.monotonic() - attempt.began
+    with place.engine.begin() as connection:
+        swept = sweep_partition(
+            connection,
+            spec.table,
+            spec.key,
+            spec.partition_scope(spec.table, partition),
+            seen_keys,
+        )
+        checkpoint_store.forget_chunks_from(connection, spec.asset, partition, chunk_count)
+        set_partition_status(
+            connection,
+            spec.asset,
+            partition,
+            PartitionStatus.DONE,
+            fingerprint=fingerprint,
+            row_count=input_rows,
+            duration_seconds=duration,
+            run_id=attempt.info.run_id,
+        )
+        _succeed(place, attempt, connection, before_commit)
+    return swept, duration
+
+
+def finish_if_unchanged(
+    place: Workplace, attempt: Attempt, fingerprint: str, before_commit: Callable[[], None]
+) -> PartitionReport | None:
+    """A done partition whose input fingerprint is unchanged: finish without reading it.
+
+    Safe because its rows were derived from exactly this input (by this `version` of the
+    reader) and committed with the done record; reading it again would skip every chunk
+    anyway. Bump `version` to recompute after changing the reader.
+    """
+    spec, partition, began = place.spec, attempt.partition, time.monotonic()
+    with place.engine.begin() as connection:
+        done = done_record(connection, spec.asset, partition)
+        if done is None or done.fingerprint != fingerprint:
+            return None
+        chunks = len(
+            checkpoint_store.committed_chunks(connection, spec.asset, partition, fingerprint)
+        )
+        set_partition_status(
+            connection, spec.asset, partition, PartitionStatus.DONE, run_id=attempt.info.run_id
+        )
+        _succeed(place, attempt, connection, before_commit)
+    rows = done.row_count or 0
+    duration = round(time.monotonic() - began, 3)
+    attempt.trail.emit(
+        Lifecycle.SUCCEEDED,
+        "input unchanged since the partition was done; nothing to read or write",
+        input_rows=rows,
+        chunks_resumed=chunks,
+        duration_seconds=duration,
+    )
+    return PartitionReport(
+        spec.asset, partition, attempt.number, rows, UpsertCounts(unchanged=rows), 0, 0, chunks,
+        duration, fingerprint,
+    )  # fmt: skip
+
+
+def _succeed(place: Workplace, attempt: Attempt, connection, before_commit) -> None:
+    quarantine_store.resolve_requeued(connection, place.spec.asset, attempt.partition)
+    attempt_store.finish_attempt(connection, attempt.attempt_id)
+    before_commit()
+    lease_store.fence(connection, attempt.lease, place.settings.lease_seconds, place.clock)
+    lease_store.release_lease(connection, attempt.lease)

@@ -1,0 +1,34 @@
+"""Whose clock a lease decision reads: the warehouse's, so that every host agrees.
+
+Workers on different hosts (or under `faketime`) disagree about the time; the database
+they share does not. Lease expiry, takeover and renewal therefore compare the database's
+clock with the database's timestamps. SQLite lives on one host, whose clock is the only
+one. Tests inject a clock of their own, as tenacity injects `sleep`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Protocol
+
+import sqlalchemy as sa
+
+from jobs_platform.store.schema import utcnow
+
+
+class LeaseClock(Protocol):
+    def now(self, connection: sa.Connection) -> dt.datetime:
+        """The current time, UTC-aware, as every worker sharing `connection`'s database sees it."""
+        ...
+
+
+class DatabaseClock:
+    """PostgreSQL's `clock_timestamp()` (not the transaction's start); SQLite's host clock."""
+
+    def now(self, connection: sa.Connection) -> dt.datetime:
+        if connection.dialect.name == "postgresql":
+            return connection.execute(sa.text("SELECT clock_timestamp()")).scalar_one()
+        return utcnow()
+
+
+DATABASE_CLOCK = DatabaseClock()
