@@ -130,6 +130,23 @@ def ensure_database(url: str) -> None:
         admin.dispose()
 
 
+def prepare_warehouse(url: str) -> None:
+    """The deploy step: `db upgrade` of the framework's tables, then the backfills' tables.
+
+    The code location's backfills (the examples here) get their tables created when
+    missing, never altered; a deployment with its own tables runs its own migrations.
+    """
+    import jobs_platform.definitions  # noqa: F401 - declares the code location's backfills
+    from jobs_platform.orchestration.registry import backfill_specs
+    from jobs_platform.store.db import warehouse_engine
+    from jobs_platform.store.migrate import upgrade_warehouse
+    from jobs_platform.store.schema import create_user_tables
+
+    engine = warehouse_engine(url)
+    upgrade_warehouse(engine)
+    create_user_tables(engine, *(spec.table for spec in backfill_specs().values()))
+
+
 def check_broker(url: str, timeout: float = 5.0) -> None:
     from kombu import Connection
 
@@ -233,6 +250,7 @@ def up(args: argparse.Namespace) -> int:
     check_broker(settings.celery_broker)
     ensure_database(settings.database_url)
     ensure_database(args.instance_db)
+    prepare_warehouse(settings.database_url)
     print(f"broker {args.broker} answers; warehouse {redact_url(settings.database_url)}")
     _warn_on_short_consumer_timeout(settings)
     print(f"instance on PostgreSQL {redact_url(args.instance_db)}")

@@ -14,6 +14,7 @@ from jobs_platform_tests.support import (
     REPO_ROOT,
     materialize,
     platform_environment,
+    prepare_warehouse,
     run_cli,
     wait_for,
 )
@@ -35,6 +36,7 @@ def test_the_instance_template_uses_psycopg2_not_a_bare_postgresql_scheme(instan
 def test_a_run_and_its_event_log_are_stored_in_postgres(
     pg_url, instance_home, tmp_path, monkeypatch
 ):
+    prepare_warehouse(pg_url)
     env = platform_environment(pg_url, tmp_path, DAGSTER_HOME=str(instance_home))
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -57,6 +59,7 @@ def test_a_run_and_its_event_log_are_stored_in_postgres(
 def test_the_daemon_ticks_sensors_and_a_started_schedule_on_a_postgres_instance(
     pg_url, instance_home, tmp_path
 ):
+    prepare_warehouse(pg_url)
     env = platform_environment(pg_url, tmp_path, DAGSTER_HOME=str(instance_home))
     workspace = str(REPO_ROOT / "workspace.yaml")
     started = run_cli(
