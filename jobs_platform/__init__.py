@@ -1,8 +1,8 @@
 """jobs_platform: idempotent, retry-safe historical backfills on Dagster."""
 
-from jobs_platform.engine.spec import BackfillSpec, PartitionInput
-from jobs_platform.errors import Classification, RetryableError, TerminalError, classify
-from jobs_platform.outbox import request_backfill
+from __future__ import annotations
+
+import importlib
 
 __all__ = [
     "BackfillSpec",
@@ -15,12 +15,27 @@ __all__ = [
     "request_backfill",
 ]
 
+# Every name is imported on first use: the CLI, the pure core (store, engine, errors) and
+# each Dagster process then load only what they use (pandas and Dagster cost seconds of
+# CPU to import on a loaded machine, and `jobs-platform dead-letter list` needs neither).
+_WHERE = {
+    "BackfillSpec": "jobs_platform.engine.spec",
+    "PartitionInput": "jobs_platform.engine.spec",
+    "Classification": "jobs_platform.errors",
+    "RetryableError": "jobs_platform.errors",
+    "TerminalError": "jobs_platform.errors",
+    "classify": "jobs_platform.errors",
+    "request_backfill": "jobs_platform.outbox",
+    "backfill_asset": "jobs_platform.orchestration.backfill_asset",
+}
+
 
 def __getattr__(name: str):
-    # Imported on first use, so that the pure core (store, engine, errors) never loads
-    # Dagster: importing jobs_platform.store must stay cheap and Dagster-free.
-    if name == "backfill_asset":
-        from jobs_platform.orchestration.backfill_asset import backfill_asset
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jobs_platform' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
-        return backfill_asset
-    raise AttributeError(f"module 'jobs_platform' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

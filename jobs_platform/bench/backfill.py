@@ -15,11 +15,21 @@ size, into their own fresh `orders` table:
 
 The backfill is then run again on the unchanged input, which the framework should turn
 into (almost) no work: every chunk's checkpoint matches, so nothing is rewritten.
+
+`via="daemon"` replaces the in-process Dagster side with the UI path (`daemon.py`): a
+webserver and a daemon, the backfill launched with GraphQL `launchPartitionBackfill`.
+
+Peak RSS is the high-water mark of this process during each phase (the kernel's VmHWM,
+reset before each phase through /proc/self/clear_refs); under the daemon, of the run
+workers and step processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +37,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from jobs_platform.bench.daemon import run_daemon_bench
 from jobs_platform.bench.database import (
     fresh_schema,
     new_row_versions,
@@ -40,6 +51,7 @@ from jobs_platform.examples.orders.tables import orders_table
 from jobs_platform.store.db import normalize_url
 
 RUN_MODES = ("one", "per-partition")
+VIA = ("process", "daemon")
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 
@@ -55,27 +67,47 @@ def run_backfill_bench(
     *,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     runs: str = "one",
+    via: str = "process",
 ) -> dict:
     """Time both ways of loading the same days; the DESIGN §4 JSON shape plus "notes"."""
     if partitions < 1 or rows_per_partition < 1 or chunk_rows < 1:
         raise ValueError("--partitions, --rows-per-partition and --chunk-rows must be >= 1")
     if runs not in RUN_MODES:
         raise ValueError(f"--runs must be one of {', '.join(RUN_MODES)}, got {runs!r}")
+    if via not in VIA:
+        raise ValueError(f"--via must be one of {', '.join(VIA)}, got {via!r}")
+    load_before = _load_average()
     last_day = ORDER_ID_EPOCH + dt.timedelta(days=partitions - 1)
     days = [day.isoformat() for day in iter_days(ORDER_ID_EPOCH, last_day)]
     expected_rows = partitions * rows_per_partition
+    rss: dict[str, float | None] = {}
     with tempfile.TemporaryDirectory(prefix="jp_bench_backfill_") as folder:
         landing = str(Path(folder) / "landing")
         seed_orders(landing, ORDER_ID_EPOCH, last_day, orders_per_day=rows_per_partition)
 
         with fresh_schema(database_url, "plain") as url:
+            _reset_peak_rss()
             plain_seconds = _plain_script(url, landing, days, chunk_rows)
+            rss["plain_script"] = _peak_rss_mib()
             _expect_rows(url, expected_rows, "plain script")
+
+        if via == "daemon":
+            with fresh_schema(database_url, "daemon") as url:
+                ui = run_daemon_bench(
+                    url, landing, Path(folder) / "daemon", days, _ui_run_config(chunk_rows)
+                )
+                _expect_rows(url, expected_rows, "UI-path backfill")
+            return _daemon_figures(
+                ui, plain_seconds, partitions, rows_per_partition, chunk_rows, rss,
+                load_before, database_url,
+            )  # fmt: skip
 
         with fresh_schema(database_url, "dagster") as url:
             dagster = _DagsterBackfill(url, landing, Path(folder) / "dagster_home", chunk_rows)
             with dagster:
+                _reset_peak_rss()
                 dagster_seconds = dagster.run(days, runs)
+                rss["dagster_backfill"] = _peak_rss_mib()
                 _expect_rows(url, expected_rows, "Dagster backfill")
                 engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
                 snapshot_row_versions(engine, "orders", "order_id")
@@ -98,14 +130,91 @@ def run_backfill_bench(
         "dagster_rerun_unchanged_vs_first_run_time": round(rerun_seconds / dagster_seconds, 3),
         "dagster_rerun_unchanged_new_row_versions": rewritten,
         "order": "plain script first, then the Dagster backfill, then its unchanged re-run",
+        "load_average_1m": {"before": load_before, "after": _load_average()},
         "server": server_facts(database_url),
     }
     return {
         "dagster_backfill_seconds": round(dagster_seconds, 4),
         "plain_script_seconds": round(plain_seconds, 4),
         "ratio": round(dagster_seconds / plain_seconds, 3),
+        "peak_rss_mib": rss,
         "notes": notes,
     }
+
+
+def _ui_run_config(chunk_rows: int) -> dict | None:
+    """The launchpad config a user would set; none when the asset's default applies."""
+    if chunk_rows == DEFAULT_CHUNK_ROWS:
+        return None
+    return {"ops": {"orders": {"config": {"chunk_rows": chunk_rows}}}}
+
+
+def _daemon_figures(
+    ui: dict,
+    plain_seconds: float,
+    partitions: int,
+    rows_per_partition: int,
+    chunk_rows: int,
+    rss: dict,
+    load_before: float,
+    database_url: str,
+) -> dict:
+    first, rerun = ui["first"], ui["rerun"]
+    framework = first["first_run_created_to_last_run_ended_seconds"]
+    return {
+        # The framework's part (first run created to last run ended) is what is compared
+        # with the plain script; the daemon's 30 s tick is Dagster's, reported beside it.
+        "dagster_backfill_seconds": framework,
+        "plain_script_seconds": round(plain_seconds, 4),
+        "ratio": round(framework / plain_seconds, 3),
+        "via": "daemon",
+        "end_to_end_seconds": first["end_to_end_seconds"],
+        "ratio_end_to_end": round(first["end_to_end_seconds"] / plain_seconds, 3),
+        "first_run_created_to_last_run_ended_seconds": framework,
+        "wait_for_first_run_seconds": first["wait_for_first_run_seconds"],
+        "launch_to_last_run_ended_seconds": first["launch_to_last_run_ended_seconds"],
+        "runs_created": first["runs_created"],
+        "rerun_unchanged": {
+            **{name: value for name, value in rerun.items() if name != "backfill_id"},
+            "new_row_versions": ui["rerun_new_row_versions"],
+            "vs_first_run_time": round(
+                rerun["first_run_created_to_last_run_ended_seconds"] / framework, 3
+            ),
+        },
+        "peak_rss_mib": {**rss, **{f"daemon_{role}": mib for role, mib in ui["rss"].items()}},
+        "notes": {
+            "partitions": partitions,
+            "rows_per_partition": rows_per_partition,
+            "chunk_rows": chunk_rows,
+            "dagster_runs": "UI path: webserver + daemon, GraphQL launchPartitionBackfill of "
+            "orders and daily_revenue, runs as the backfill policy groups them",
+            "backfill_id": first["backfill_id"],
+            "order": "plain script first, then the UI-path backfill, then its unchanged re-run",
+            "load_average_1m": {"before": load_before, "after": _load_average()},
+            "server": server_facts(database_url),
+        },
+    }
+
+
+def _load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _reset_peak_rss() -> None:
+    """Start a new high-water mark at the current RSS (Linux 4.0+; elsewhere a no-op)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def _peak_rss_mib() -> float | None:
+    """This process's peak RSS since `_reset_peak_rss`, in MiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def _plain_script(url: str, landing: str, days: list[str], chunk_rows: int) -> float:

@@ -16,6 +16,9 @@ UPSERT_TARGETS = (
 )
 UNCHANGED_TARGET = 0.5  # an unchanged re-run takes at most half the first run's time
 BACKFILL_TARGET = 1.5  # the Dagster backfill takes at most 1.5 x the plain script
+UI_BACKFILL_TARGET = 2.0  # UI path, first run created to last run ended, vs the plain script
+UI_RERUN_TARGET = 0.25  # an unchanged UI-path re-run, vs the first
+STATUS_TARGET = 1.0  # seconds for `status` / `dead-letter list` at 10,000 partitions per asset
 
 
 def register(commands) -> None:
@@ -39,8 +42,28 @@ def register(commands) -> None:
         default="one",
         help="one Dagster run over the partition range (default) or one run per partition",
     )
+    backfill.add_argument(
+        "--via",
+        choices=("process", "daemon"),
+        default="process",
+        help="process: materialize in this process (default); daemon: a webserver and a "
+        "daemon on a scratch instance, launched with GraphQL launchPartitionBackfill as the "
+        "UI does (--runs does not apply: the backfill policy groups the runs)",
+    )
     _common_arguments(backfill)
     backfill.set_defaults(handler=run_backfill)
+
+    status = kinds.add_parser(
+        "status", help="status, dead-letter list and platform_health on a large warehouse"
+    )
+    status.add_argument("--partitions", type=int, default=10_000, metavar="N",
+                        help="partition rows per backfill asset (default 10,000)")  # fmt: skip
+    status.add_argument("--quarantined", type=int, default=1_000, metavar="Q",
+                        help="quarantine entries over all assets (default 1,000)")  # fmt: skip
+    status.add_argument("--repeats", type=int, default=3, metavar="K",
+                        help="times each command is timed (default 3)")  # fmt: skip
+    _common_arguments(status)
+    status.set_defaults(handler=run_status)
 
 
 def _common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,9 +92,19 @@ def run_backfill(args: argparse.Namespace) -> int:
             args.rows_per_partition,
             chunk_rows=args.chunk_rows,
             runs=args.runs,
+            via=args.via,
         )
 
     return _run(args, bench, _print_backfill)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.status import run_status_bench
+
+    def bench(url: str) -> dict:
+        return run_status_bench(url, args.partitions, args.quarantined, args.repeats)
+
+    return _run(args, bench, _print_status)
 
 
 def _run(args: argparse.Namespace, bench, show) -> int:
@@ -127,6 +160,9 @@ def _print_upsert(figures: dict) -> None:
 
 
 def _print_backfill(figures: dict) -> None:
+    if figures.get("via") == "daemon":
+        _print_daemon_backfill(figures)
+        return
     notes = figures["notes"]
     partitions = notes["partitions"]
     print(
@@ -147,6 +183,67 @@ def _print_backfill(figures: dict) -> None:
     )
     met = figures["ratio"] <= BACKFILL_TARGET
     print(f"\ntargets\n  {_verdict(met)}  Dagster backfill <= {BACKFILL_TARGET} x the plain script")
+
+
+def _print_daemon_backfill(figures: dict) -> None:
+    notes, rerun = figures["notes"], figures["rerun_unchanged"]
+    plain = figures["plain_script_seconds"]
+    print(
+        f"\n{notes['partitions']} partitions x {notes['rows_per_partition']:,} orders, chunks of "
+        f"{notes['chunk_rows']:,}; UI path (webserver + daemon, launchPartitionBackfill)\n"
+    )
+    rows = (
+        ("plain script", plain),
+        ("UI backfill, end to end", figures["end_to_end_seconds"]),
+        ("  wait for the first run", figures["wait_for_first_run_seconds"]),
+        (
+            "  first run created -> last ended",
+            figures["first_run_created_to_last_run_ended_seconds"],
+        ),
+        ("UI re-run unchanged, end to end", rerun["end_to_end_seconds"]),
+        ("  first run created -> last ended", rerun["first_run_created_to_last_run_ended_seconds"]),
+    )
+    print(f"  {'':<36} {'seconds':>9} {'x plain':>8}")
+    for label, seconds in rows:
+        print(f"  {label:<36} {seconds:>9.3f} {seconds / plain:>8.2f}")
+    print(
+        f"\n  runs created: {figures['runs_created']} (re-run: {rerun['runs_created']}); "
+        f"re-run: {rerun['new_row_versions']} new row versions, "
+        f"{rerun['vs_first_run_time']:.2f} x the first run"
+    )
+    peaks = ", ".join(f"{role} {mib:g}" for role, mib in figures["peak_rss_mib"].items() if mib)
+    print(f"  peak RSS (MiB): {peaks}")
+    load = notes["load_average_1m"]
+    print(f"  load average (1 min): {load['before']} -> {load['after']}")
+    met = figures["ratio"] <= UI_BACKFILL_TARGET
+    rerun_met = rerun["vs_first_run_time"] <= UI_RERUN_TARGET and rerun["new_row_versions"] == 0
+    print(
+        f"\ntargets\n  {_verdict(met)}  UI backfill, first run created -> last ended <= "
+        f"{UI_BACKFILL_TARGET} x the plain script: {figures['ratio']:.2f} x"
+        f"\n  {_verdict(rerun_met)}  unchanged UI re-run <= {UI_RERUN_TARGET} x the first, "
+        f"0 new row versions: {rerun['vs_first_run_time']:.2f} x, {rerun['new_row_versions']}"
+    )
+
+
+def _print_status(figures: dict) -> None:
+    notes = figures["notes"]
+    print(
+        f"\n{figures['partitions_per_asset']:,} partitions per asset "
+        f"({', '.join(figures['assets'])}), {figures['quarantine_entries']:,} quarantine entries; "
+        f"built in {notes['build_seconds']} s\n"
+    )
+    print(f"  {'':<40} {'best s':>8} {'median s':>9} {'CPU s (each)':>20}")
+    for name, result in figures["results"].items():
+        cpu = " ".join(f"{value:.2f}" for value in result["cpu_seconds"])
+        print(
+            f"  {name:<40} {result['best_seconds']:>8.3f} {result['median_seconds']:>9.3f} "
+            f"{cpu:>20}"
+        )
+    load = notes["load_average_1m"]
+    print(f"\n  load average (1 min): {load['before']} -> {load['after']}\ntargets")
+    for name in ("status_cli", "dead_letter_list_cli"):
+        best = figures["results"][name]["best_seconds"]
+        print(f"  {_verdict(best < STATUS_TARGET)}  {name} < {STATUS_TARGET} s: {best:.3f} s")
 
 
 def _verdict(met: bool) -> str:

@@ -15,6 +15,8 @@ from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import create_tables
 
 PARTITION_TAG = "dagster/partition"
+# A ranged run (a backfill policy's many partitions per run) carries these instead.
+RANGE_START_TAG = "dagster/asset_partition_range_start"
 TICK_SECONDS = 30
 # How long a crashed step's run worker gets to retry the step itself, in lease TTLs.
 GRACE_LEASES = 1.0
@@ -29,7 +31,9 @@ def fail_abandoned_runs(instance: dg.DagsterInstance, settings) -> list[str]:
     started = instance.get_runs(
         filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=500
     )
-    candidates = [run.run_id for run in started if PARTITION_TAG in run.tags]
+    candidates = [
+        run.run_id for run in started if PARTITION_TAG in run.tags or RANGE_START_TAG in run.tags
+    ]
     with engine.connect() as connection:
         dead = recovery.runs_whose_worker_died(
             connection, candidates, grace_seconds=settings.lease_seconds * GRACE_LEASES
