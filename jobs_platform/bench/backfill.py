@@ -52,6 +52,13 @@ from jobs_platform.store.db import normalize_url
 
 RUN_MODES = ("one", "per-partition")
 VIA = ("process", "daemon")
+# What the UI's launchpad may set for the runs of a backfill (`execution:` run config of
+# Dagster's default multi_or_in_process executor); "default" sets nothing.
+UI_EXECUTION = {
+    "default": None,
+    "forkserver": {"multiprocess": {"start_method": {"forkserver": {}}}},
+    "in_process": {"in_process": {}},
+}
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 
@@ -68,6 +75,7 @@ def run_backfill_bench(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     runs: str = "one",
     via: str = "process",
+    execution: str = "default",
 ) -> dict:
     """Time both ways of loading the same days; the DESIGN §4 JSON shape plus "notes"."""
     if partitions < 1 or rows_per_partition < 1 or chunk_rows < 1:
@@ -76,6 +84,8 @@ def run_backfill_bench(
         raise ValueError(f"--runs must be one of {', '.join(RUN_MODES)}, got {runs!r}")
     if via not in VIA:
         raise ValueError(f"--via must be one of {', '.join(VIA)}, got {via!r}")
+    if execution not in UI_EXECUTION:
+        raise ValueError(f"--execution must be one of {', '.join(UI_EXECUTION)}")
     load_before = _load_average()
     last_day = ORDER_ID_EPOCH + dt.timedelta(days=partitions - 1)
     days = [day.isoformat() for day in iter_days(ORDER_ID_EPOCH, last_day)]
@@ -93,14 +103,15 @@ def run_backfill_bench(
 
         if via == "daemon":
             with fresh_schema(database_url, "daemon") as url:
-                ui = run_daemon_bench(
-                    url, landing, Path(folder) / "daemon", days, _ui_run_config(chunk_rows)
-                )
+                run_config = _ui_run_config(chunk_rows, execution)
+                ui = run_daemon_bench(url, landing, Path(folder) / "daemon", days, run_config)
                 _expect_rows(url, expected_rows, "UI-path backfill")
-            return _daemon_figures(
+            figures = _daemon_figures(
                 ui, plain_seconds, partitions, rows_per_partition, chunk_rows, rss,
                 load_before, database_url,
             )  # fmt: skip
+            figures["notes"]["execution"] = execution
+            return figures
 
         with fresh_schema(database_url, "dagster") as url:
             dagster = _DagsterBackfill(url, landing, Path(folder) / "dagster_home", chunk_rows)
@@ -142,11 +153,14 @@ def run_backfill_bench(
     }
 
 
-def _ui_run_config(chunk_rows: int) -> dict | None:
-    """The launchpad config a user would set; none when the asset's default applies."""
-    if chunk_rows == DEFAULT_CHUNK_ROWS:
-        return None
-    return {"ops": {"orders": {"config": {"chunk_rows": chunk_rows}}}}
+def _ui_run_config(chunk_rows: int, execution: str) -> dict | None:
+    """The launchpad config a user would set; none when every default applies."""
+    config: dict = {}
+    if chunk_rows != DEFAULT_CHUNK_ROWS:
+        config["ops"] = {"orders": {"config": {"chunk_rows": chunk_rows}}}
+    if UI_EXECUTION[execution] is not None:
+        config["execution"] = {"config": UI_EXECUTION[execution]}
+    return config or None
 
 
 def _daemon_figures(
@@ -174,6 +188,8 @@ def _daemon_figures(
         "wait_for_first_run_seconds": first["wait_for_first_run_seconds"],
         "launch_to_last_run_ended_seconds": first["launch_to_last_run_ended_seconds"],
         "runs_created": first["runs_created"],
+        "run_created_to_started_median_seconds": first["run_created_to_started_median_seconds"],
+        "run_started_to_ended_median_seconds": first["run_started_to_ended_median_seconds"],
         "rerun_unchanged": {
             **{name: value for name, value in rerun.items() if name != "backfill_id"},
             "new_row_versions": ui["rerun_new_row_versions"],

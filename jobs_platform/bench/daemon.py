@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -251,7 +252,12 @@ def timed_ui_backfill(stack: DagsterStack, days: list[str], run_config: dict | N
             )
         created = [record.create_timestamp.timestamp() for record in records]
         ended = [record.end_time for record in records]
+        # Queue + run worker start + loading the code location, then the run itself.
+        to_start = [r.start_time - r.create_timestamp.timestamp() for r in records]
+        running = [r.end_time - r.start_time for r in records]
     return {
+        "run_created_to_started_median_seconds": round(statistics.median(to_start), 3),
+        "run_started_to_ended_median_seconds": round(statistics.median(running), 3),
         "backfill_id": backfill_id,
         "runs_created": len(records),
         "end_to_end_seconds": round(done_at - launched_at, 3),
@@ -306,12 +312,14 @@ class RssSampler:
             self.sample()
 
     def sample(self) -> None:
-        for pid in _descendants({process.pid for process in self._roots}):
+        parents = _descendants({process.pid for process in self._roots})
+        for pid in sorted(parents, key=lambda p: _depth(p, parents)):
             peak_kb = _vm_hwm_kb(pid)
             if peak_kb is None:
                 continue
-            role = self._peaks.get(pid, (None, 0))[0] or _role(pid)
-            self._peaks[pid] = (role, max(peak_kb, self._peaks.get(pid, (role, 0))[1]))
+            known = self._peaks.get(pid)
+            role = known[0] if known else _role(pid, self._peaks.get(parents[pid], ("", 0))[0])
+            self._peaks[pid] = (role, max(peak_kb, known[1] if known else 0))
 
     def peaks_mib(self) -> dict[str, float]:
         """The largest peak per role (run worker, step, daemon, webserver, code server)."""
@@ -321,7 +329,8 @@ class RssSampler:
         return {role: round(kb / 1024, 1) for role, kb in sorted(by_role.items())}
 
 
-def _descendants(roots: set[int]) -> set[int]:
+def _descendants(roots: set[int]) -> dict[int, int]:
+    """Every process under `roots` (roots included), with its parent."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -332,14 +341,22 @@ def _descendants(roots: set[int]) -> set[int]:
             continue
         parent = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(parent, []).append(int(entry.name))
-    found, frontier = set(), list(roots)
+    found: dict[int, int] = {}
+    frontier = [(root, 0) for root in roots]
     while frontier:
-        pid = frontier.pop()
+        pid, parent = frontier.pop()
         if pid in found:
             continue
-        found.add(pid)
-        frontier.extend(children.get(pid, []))
+        found[pid] = parent
+        frontier.extend((child, pid) for child in children.get(pid, []))
     return found
+
+
+def _depth(pid: int, parents: dict[int, int]) -> int:
+    depth = 0
+    while pid in parents and depth < 64:
+        pid, depth = parents[pid], depth + 1
+    return depth
 
 
 def _vm_hwm_kb(pid: int) -> int | None:
@@ -352,15 +369,18 @@ def _vm_hwm_kb(pid: int) -> int | None:
     return None
 
 
-def _role(pid: int) -> str:
+def _role(pid: int, parent_role: str) -> str:
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return "other"
+    if "multiprocessing" in command:
+        # A code server starts run workers, a run worker its step processes, both with
+        # multiprocessing (a forkserver's children are steps too).
+        return "run_worker" if parent_role == "code_server" else "step"
     for marker, role in (
         ("execute_run", "run_worker"),
         ("resume_run", "run_worker"),
-        ("multiprocessing", "step"),
         ("execute_step", "step"),
         ("dagster-daemon", "daemon"),
         ("dagster-webserver", "webserver"),

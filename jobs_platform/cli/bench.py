@@ -50,6 +50,14 @@ def register(commands) -> None:
         "daemon on a scratch instance, launched with GraphQL launchPartitionBackfill as the "
         "UI does (--runs does not apply: the backfill policy groups the runs)",
     )
+    backfill.add_argument(
+        "--execution",
+        choices=("default", "forkserver", "in_process"),
+        default="default",
+        help="with --via daemon: run config the launchpad would add for the runs' executor "
+        "(default: none; forkserver: step processes forked from one preloaded process; "
+        "in_process: steps in the run worker)",
+    )
     _common_arguments(backfill)
     backfill.set_defaults(handler=run_backfill)
 
@@ -93,6 +101,7 @@ def run_backfill(args: argparse.Namespace) -> int:
             chunk_rows=args.chunk_rows,
             runs=args.runs,
             via=args.via,
+            execution=args.execution,
         )
 
     return _run(args, bench, _print_backfill)
@@ -207,7 +216,12 @@ def _print_daemon_backfill(figures: dict) -> None:
     for label, seconds in rows:
         print(f"  {label:<36} {seconds:>9.3f} {seconds / plain:>8.2f}")
     print(
-        f"\n  runs created: {figures['runs_created']} (re-run: {rerun['runs_created']}); "
+        f"\n  per run (median): created -> started "
+        f"{figures['run_created_to_started_median_seconds']:.1f} s, started -> ended "
+        f"{figures['run_started_to_ended_median_seconds']:.1f} s; execution: {notes['execution']}"
+    )
+    print(
+        f"  runs created: {figures['runs_created']} (re-run: {rerun['runs_created']}); "
         f"re-run: {rerun['new_row_versions']} new row versions, "
         f"{rerun['vs_first_run_time']:.2f} x the first run"
     )
