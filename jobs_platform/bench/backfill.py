@@ -148,8 +148,7 @@ def run_backfill_bench(
         "dagster_backfill_seconds": round(dagster_seconds, 4),
         "plain_script_seconds": round(plain_seconds, 4),
         "ratio": round(dagster_seconds / plain_seconds, 3),
-        "peak_rss_mib": rss,
-        "notes": notes,
+        "notes": {**notes, "peak_rss_mib": rss},
     }
 
 

@@ -214,47 +214,50 @@ class DagsterStack:
         return launched["backfillId"]
 
 
-def timed_ui_backfill(stack: DagsterStack, days: list[str], run_config: dict | None) -> dict:
-    """Launch the backfill through GraphQL and wait for it; its timeline in seconds."""
+def wait_for_backfill(stack: DagsterStack, backfill_id: str, timeout: float):
+    """Poll until the backfill is done and its runs have ended; (backfill, run records, at)."""
     import dagster as dg
     from dagster._core.execution.backfill import BulkActionStatus
 
+    began = time.time()
     with dg.DagsterInstance.from_config(str(stack.home)) as instance:
-        launched_at = time.time()
-        backfill_id = stack.launch_backfill(ui_backfill_params(days, run_config))
-        done_at = None
         while True:
             backfill = instance.get_backfill(backfill_id)
             records = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_TAG: backfill_id}))
             finished = all(record.dagster_run.is_finished for record in records)
-            if (
-                backfill.status
-                not in (
-                    BulkActionStatus.REQUESTED,
-                    BulkActionStatus.CANCELING,
-                    BulkActionStatus.FAILING,
-                )
-                and finished
-            ):
-                done_at = time.time()
-                break
-            if time.time() - launched_at > stack_timeout(days):
+            busy = (
+                BulkActionStatus.REQUESTED,
+                BulkActionStatus.CANCELING,
+                BulkActionStatus.FAILING,
+            )
+            if backfill.status not in busy and finished:
+                return backfill, records, time.time()
+            if time.time() - began > timeout:
                 raise DaemonBenchFailed(
                     f"backfill {backfill_id} still {backfill.status.value} after "
-                    f"{stack_timeout(days):.0f}s; daemon log:\n{stack.log_tail('daemon')}"
+                    f"{timeout:.0f}s; daemon log:\n{stack.log_tail('daemon')}"
                 )
             time.sleep(POLL_SECONDS)
-        failed = [r.dagster_run.run_id for r in records if not r.dagster_run.is_success]
-        if backfill.status != BulkActionStatus.COMPLETED_SUCCESS or failed or not records:
-            raise DaemonBenchFailed(
-                f"backfill {backfill_id} ended {backfill.status.value} with "
-                f"{len(records)} run(s), failed: {failed or 'none'}"
-            )
-        created = [record.create_timestamp.timestamp() for record in records]
-        ended = [record.end_time for record in records]
-        # Queue + run worker start + loading the code location, then the run itself.
-        to_start = [r.start_time - r.create_timestamp.timestamp() for r in records]
-        running = [r.end_time - r.start_time for r in records]
+
+
+def timed_ui_backfill(stack: DagsterStack, days: list[str], run_config: dict | None) -> dict:
+    """Launch the backfill through GraphQL and wait for it; its timeline in seconds."""
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    launched_at = time.time()
+    backfill_id = stack.launch_backfill(ui_backfill_params(days, run_config))
+    backfill, records, done_at = wait_for_backfill(stack, backfill_id, stack_timeout(days))
+    failed = [r.dagster_run.run_id for r in records if not r.dagster_run.is_success]
+    if backfill.status != BulkActionStatus.COMPLETED_SUCCESS or failed or not records:
+        raise DaemonBenchFailed(
+            f"backfill {backfill_id} ended {backfill.status.value} with "
+            f"{len(records)} run(s), failed: {failed or 'none'}"
+        )
+    created = [record.create_timestamp.timestamp() for record in records]
+    ended = [record.end_time for record in records]
+    # Queue + run worker start + loading the code location, then the run itself.
+    to_start = [r.start_time - r.create_timestamp.timestamp() for r in records]
+    running = [r.end_time - r.start_time for r in records]
     return {
         "run_created_to_started_median_seconds": round(statistics.median(to_start), 3),
         "run_started_to_ended_median_seconds": round(statistics.median(running), 3),

@@ -190,6 +190,10 @@ def _print_backfill(figures: dict) -> None:
         f"{notes['dagster_rerun_unchanged_new_row_versions']} new row versions, "
         f"{notes['dagster_rerun_unchanged_vs_first_run_time']:.2f} x the first run's time"
     )
+    peaks = ", ".join(f"{phase} {mib:g}" for phase, mib in notes["peak_rss_mib"].items())
+    load = notes["load_average_1m"]
+    print(f"  peak RSS of this process (MiB): {peaks}")
+    print(f"  load average (1 min): {load['before']} -> {load['after']}")
     met = figures["ratio"] <= BACKFILL_TARGET
     print(f"\ntargets\n  {_verdict(met)}  Dagster backfill <= {BACKFILL_TARGET} x the plain script")
 
