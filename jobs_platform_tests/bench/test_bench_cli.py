@@ -24,8 +24,10 @@ UPSERT_METHODS = {
 }
 
 
-def bench(args: list[str], env: dict[str, str], tmp_path) -> dict:
-    completed = run_cli([JOBS_PLATFORM, "bench", *args, "--json"], env, cwd=tmp_path)
+def bench(args: list[str], env: dict[str, str], tmp_path, timeout: float = 300) -> dict:
+    completed = run_cli(
+        [JOBS_PLATFORM, "bench", *args, "--json"], env, cwd=tmp_path, timeout=timeout
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 
@@ -84,10 +86,13 @@ def test_bench_backfill_via_daemon_launches_through_graphql_and_reports_the_ui_p
 ):
     env = {"JOBS_PLATFORM_DATABASE_URL": pg_url}
 
+    # Two UI backfills (the first and its unchanged re-run), each two runs and a few
+    # daemon ticks of 30 s: minutes on a loaded machine.
     figures = bench(
         ["backfill", "--partitions", "2", "--rows-per-partition", "50", "--via", "daemon"],
         env,
         tmp_path,
+        timeout=1200,
     )
 
     for field in ("dagster_backfill_seconds", "plain_script_seconds", "ratio"):
