@@ -61,6 +61,15 @@ def register(commands) -> None:
     _common_arguments(backfill)
     backfill.set_defaults(handler=run_backfill)
 
+    memory = kinds.add_parser(
+        "memory", help="peak RSS of one large orders partition (dagster asset materialize)"
+    )
+    memory.add_argument("--rows", type=int, required=True, metavar="N")
+    memory.add_argument("--chunk-rows", type=int, default=50_000, metavar="C",
+                        help="rows per chunk (default 50,000)")  # fmt: skip
+    _common_arguments(memory)
+    memory.set_defaults(handler=run_memory)
+
     status = kinds.add_parser(
         "status", help="status, dead-letter list and platform_health on a large warehouse"
     )
@@ -105,6 +114,22 @@ def run_backfill(args: argparse.Namespace) -> int:
         )
 
     return _run(args, bench, _print_backfill)
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.memory import run_memory_bench
+
+    return _run(args, lambda url: run_memory_bench(url, args.rows, args.chunk_rows), _print_memory)
+
+
+def _print_memory(figures: dict) -> None:
+    load = figures["notes"]["load_average_1m"]
+    print(
+        f"\n{figures['rows']:,} rows in one partition, chunks of {figures['chunk_rows']:,}: "
+        f"peak RSS {figures['peak_rss_mib']:,.1f} MiB, {figures['seconds']:.1f} s "
+        f"(attempt {figures['attempt_duration_seconds']} s); load {load['before']} -> "
+        f"{load['after']}"
+    )
 
 
 def run_status(args: argparse.Namespace) -> int:

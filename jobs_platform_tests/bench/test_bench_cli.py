@@ -129,3 +129,15 @@ def test_bench_status_times_status_dead_letter_list_and_platform_health(pg_url, 
         assert result["best_seconds"] > 0 and len(result["seconds"]) == 1
     assert figures["notes"]["dead_letter_entries_listed"] == 20
     assert bench_schemas(pg_url) == []
+
+
+def test_bench_memory_reports_the_peak_rss_of_one_partition(pg_url, tmp_path):
+    figures = bench(
+        ["memory", "--rows", "3000", "--chunk-rows", "1000", "--database-url", pg_url],
+        {},
+        tmp_path,
+    )
+
+    assert (figures["rows"], figures["chunk_rows"]) == (3000, 1000)
+    assert figures["peak_rss_mib"] > 0 and figures["attempt_duration_seconds"] > 0
+    assert bench_schemas(pg_url) == []
