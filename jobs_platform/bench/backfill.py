@@ -187,6 +187,7 @@ def _daemon_figures(
         "wait_for_first_run_seconds": first["wait_for_first_run_seconds"],
         "launch_to_last_run_ended_seconds": first["launch_to_last_run_ended_seconds"],
         "runs_created": first["runs_created"],
+        "idle_between_runs_seconds": first["idle_between_runs_seconds"],
         "run_created_to_started_median_seconds": first["run_created_to_started_median_seconds"],
         "run_started_to_ended_median_seconds": first["run_started_to_ended_median_seconds"],
         "rerun_unchanged": {

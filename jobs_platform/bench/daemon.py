@@ -258,7 +258,9 @@ def timed_ui_backfill(stack: DagsterStack, days: list[str], run_config: dict | N
     # Queue + run worker start + loading the code location, then the run itself.
     to_start = [r.start_time - r.create_timestamp.timestamp() for r in records]
     running = [r.end_time - r.start_time for r in records]
+    intervals = sorted((r.create_timestamp.timestamp(), r.end_time) for r in records)
     return {
+        "idle_between_runs_seconds": round(_uncovered(intervals), 3),
         "run_created_to_started_median_seconds": round(statistics.median(to_start), 3),
         "run_started_to_ended_median_seconds": round(statistics.median(running), 3),
         "backfill_id": backfill_id,
@@ -268,6 +270,16 @@ def timed_ui_backfill(stack: DagsterStack, days: list[str], run_config: dict | N
         "first_run_created_to_last_run_ended_seconds": round(max(ended) - min(created), 3),
         "wait_for_first_run_seconds": round(min(created) - launched_at, 3),
     }
+
+
+def _uncovered(intervals: list[tuple[float, float]]) -> float:
+    """Seconds between the first start and the last end when no run existed (the daemon's
+    tick between one run ending and the next being created)."""
+    idle, covered_until = 0.0, intervals[0][1]
+    for start, end in intervals[1:]:
+        idle += max(0.0, start - covered_until)
+        covered_until = max(covered_until, end)
+    return idle
 
 
 def stack_timeout(days: list[str]) -> float:

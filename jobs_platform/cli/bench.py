@@ -250,6 +250,10 @@ def _print_daemon_backfill(figures: dict) -> None:
         f"{figures['run_started_to_ended_median_seconds']:.1f} s; execution: {notes['execution']}"
     )
     print(
+        f"  no run existed for {figures['idle_between_runs_seconds']:.1f} s of the window "
+        "(the daemon's tick between a run's end and the next run)"
+    )
+    print(
         f"  runs created: {figures['runs_created']} (re-run: {rerun['runs_created']}); "
         f"re-run: {rerun['new_row_versions']} new row versions, "
         f"{rerun['vs_first_run_time']:.2f} x the first run"
