@@ -6,8 +6,6 @@ import argparse
 import json
 import sys
 
-from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
-
 # Targets the figures are read against (docs/BENCHMARKS.md says why these).
 UPSERT_TARGETS = (
     ("raw_copy_append", 0.5, "framework upsert >= 0.5 x raw COPY append"),
@@ -33,9 +31,12 @@ def register(commands) -> None:
     backfill = kinds.add_parser("backfill", help="the orders backfill through Dagster vs a script")
     backfill.add_argument("--partitions", type=int, required=True, metavar="P")
     backfill.add_argument("--rows-per-partition", type=int, required=True, metavar="R")
+    # The default is the asset's (engine.spec.DEFAULT_CHUNK_ROWS), looked up when the
+    # bench runs: importing the engine here would load pandas for every CLI command.
     backfill.add_argument(
-        "--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, metavar="C", help="rows per chunk"
-    )
+        "--chunk-rows", type=int, default=None, metavar="C",
+        help="rows per chunk (default: the backfill's default, 10,000)",
+    )  # fmt: skip
     backfill.add_argument(
         "--runs",
         choices=("one", "per-partition"),
@@ -101,13 +102,14 @@ def run_upsert(args: argparse.Namespace) -> int:
 
 def run_backfill(args: argparse.Namespace) -> int:
     from jobs_platform.bench.backfill import run_backfill_bench
+    from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
 
     def bench(url: str) -> dict:
         return run_backfill_bench(
             url,
             args.partitions,
             args.rows_per_partition,
-            chunk_rows=args.chunk_rows,
+            chunk_rows=args.chunk_rows or DEFAULT_CHUNK_ROWS,
             runs=args.runs,
             via=args.via,
             execution=args.execution,
