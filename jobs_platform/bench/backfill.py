@@ -76,6 +76,7 @@ def run_backfill_bench(
     runs: str = "one",
     via: str = "process",
     execution: str = "default",
+    rerun: bool = True,
 ) -> dict:
     """Time both ways of loading the same days; the DESIGN §4 JSON shape plus "notes"."""
     if partitions < 1 or rows_per_partition < 1 or chunk_rows < 1:
@@ -104,7 +105,9 @@ def run_backfill_bench(
         if via == "daemon":
             with fresh_schema(database_url, "daemon") as url:
                 run_config = _ui_run_config(chunk_rows, execution)
-                ui = run_daemon_bench(url, landing, Path(folder) / "daemon", days, run_config)
+                ui = run_daemon_bench(
+                    url, landing, Path(folder) / "daemon", days, run_config, rerun=rerun
+                )
                 _expect_rows(url, expected_rows, "UI-path backfill")
             figures = _daemon_figures(
                 ui, plain_seconds, partitions, rows_per_partition, chunk_rows, rss,
@@ -190,7 +193,8 @@ def _daemon_figures(
         "idle_between_runs_seconds": first["idle_between_runs_seconds"],
         "run_created_to_started_median_seconds": first["run_created_to_started_median_seconds"],
         "run_started_to_ended_median_seconds": first["run_started_to_ended_median_seconds"],
-        "rerun_unchanged": {
+        "rerun_unchanged": rerun
+        and {
             **{name: value for name, value in rerun.items() if name != "backfill_id"},
             "new_row_versions": ui["rerun_new_row_versions"],
             "vs_first_run_time": round(
