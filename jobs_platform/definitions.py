@@ -13,7 +13,7 @@ from jobs_platform.examples.orders.assets import (
 )
 from jobs_platform.orchestration.alerting import AlertsResource
 from jobs_platform.orchestration.dead_letter import dead_letter, dead_letter_sensor
-from jobs_platform.orchestration.health import platform_health, platform_health_schedule
+from jobs_platform.orchestration.health import platform_health_asset, platform_health_schedule
 from jobs_platform.orchestration.outbox import backfill_request_sensor, outbox_health
 from jobs_platform.orchestration.quarantine_checks import no_quarantined_partitions_checks
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
@@ -22,6 +22,7 @@ from jobs_platform.orchestration.resources import JobsPlatformResource
 
 backfills = [orders, daily_revenue, customer_order_history]
 quarantine_checks = no_quarantined_partitions_checks(backfills)
+platform_health = platform_health_asset(backfills)
 
 defs = dg.Definitions(
     assets=[*backfills, dead_letter, outbox_health, platform_health],

@@ -20,6 +20,15 @@ class SettingsError(ValueError):
     """A setting has a value the framework cannot use."""
 
 
+def embedded_database_url() -> str:
+    """The warehouse when `JOBS_PLATFORM_DATABASE_URL` is unset: SQLite in the working directory.
+
+    It is the zero-set-up default of the demo and `dagster dev`, so it upgrades its own
+    schema; any other warehouse is upgraded at deploy time (`jobs-platform db upgrade`).
+    """
+    return f"sqlite:///{Path.cwd() / DEFAULT_STATE_DIR / 'warehouse.db'}"
+
+
 @dataclass(frozen=True)
 class Settings:
     """The framework's settings; `Settings.from_env()` reads them when they are needed."""
@@ -39,8 +48,7 @@ class Settings:
         env = os.environ if environ is None else environ
         state_dir = Path.cwd() / DEFAULT_STATE_DIR
         return cls(
-            database_url=env.get("JOBS_PLATFORM_DATABASE_URL")
-            or f"sqlite:///{state_dir / 'warehouse.db'}",
+            database_url=env.get("JOBS_PLATFORM_DATABASE_URL") or embedded_database_url(),
             landing_root=env.get("JOBS_PLATFORM_LANDING") or str(state_dir / "landing"),
             max_attempts=_positive_int(env, "JOBS_PLATFORM_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS),
             retry_delay_seconds=_non_negative_float(

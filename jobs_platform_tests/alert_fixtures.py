@@ -17,7 +17,7 @@ from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import AttemptFailure, finish_attempt, start_attempt
 from jobs_platform.store.partitions import current_episode
 from jobs_platform.store.quarantine import QuarantineStatus, quarantine_partition
-from jobs_platform.store.schema import create_tables, quarantine
+from jobs_platform.store.schema import quarantine
 
 
 @dataclass
@@ -153,7 +153,6 @@ def quarantine_entry(
     message: str = "connection reset by peer",
 ) -> int:
     """Record `failures` failed attempts at the partition and quarantine it; the entry id."""
-    create_tables(engine)
     with engine.begin() as connection:
         episode = current_episode(connection, asset, partition)
         for number in range(failures):
@@ -176,7 +175,6 @@ def quarantine_entry(
 
 def bulk_quarantine_entries(engine: sa.Engine, count: int, asset: str = "orders") -> int:
     """Insert `count` quarantined entries directly (fast); returns the highest id."""
-    create_tables(engine)
     now = dt.datetime.now(dt.UTC)
     rows = [
         {

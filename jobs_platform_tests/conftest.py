@@ -59,7 +59,7 @@ def sqlite_url(tmp_path) -> str:
 
 @pytest.fixture(params=["postgresql", "sqlite"])
 def warehouse_url(request) -> str:
-    """A fresh warehouse on each backend the framework supports."""
+    """A fresh, empty warehouse on each backend (`prepare_warehouse` upgrades it)."""
     fixture_name = "pg_url" if request.param == "postgresql" else "sqlite_url"
     return request.getfixturevalue(fixture_name)
 
@@ -68,10 +68,12 @@ def warehouse_url(request) -> str:
 def platform_env(warehouse_url, tmp_path, monkeypatch) -> dict[str, str]:
     """Environment of a framework run: fresh warehouse, landing zone and Dagster home.
 
-    Set in this process (for in-process runs) and returned (for subprocesses).
+    The warehouse is upgraded and holds the backfills' tables, as after a deploy. Set in
+    this process (for in-process runs) and returned (for subprocesses).
     """
-    from jobs_platform_tests.support import platform_environment
+    from jobs_platform_tests.support import platform_environment, prepare_warehouse
 
+    prepare_warehouse(warehouse_url)
     env = platform_environment(warehouse_url, tmp_path)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -82,8 +84,9 @@ def platform_env(warehouse_url, tmp_path, monkeypatch) -> dict[str, str]:
 @pytest.fixture
 def pg_platform_env(pg_url, tmp_path, monkeypatch) -> dict[str, str]:
     """Like `platform_env`, PostgreSQL only (for what only PostgreSQL can show)."""
-    from jobs_platform_tests.support import platform_environment
+    from jobs_platform_tests.support import platform_environment, prepare_warehouse
 
+    prepare_warehouse(pg_url)
     env = platform_environment(pg_url, tmp_path)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

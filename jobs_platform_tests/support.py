@@ -15,8 +15,11 @@ from pathlib import Path
 import dagster as dg
 import sqlalchemy as sa
 
+from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.migrate import upgrade_warehouse
+from jobs_platform.store.schema import create_user_tables
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,6 +48,32 @@ def platform_environment(warehouse_url: str, folder: Path, **overrides: str) -> 
     }
     env.update(overrides)
     return env
+
+
+def upgraded_warehouse(url: str) -> sa.Engine:
+    """`jobs-platform db upgrade` of a fresh test warehouse: the framework's tables at head.
+
+    The real migrations, not a faster `create_all` + stamp: measured on this machine an
+    upgrade of an empty database takes ~0.09 s on PostgreSQL and ~0.02 s on SQLite, only
+    ~0.02 s / ~0.003 s more than `create_all` + stamp, so the suite runs what users run.
+    """
+    engine = warehouse_engine(url)
+    upgrade_warehouse(engine)
+    return engine
+
+
+def prepare_warehouse(url: str) -> sa.Engine:
+    """A fresh warehouse as a deploy leaves it: upgraded, with the backfills' tables.
+
+    The target tables are those of every backfill declared so far (the examples' and the
+    tests' own), created as a user's deploy step would (`create_user_tables`).
+    """
+    import jobs_platform.definitions  # noqa: F401 - declares the examples' backfills
+    from jobs_platform.orchestration.registry import backfill_specs
+
+    engine = upgraded_warehouse(url)
+    create_user_tables(engine, *(spec.table for spec in backfill_specs().values()))
+    return engine
 
 
 def settings_from(env: dict[str, str]) -> Settings:
@@ -113,7 +142,7 @@ def _job_execute_args(partition: str, job: str, config: dict | None) -> list[str
         "-j",
         job,
         "--tags",
-        json.dumps({"dagster/partition": partition}),
+        json.dumps({PARTITION_TAG: partition}),
     ]
     if config:
         args += ["--config", _config_file(config)]
@@ -233,11 +262,15 @@ def attempts_of(engine: sa.Engine, asset: str, partition: str) -> list[sa.Row]:
 
 @contextlib.contextmanager
 def sibling_database(url: str, folder: Path) -> Iterator[str]:
-    """A second fresh, empty database on the same backend as `url`, dropped afterwards."""
+    """A second fresh database on the same backend as `url`, prepared as a deploy leaves it.
+
+    Upgraded, with the backfills' tables (`prepare_warehouse`), and dropped afterwards.
+    """
     parsed = sa.make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        path = folder / f"sibling_{uuid.uuid4().hex[:8]}.db"
-        yield f"sqlite:///{path}"
+        sibling = f"sqlite:///{folder / f'sibling_{uuid.uuid4().hex[:8]}.db'}"
+        prepare_warehouse(sibling)
+        yield sibling
         return
     name = f"{parsed.database}_sib_{uuid.uuid4().hex[:6]}"
     admin = sa.create_engine(
@@ -246,7 +279,9 @@ def sibling_database(url: str, folder: Path) -> Iterator[str]:
     with admin.connect() as connection:
         connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
     try:
-        yield parsed.set(database=name).render_as_string(hide_password=False)
+        sibling = parsed.set(database=name).render_as_string(hide_password=False)
+        prepare_warehouse(sibling)
+        yield sibling
     finally:
         with admin.connect() as connection:
             connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
@@ -422,3 +457,23 @@ def materializations_metadata(
     return [
         {k: v.value for k, v in record.asset_materialization.metadata.items()} for record in records
     ]
+
+
+def record_requested_run(
+    instance: dg.DagsterInstance,
+    request: dg.RunRequest,
+    status: dg.DagsterRunStatus = dg.DagsterRunStatus.STARTED,
+) -> dg.DagsterRun:
+    """What the sensor daemon does with a tick's run request: create its run (no work runs).
+
+    The run carries the request's tags, its run key and its partition; `NOT_STARTED` is a
+    run created but never submitted.
+    """
+    from jobs_platform.definitions import defs
+
+    tags = {**request.tags, RUN_KEY_TAG: request.run_key}
+    if request.partition_key:
+        tags[PARTITION_TAG] = request.partition_key
+    return instance.create_run_for_job(
+        defs.resolve_implicit_global_asset_job_def(), tags=tags, status=status
+    )

@@ -7,9 +7,20 @@ import json
 import sys
 from pathlib import Path
 
+import dagster as dg
+import sqlalchemy as sa
+
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform_tests.support import engine_from, materialize, run_cli, table_snapshot
+from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
+from jobs_platform.store.quarantine import mark_requeue_launched, requeue_partition
+from jobs_platform_tests.support import (
+    engine_from,
+    materialize,
+    record_requested_run,
+    run_cli,
+    table_snapshot,
+)
 
 DAY = dt.date(2024, 8, 1)
 PARTITION = DAY.isoformat()
@@ -56,3 +67,48 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     engine = engine_from(pg_platform_env)
     assert len(table_snapshot(engine, "orders")) == 30
     assert table_snapshot(engine, "daily_revenue")  # the downstream day was rebuilt too
+
+
+def quarantined_day(env) -> None:
+    """A day quarantined for bad input, whose input is fixed since."""
+    landing = env["JOBS_PLATFORM_LANDING"]
+    seed_orders(landing, DAY, DAY, orders_per_day=30, poison_days=[DAY])
+    assert not materialize([orders, daily_revenue], PARTITION).success
+    seed_orders(landing, DAY, DAY, orders_per_day=30)
+
+
+def requeue_then_die(engine) -> sa.Row:
+    """What `dead-letter requeue` commits before it launches, when it is killed right after."""
+    with engine.begin() as connection:
+        entry = requeue_partition(connection, "orders", PARTITION)
+        mark_requeue_launched(connection, [entry.id])
+    return entry
+
+
+def test_a_second_requeue_relaunches_an_entry_whose_launch_was_lost(pg_platform_env):
+    quarantined_day(pg_platform_env)
+    entry = requeue_then_die(engine_from(pg_platform_env))
+
+    cli(pg_platform_env, "requeue", "orders", PARTITION)
+
+    after = json.loads(cli(pg_platform_env, "show", "orders", PARTITION, "--json").stdout)
+    assert after["status"] == "resolved"
+    with dg.DagsterInstance.get() as instance:
+        [run] = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: requeue_run_key(entry.id)}))
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_a_second_requeue_is_refused_while_the_first_ones_run_exists(pg_platform_env):
+    quarantined_day(pg_platform_env)
+    entry = requeue_then_die(engine_from(pg_platform_env))
+    with dg.DagsterInstance.get() as instance:
+        run = record_requested_run(
+            instance, dg.RunRequest(run_key=requeue_run_key(entry.id), partition_key=PARTITION)
+        )
+
+    finished = run_cli(
+        [JOBS_PLATFORM, "dead-letter", "requeue", "orders", PARTITION], pg_platform_env
+    )
+
+    assert finished.returncode == 2
+    assert f"is already requeued: its run {run.run_id} is started" in finished.stderr

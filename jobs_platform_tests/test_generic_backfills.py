@@ -12,8 +12,8 @@ import pytest
 
 from jobs_platform.definitions import defs
 from jobs_platform.engine.spec import BackfillSpec
-from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.registry import backfill_specs
+from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.settings import Settings
 from jobs_platform_tests.support import (
     attempts_of,

@@ -12,7 +12,8 @@ import sqlalchemy as sa
 
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.store.schema import attempts, create_tables, leases, quarantine
+from jobs_platform.orchestration.tags import CORRELATION_TAG
+from jobs_platform.store.schema import attempts, leases, quarantine
 from jobs_platform_tests.support import (
     dagster_job_execute,
     engine_from,
@@ -32,7 +33,6 @@ def test_sigterm_mid_partition_releases_the_lease_and_a_rerun_finishes_once(
 ):
     seed_orders(pg_platform_env["JOBS_PLATFORM_LANDING"], DAY, DAY, orders_per_day=200)
     engine = engine_from(pg_platform_env)
-    create_tables(engine)
     env = {**pg_platform_env, "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#1=sleep:30"}
     run = start_run(env, PARTITION, chunk_rows=50, in_process=True, log_path=tmp_path / "a.log")
 
@@ -102,7 +102,7 @@ def test_json_log_lines_carry_the_lifecycle_fields(platform_env, monkeypatch):
     )
     monkeypatch.setenv("JOBS_PLATFORM_LOG_FORMAT", "json")
     monkeypatch.setenv("JOBS_PLATFORM_FAILPOINTS", f"read@orders/{PARTITION}=transient*1")
-    tags = {"jobs_platform/correlation_id": "req-42"}
+    tags = {CORRELATION_TAG: "req-42"}
 
     with dg.DagsterInstance.get() as instance:
         retried = materialize([orders, daily_revenue], PARTITION, instance=instance, tags=tags)

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
-from jobs_platform.store.schema import attempts, checkpoints, create_tables, quarantine
+from jobs_platform.store.schema import attempts, checkpoints, quarantine
 from jobs_platform_tests.support import (
     engine_from,
     materializations_metadata,
@@ -33,7 +33,6 @@ CHUNK_ROWS = 50  # four chunks
 
 def seed(env) -> None:
     seed_orders(env["JOBS_PLATFORM_LANDING"], DAY, DAY, orders_per_day=ORDERS)
-    create_tables(engine_from(env))  # so the test can poll them before a run creates them
 
 
 def orders_attempts(env) -> list[sa.Row]:
@@ -82,28 +81,61 @@ def finish(process, timeout: float = 120) -> int:
         raise
 
 
-def test_two_runs_started_at_once_apply_the_partition_once(platform_env, tmp_path):
+def snoozes_of(instance: dg.DagsterInstance, run_id: str) -> list[dg.EventLogRecord]:
+    """The retries Dagster scheduled for a run's steps (a busy partition asks for one)."""
+    return list(
+        instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY).records
+    )
+
+
+def at(timestamp: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC)
+
+
+def test_two_overlapping_runs_apply_the_partition_once_the_second_waiting(platform_env, tmp_path):
     seed(platform_env)
-    env = {**platform_env, "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders=sleep:0.4"}
-
+    # A holds the lease for a while after chunk 1, long enough for B to start and find it.
+    holding = {**platform_env, "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#1=sleep:20*1"}
     first = start_run(
-        env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"
+        holding, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"
     )
+    wait_for(lambda: len(committed_chunks(platform_env)) >= 2, timeout=60, what="chunks 0, 1 of A")
+    [worker_run_id] = {row.run_id for row in orders_attempts(platform_env)}
     second = start_run(
-        env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "b.log"
+        platform_env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "b.log"
     )
-
-    assert finish(first) == 0, (tmp_path / "a.log").read_text()[-5000:]
-    assert finish(second) == 0, (tmp_path / "b.log").read_text()[-5000:]
-    assert_tables_equal_one_clean_run(platform_env)
     with dg.DagsterInstance.get() as instance:
+        [waiter_run_id] = wait_for(
+            lambda: [
+                run.run_id
+                for run in instance.get_runs()
+                if run.run_id != worker_run_id and snoozes_of(instance, run.run_id)
+            ],
+            timeout=20,
+            what="run B to find the partition busy while A holds it",
+        )
+
+        assert finish(first) == 0, (tmp_path / "a.log").read_text()[-5000:]
+        assert finish(second) == 0, (tmp_path / "b.log").read_text()[-5000:]
+        worker = instance.get_run_record_by_id(worker_run_id)
+        waiter = instance.get_run_record_by_id(waiter_run_id)
+        snoozes = snoozes_of(instance, waiter_run_id)
         runs = materializations_metadata(instance, "orders", PARTITION)
+
+    # The two runs were alive at the same time.
+    assert max(worker.start_time, waiter.start_time) < min(worker.end_time, waiter.end_time)
+    history = orders_attempts(platform_env)
+    [working] = [row for row in history if row.run_id == worker_run_id]
+    waiting = [row for row in history if row.run_id == waiter_run_id]
+    # B was told to wait while A's attempt held the lease, and that cost it no attempt:
+    # its only attempt began once A's had ended, and found nothing left to do.
+    assert at(snoozes[0].timestamp) < working.ended_at
+    assert [row.outcome for row in waiting] == ["succeeded"]
+    assert waiting[0].started_at >= working.ended_at
+    assert_tables_equal_one_clean_run(platform_env)
     assert sorted(run["chunks_written"] for run in runs) == [0, 4]
     # Every committed chunk carries the token of the one attempt that did the work.
-    tokens = {row.token for row in committed_chunks(platform_env)}
-    assert len(tokens) == 1
-    worked = [row for row in orders_attempts(platform_env) if row.token in tokens]
-    assert [row.outcome for row in worked] == ["succeeded"]
+    assert {row.token for row in committed_chunks(platform_env)} == {working.token}
 
 
 def test_paused_holder_cannot_commit_after_another_took_over(pg_platform_env, tmp_path):

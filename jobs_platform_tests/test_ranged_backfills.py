@@ -12,6 +12,7 @@ from jobs_platform.examples.orders.assets import daily_partitions, orders_of_day
 from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import orders_table
+from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 from jobs_platform.store.schema import quarantine
 from jobs_platform_tests.support import engine_from
 
@@ -41,8 +42,8 @@ def materialize_range(first: dt.date, last: dt.date) -> dg.ExecuteInProcessResul
         instance=dg.DagsterInstance.get(),
         resources=dict(defs.resources),
         tags={
-            "dagster/asset_partition_range_start": first.isoformat(),
-            "dagster/asset_partition_range_end": last.isoformat(),
+            PARTITION_RANGE_START_TAG: first.isoformat(),
+            PARTITION_RANGE_END_TAG: last.isoformat(),
         },
         raise_on_error=False,
     )

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.store.schema import attempts, create_tables, quarantine
+from jobs_platform.store.schema import attempts, quarantine
 from jobs_platform_tests.support import engine_from, materialize, start_run, wait_for
 
 RETRY_AFTER_SECONDS = 2
@@ -110,7 +110,6 @@ def test_attempt_ceiling_holds_across_runs(pg_platform_env, monkeypatch):
     day = dt.date(2024, 4, 1)
     seed_orders(pg_platform_env["JOBS_PLATFORM_LANDING"], day, day, orders_per_day=20)
     engine = engine_from(pg_platform_env)
-    create_tables(engine)
 
     def attempt_classes() -> list:
         with engine.connect() as connection:

@@ -27,7 +27,10 @@ import sqlalchemy as sa
 
 from jobs_platform.bench.daemon import RssSampler
 from jobs_platform.bench.database import fresh_schema, server_facts
-from jobs_platform.store.db import normalize_url
+from jobs_platform.examples.orders.tables import orders_table
+from jobs_platform.store.db import normalize_url, warehouse_engine
+from jobs_platform.store.migrate import upgrade_warehouse
+from jobs_platform.store.schema import create_user_tables
 
 DAY = dt.date(2024, 3, 1)
 TIME = "/usr/bin/time"  # GNU time (Debian's `time` package)
@@ -54,6 +57,9 @@ def run_memory_bench(database_url: str, rows: int, chunk_rows: int) -> dict:
         with dg.DagsterInstance.from_config(str(home)):
             pass
         with fresh_schema(database_url, "memory") as url:
+            warehouse = warehouse_engine(url)
+            upgrade_warehouse(warehouse)  # what a deploy does before the first run
+            create_user_tables(warehouse, orders_table)
             env = {
                 **os.environ,
                 "JOBS_PLATFORM_DATABASE_URL": url,

@@ -12,11 +12,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
-from jobs_platform.settings import Settings
+from jobs_platform.cli.warehouse import open_warehouse
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
-from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
 
 LIST_FIELDS = (
     "asset", "partition", "status", "attempts", "error_class", "last_error",
@@ -44,12 +42,6 @@ def register(commands) -> None:
     requeue.set_defaults(handler=run_requeue)
 
 
-def _engine() -> sa.Engine:
-    engine = warehouse_engine(Settings.from_env().database_url)
-    create_tables(engine)
-    return engine
-
-
 def entry_summary(row: sa.Row) -> dict:
     return {name: _plain(getattr(row, name)) for name in LIST_FIELDS}
 
@@ -62,7 +54,7 @@ def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with _engine().connect() as connection:
+    with open_warehouse().connect() as connection:
         entries = [entry_summary(row) for row in quarantine_store.list_entries(connection)]
     if args.json:
         print(json.dumps(entries, indent=2))
@@ -81,7 +73,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    with _engine().connect() as connection:
+    with open_warehouse().connect() as connection:
         row = quarantine_store.latest_entry(connection, args.asset, args.partition)
         entry = {"id": row.id, "episode": row.episode, **entry_summary(row)}
         entry["history"] = history_rows(connection, args.asset, args.partition)
@@ -107,39 +99,75 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_requeue(args: argparse.Namespace) -> int:
-    engine = _engine()
+    engine = open_warehouse()
+    with engine.connect() as connection:
+        lost = quarantine_store.requeue_awaiting_run(connection, args.asset, args.partition)
+    if lost is not None:
+        _refuse_when_its_run_exists(lost)
     with engine.begin() as connection:
-        entry = quarantine_store.requeue_partition(connection, args.asset, args.partition)
+        entry = lost or quarantine_store.requeue_partition(connection, args.asset, args.partition)
         if not args.no_launch:
+            # Tells the requeue sensor a launch is under way, so it does not start a second.
             quarantine_store.mark_requeue_launched(connection, [entry.id])
-    print(
-        f"released {args.asset}/{args.partition} (entry {entry.id}); "
-        f"its attempt count starts over, the old history is kept"
-    )
+    if lost is not None:
+        print(
+            f"{args.asset}/{args.partition} was requeued (entry {entry.id}) but no run of it "
+            "was ever launched"
+        )
+    else:
+        print(
+            f"released {args.asset}/{args.partition} (entry {entry.id}); "
+            f"its attempt count starts over, the old history is kept"
+        )
     if args.no_launch:
         print("the requeue sensor will launch a run for it")
         return 0
-    return launch_partition_run(args.asset, args.partition)
+    return launch_requeue_run(entry)
 
 
-def launch_partition_run(asset: str, partition: str) -> int:
-    """Materialize the asset and the backfills downstream of it for one partition."""
-    import jobs_platform.definitions  # noqa: F401 - registers the code location's backfills
-    from jobs_platform.orchestration.registry import backfill_specs
+def _refuse_when_its_run_exists(entry: sa.Row) -> None:
+    from jobs_platform.cli.code_location import dagster_instance
+    from jobs_platform.orchestration.requeue import requeue_run
 
-    downstream = [name for name, spec in backfill_specs().items() if asset in spec.upstream]
-    selection = ",".join([asset, *downstream])
+    with dagster_instance() as instance:
+        run = requeue_run(instance, entry)
+    if run is not None:
+        raise quarantine_store.UnknownEntry(
+            f"{entry.asset}/{entry.partition} is already requeued: its run {run.run_id} is "
+            f"{run.status.value.lower()}; follow it in the Dagster UI"
+        )
+
+
+def launch_requeue_run(entry: sa.Row) -> int:
+    """Run the entry's partition of its asset and the backfills it feeds, under its run key.
+
+    The run key `requeue-<entry id>` is what the requeue sensor looks for: with it, a run
+    this command launched is never launched again by the sensor, and one that never got
+    created is.
+    """
+    import dagster as dg
+
+    from jobs_platform.cli.code_location import CODE_LOCATION_MODULE, load_definitions
+    from jobs_platform.orchestration.requeue import requeue_selection
+    from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG, requeue_run_key
+
+    definitions = load_definitions()
+    graph = definitions.get_repository_def().asset_graph
+    keys = requeue_selection(graph, dg.AssetKey.from_user_string(entry.asset))
+    selection = ",".join(key.to_user_string() for key in keys)
+    tags = {PARTITION_TAG: entry.partition, RUN_KEY_TAG: requeue_run_key(entry.id)}
     command = [
-        str(Path(sys.executable).with_name("dagster")), "asset", "materialize",
-        "-m", "jobs_platform.definitions", "--select", selection, "--partition", partition,
+        str(Path(sys.executable).with_name("dagster")), "job", "execute",
+        "-m", CODE_LOCATION_MODULE, "-j", definitions.resolve_implicit_global_asset_job_def().name,
+        "--op-selection", selection, "--tags", json.dumps(tags),
     ]  # fmt: skip
-    print(f"launching: dagster asset materialize --select {selection} --partition {partition}")
+    print(f"launching {selection} for {entry.partition} (run key {tags[RUN_KEY_TAG]})")
     finished = subprocess.run(command, capture_output=True, text=True, check=False)
     if finished.returncode == 0:
-        print(f"{asset}/{partition} succeeded")
+        print(f"{entry.asset}/{entry.partition} succeeded")
     else:
         tail = "\n".join((finished.stdout + finished.stderr).strip().splitlines()[-15:])
-        print(f"{asset}/{partition} failed again:\n{tail}", file=sys.stderr)
+        print(f"{entry.asset}/{entry.partition} failed again:\n{tail}", file=sys.stderr)
     return finished.returncode
 
 

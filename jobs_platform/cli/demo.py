@@ -35,11 +35,14 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     import dagster as dg
 
-    from jobs_platform.definitions import defs
+    from jobs_platform.cli.code_location import load_definitions
     from jobs_platform.examples.orders.seed import iter_days, seed_orders
-    from jobs_platform.store.db import redact_url
+    from jobs_platform.store.db import redact_url, warehouse_engine
+    from jobs_platform.store.migrate import require_current_schema
 
     days = [day.isoformat() for day in iter_days(DEMO_START, DEMO_END)]
+    # The embedded default upgrades itself here; another warehouse must have been upgraded.
+    require_current_schema(warehouse_engine(settings.database_url))
     print(f"warehouse: {redact_url(settings.database_url)}")
     print(f"landing:   {settings.landing_root}")
     print(f"dagster:   {os.environ['DAGSTER_HOME']}\n")
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         f"seeded {len(days)} days x {args.orders_per_day} orders; {DEMO_POISON} has malformed "
         f"lines; {DEMO_FLAKY} fails twice with a transient fault, then recovers\n"
     )
-    job = defs.resolve_job_def("orders_backfill")
+    job = load_definitions().resolve_job_def("orders_backfill")
     run_config = {
         "ops": {"orders": {"config": {"chunk_rows": DEMO_CHUNK_ROWS}}},
         # The run's full event log is in the UI; the terminal gets one line per day.

@@ -1,21 +1,26 @@
-"""`jobs-platform`: seed landing data, run the demo, inspect and requeue the dead letter."""
+"""`jobs-platform`: seed landing data, run the demo, inspect and requeue the dead letter,
+migrate the framework's tables."""
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from collections.abc import Sequence
 
+from jobs_platform.cli.warehouse import WarehouseUnavailable
 from jobs_platform.settings import SettingsError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    from jobs_platform.store.migrate import SchemaNotReady
+
     try:
         return args.handler(args)
-    except (SettingsError, ValueError, LookupError) as exc:
+    except (SettingsError, WarehouseUnavailable, ValueError, LookupError, SchemaNotReady) as exc:
+        # SchemaNotReady: a read command on a warehouse that `db upgrade` has not brought
+        # to this version; its message names the database, its revision and what to run.
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -25,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import bench, dead_letter, demo, outbox, seed, status
+    from jobs_platform.cli import bench, db, dead_letter, demo, outbox, seed, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
@@ -38,15 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     status.register(commands)
     outbox.register(commands)
     bench.register(commands)
+    db.register(commands)
     return parser
-
-
-def parse_day(text: str) -> dt.date:
-    """argparse type for YYYY-MM-DD days."""
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
 
 
 if __name__ == "__main__":

@@ -7,10 +7,8 @@ import json
 
 import sqlalchemy as sa
 
+from jobs_platform.cli.warehouse import open_warehouse
 from jobs_platform.outbox.store import OutboxStatus, list_requests, queue_stats
-from jobs_platform.settings import Settings
-from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
 
 LIST_FIELDS = (
     "id", "asset", "partitions", "status", "reason", "correlation_id", "created_at", "error",
@@ -49,8 +47,7 @@ def request_summary(row: sa.Row) -> dict:
 def run_list(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
-    engine = warehouse_engine(Settings.from_env().database_url)
-    create_tables(engine)
+    engine = open_warehouse()
     statuses = [OutboxStatus(args.status)] if args.status else None
     with engine.connect() as connection:
         rows = list_requests(connection, limit=args.limit, statuses=statuses)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 
 from jobs_platform.settings import Settings
 
 
 def register(commands) -> None:
-    from jobs_platform.cli.main import parse_day
-
     parser = commands.add_parser("seed", help="write deterministic orders landing files")
     parser.add_argument("--start", required=True, type=parse_day, help="first day, YYYY-MM-DD")
     parser.add_argument("--end", required=True, type=parse_day, help="last day, YYYY-MM-DD")
@@ -24,6 +23,14 @@ def register(commands) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed")
     parser.set_defaults(handler=run)
+
+
+def parse_day(text: str) -> dt.date:
+    """argparse type for YYYY-MM-DD days."""
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,15 +13,16 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import dagster as dg
-
-    from jobs_platform.definitions import defs
+    from jobs_platform.cli.code_location import dagster_instance, load_definitions
+    from jobs_platform.cli.warehouse import open_warehouse
     from jobs_platform.orchestration.health import status_report
     from jobs_platform.settings import Settings
     from jobs_platform.store.health import health_as_dict
 
-    with dg.DagsterInstance.get() if _has_home() else dg.DagsterInstance.ephemeral() as instance:
-        report = status_report(defs, instance, Settings.from_env())
+    open_warehouse()  # fails in one line when it cannot be opened, before any work
+    specs = load_definitions().resolve_all_asset_specs()
+    with dagster_instance() as instance:
+        report = status_report(specs, instance, Settings.from_env())
     assets = health_as_dict(report["assets"])
     if args.json:
         print(
@@ -48,12 +49,6 @@ def run(args: argparse.Namespace) -> int:
     age = report["oldest_pending_request_age_seconds"]
     print(f"\noldest pending backfill request: {f'{age:.0f}s ago' if age is not None else 'none'}")
     return 0
-
-
-def _has_home() -> bool:
-    import os
-
-    return bool(os.environ.get("DAGSTER_HOME"))
 
 
 def _num(value) -> str:

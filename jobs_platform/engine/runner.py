@@ -41,7 +41,7 @@ from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 from jobs_platform.store.sweep import seen_keys_on
 from jobs_platform.store.upsert import UpsertCounts, last_row_per_key, upsert_frame
 
@@ -71,7 +71,6 @@ class PartitionRunner:
         self.failpoints: tuple[Failpoint, ...] = parse_failpoints(settings.failpoints)
         self.engine = warehouse_engine(settings.database_url)  # connects lazily
         self.place = Workplace(spec, settings, self.engine, clock, rng or random.Random(), self.log)
-        self._tables_ready = False
 
     def attempt(
         self, partition: str, info: AttemptInfo, chunk_rows: int = DEFAULT_CHUNK_ROWS
@@ -87,7 +86,8 @@ class PartitionRunner:
             log_format=LogFormat(self.settings.log_format),
         )
         try:
-            self._prepare_warehouse()
+            # Checked once per process; the embedded default upgrades itself instead.
+            require_current_schema(self.engine, embedded_tables=(self.spec.table,))
             started = begin_attempt(self.place, partition, info, trail)
         except Exception as exc:
             # Dagster's step retry number counts this step's consecutive tries.
@@ -97,11 +97,6 @@ class PartitionRunner:
         if isinstance(started, FailedAttempt):
             return started
         return self._run(started, chunk_rows)
-
-    def _prepare_warehouse(self) -> None:
-        if not self._tables_ready:
-            create_tables(self.engine, self.spec.table)
-            self._tables_ready = True
 
     def _run(self, attempt: Attempt, chunk_rows: int) -> PartitionReport | FailedAttempt:
         lease = attempt.lease

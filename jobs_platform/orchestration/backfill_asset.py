@@ -25,10 +25,9 @@ from jobs_platform.orchestration.outcomes import (
 )
 from jobs_platform.orchestration.registry import register_backfill
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG
 from jobs_platform.store.leases import this_holder
 
-BACKFILL_TAG = "jobs_platform/backfill"
-CORRELATION_TAG = "jobs_platform/correlation_id"
 RESOURCE_KEY = "jobs_platform"
 
 # Backfills launched from the UI or a schedule put up to 30 partitions in one run. A run
@@ -122,6 +121,8 @@ def run_backfill_step(
 ) -> dg.MaterializeResult:
     """One step = one attempt at each of the step's partitions (one, or a range)."""
     resource: JobsPlatformResource = getattr(context.resources, RESOURCE_KEY)
+    # A warehouse behind on its schema fails each attempt before it exists (terminal:
+    # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
     runner = PartitionRunner(
         spec,
         resource.settings(),

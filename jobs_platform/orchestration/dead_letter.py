@@ -17,7 +17,7 @@ from jobs_platform.orchestration.alerting import AlertsResource
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
 # A tick must finish within Dagster's sensor timeout (60 s) even when every sink hangs
 # until its own timeout (webhook ~17 s with its tries, Slack 10 s, SMTP 10 s) right at
@@ -52,7 +52,7 @@ def dead_letter(
     context: dg.AssetExecutionContext, jobs_platform: JobsPlatformResource
 ) -> dg.MaterializeResult:
     engine = warehouse_engine(jobs_platform.settings().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     with engine.connect() as connection:
         try:
             alert = load_alert(connection, int(context.partition_key))
@@ -141,7 +141,7 @@ def dead_letter_sensor(
     cursor = DeadLetterCursor.parse(context.cursor)
     settings = jobs_platform.settings()
     engine = warehouse_engine(settings.database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     sinks = alerts.sinks(settings)
     # Read everything first: a connection held across the sends would, on SQLite, hold the
     # warehouse's write lock while a webhook answers.

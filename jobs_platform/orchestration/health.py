@@ -1,21 +1,22 @@
 """`platform_health`: the status figures as an asset in the UI, with checks on them."""
 
+from collections.abc import Iterable, Sequence
+
 import dagster as dg
 
+from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.outbox.store import queue_stats
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.health import AssetHealth, asset_health
-from jobs_platform.store.schema import create_tables
-
-BACKFILL_TAG = "jobs_platform/backfill"
+from jobs_platform.store.migrate import require_current_schema
 
 
 def backfill_partition_keys(
-    definitions: dg.Definitions, instance: dg.DagsterInstance
+    specs: Iterable[dg.AssetSpec], instance: dg.DagsterInstance
 ) -> dict[str, list[str]]:
-    """Every partition key each backfill asset should have, as of now."""
+    """Every partition key each backfill asset among `specs` should have, as of now."""
     keys = {}
-    for spec in definitions.resolve_all_asset_specs():
+    for spec in specs:
         if spec.tags.get(BACKFILL_TAG) != "true" or spec.partitions_def is None:
             continue
         keys[spec.key.to_user_string()] = list(
@@ -24,11 +25,11 @@ def backfill_partition_keys(
     return keys
 
 
-def status_report(definitions: dg.Definitions, instance: dg.DagsterInstance, settings) -> dict:
+def status_report(specs: Iterable[dg.AssetSpec], instance: dg.DagsterInstance, settings) -> dict:
     """The figures of `jobs-platform status` and of the `platform_health` asset."""
     engine = warehouse_engine(settings.database_url)
-    create_tables(engine)
-    keys = backfill_partition_keys(definitions, instance)
+    require_current_schema(engine)
+    keys = backfill_partition_keys(specs, instance)
     with engine.connect() as connection:
         assets = asset_health(connection, keys)
         queue = queue_stats(connection)
@@ -52,20 +53,36 @@ def _health_metadata(report: dict) -> dict:
     return metadata
 
 
-@dg.asset(
-    group_name="platform",
-    required_resource_keys={"jobs_platform"},
-    check_specs=[
-        dg.AssetCheckSpec("nothing_quarantined", asset="platform_health"),
-        dg.AssetCheckSpec("no_lease_older_than_its_ttl", asset="platform_health"),
-    ],
-    description="Partitions done / failed / quarantined / missing per backfill, in-flight "
-    "work, pending requests and speed. Materialize it (or let its schedule) to refresh.",
-)
-def platform_health(context: dg.AssetExecutionContext):
-    from jobs_platform.definitions import defs
+PLATFORM_HEALTH = "platform_health"
 
-    report = status_report(defs, context.instance, context.resources.jobs_platform.settings())
+
+def platform_health_asset(backfills: Sequence[dg.AssetsDefinition]) -> dg.AssetsDefinition:
+    """The `platform_health` asset over `backfills`.
+
+    The code location passes its backfills in, as it does to the quarantine checks: the
+    asset must not import the code location, which imports it.
+    """
+    specs = [spec for assets_def in backfills for spec in assets_def.specs]
+
+    @dg.asset(
+        name=PLATFORM_HEALTH,
+        group_name="platform",
+        required_resource_keys={"jobs_platform"},
+        check_specs=[
+            dg.AssetCheckSpec("nothing_quarantined", asset=PLATFORM_HEALTH),
+            dg.AssetCheckSpec("no_lease_older_than_its_ttl", asset=PLATFORM_HEALTH),
+        ],
+        description="Partitions done / failed / quarantined / missing per backfill, in-flight "
+        "work, pending requests and speed. Materialize it (or let its schedule) to refresh.",
+    )
+    def platform_health(context: dg.AssetExecutionContext):
+        report = status_report(specs, context.instance, context.resources.jobs_platform.settings())
+        yield from _health_results(report)
+
+    return platform_health
+
+
+def _health_results(report: dict):
     assets = report["assets"]
     quarantined = {name: h.quarantined for name, h in assets.items() if h.quarantined}
     expired = {name: h.expired_leases for name, h in assets.items() if h.expired_leases}
@@ -94,7 +111,7 @@ def platform_health_schedule(
     """
     return dg.ScheduleDefinition(
         name="platform_health_every_10_minutes",
-        target=dg.AssetSelection.assets(platform_health)
+        target=dg.AssetSelection.assets(PLATFORM_HEALTH)
         | dg.AssetSelection.checks(*backfill_checks),
         cron_schedule="*/10 * * * *",
         description="Refreshes the platform_health figures and the quarantine checks.",

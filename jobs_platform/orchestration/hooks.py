@@ -14,12 +14,11 @@ from __future__ import annotations
 import dagster as dg
 
 from jobs_platform.engine.failure import quarantine_if_spent
+from jobs_platform.orchestration.tags import PARTITION_TAG
 from jobs_platform.store.attempts import partitions_attempted_in_run
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import this_holder
-from jobs_platform.store.schema import create_tables
-
-PARTITION_TAG = "dagster/partition"
+from jobs_platform.store.migrate import SchemaNotReady, require_current_schema
 
 
 @dg.failure_hook(required_resource_keys={"jobs_platform"})
@@ -28,7 +27,12 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
     asset = context.step_key.split(".")[0]
     settings = context.resources.jobs_platform.settings()
     engine = warehouse_engine(settings.database_url)
-    create_tables(engine)
+    try:
+        require_current_schema(engine)
+    except SchemaNotReady as exc:
+        # The step failed on the same check before any attempt: nothing to quarantine.
+        context.log.error(str(exc))
+        return
     partition = run.tags.get(PARTITION_TAG) if run else None
     if partition is not None:
         partitions = [partition]

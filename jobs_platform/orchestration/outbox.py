@@ -1,14 +1,20 @@
 """The outbox in Dagster: `backfill_request_sensor` turns requests into runs; `outbox_health`.
 
-A tick claims pending requests (a short warehouse transaction), validates each against
-this code location outside any transaction (the asset, its partitions, the payload
-version), then marks each launched or rejected (a second short transaction) and returns
-the runs. Short transactions matter on SQLite, where a transaction holds the warehouse's
-only write lock. Why nothing launches twice:
-- a request leaves `pending` once, under `FOR UPDATE SKIP LOCKED`: two ticks at the same
-  moment take different requests;
-- a claim whose tick died is taken again after `CLAIM_TIMEOUT_SECONDS` and yields the same
-  run keys, which the sensor daemon launches once;
+A tick takes requests in a short warehouse transaction (those earlier ticks claimed whose
+runs Dagster does not have yet, then new pending ones), validates each against this code
+location outside any transaction (the asset, its partitions, the payload version), asks
+the Dagster instance which of their runs exist, then in a second short transaction marks
+the invalid ones rejected and those with every run launched, and returns run requests for
+the runs still missing. Short transactions matter on SQLite, where a transaction holds
+the warehouse's only write lock.
+
+Launches are at-least-once, and a repeat is harmless:
+- a request is marked launched only when a later tick finds its runs in the instance, so
+  a tick that dies, times out, or whose result never reaches the daemon loses nothing: the
+  next tick requests the same runs again;
+- a repeated run request carries the same run key, and the daemon skips a run key this
+  sensor has used (a run it created but never submitted is launched, not created again);
+- `FOR UPDATE SKIP LOCKED` lets two ticks at the same moment take different new requests;
 - a marked request is never claimed again.
 
 Run keys: `"{id}"` for a one-partition request, `"{id}:{partition}"` per partition of a
@@ -22,17 +28,18 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG, CORRELATION_TAG
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.run_keys import launched_runs
+from jobs_platform.orchestration.selections import BACKFILL_ASSETS
+from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, REQUEST_ID_TAG
 from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
-REQUEST_ID_TAG = "jobs_platform/request_id"
 OUTBOX_TICK_SECONDS = 15
-# A request may name up to MAX_PARTITIONS_PER_REQUEST partitions, one run each: ten
-# requests keep a tick to a few thousand run requests at worst.
+# A request may name up to MAX_PARTITIONS_PER_REQUEST partitions, one run each: ten new
+# requests and ten claimed earlier keep a tick to a few thousand run requests at worst.
 REQUESTS_PER_TICK = 10
 # The health check warns when the oldest pending request waited longer than this: the
 # sensor is off, failing, or cannot keep up.
@@ -67,17 +74,28 @@ class LaunchPlan:
         # A request without one still gets an id that leads back to it from every attempt.
         return self.request.correlation_id or f"outbox-{self.request.id}"
 
-    def run_requests(self) -> list[dg.RunRequest]:
-        tags = {CORRELATION_TAG: self.correlation_id, REQUEST_ID_TAG: str(self.request.id)}
-        single = len(self.partitions) == 1
+    @property
+    def run_tags(self) -> dict[str, str]:
+        return {CORRELATION_TAG: self.correlation_id, REQUEST_ID_TAG: str(self.request.id)}
+
+    def run_key_of(self, partition: str) -> str:
+        return self.run_key if len(self.partitions) == 1 else f"{self.run_key}:{partition}"
+
+    def missing_partitions(self, instance: dg.DagsterInstance) -> list[str]:
+        """The partitions with no launched run of this request in the instance yet."""
+        keys = [self.run_key_of(partition) for partition in self.partitions]
+        found = launched_runs(instance, keys, {REQUEST_ID_TAG: str(self.request.id)})
+        return [p for p in self.partitions if self.run_key_of(p) not in found]
+
+    def run_requests(self, partitions: Sequence[str]) -> list[dg.RunRequest]:
         return [
             dg.RunRequest(
-                run_key=self.run_key if single else f"{self.run_key}:{partition}",
+                run_key=self.run_key_of(partition),
                 partition_key=partition,
                 asset_selection=[self.asset_key],
-                tags=tags,
+                tags=self.run_tags,
             )
-            for partition in self.partitions
+            for partition in partitions
         ]
 
 
@@ -126,7 +144,7 @@ def plan_launch(
 
 @dg.sensor(
     name="backfill_request_sensor",
-    asset_selection=dg.AssetSelection.tag(BACKFILL_TAG, "true"),
+    asset_selection=BACKFILL_ASSETS,
     minimum_interval_seconds=OUTBOX_TICK_SECONDS,
     # On by default: a request written by application code must launch without anyone
     # first finding and starting a sensor in the UI.
@@ -141,43 +159,63 @@ def backfill_request_sensor(
     if repository is None:
         return dg.SensorResult(skip_reason="no code location to validate requests against")
     engine = warehouse_engine(jobs_platform.settings().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     with engine.begin() as connection:
-        claimed = outbox_store.claim_pending(connection, REQUESTS_PER_TICK)
-    if not claimed:
+        earlier = outbox_store.reclaim_unlaunched(connection, REQUESTS_PER_TICK)
+        fresh = outbox_store.claim_pending(connection, REQUESTS_PER_TICK)
+    if not earlier and not fresh:
         return dg.SensorResult(skip_reason="no pending backfill requests")
     plans, rejections = [], []
-    for request in claimed:
+    for request in [*earlier, *fresh]:
         try:
             plans.append(plan_launch(request, repository, context.instance))
         except RequestRejected as rejected:
             rejections.append((request, str(rejected)))
-    # Marked before the runs are returned. Should this tick die before it returns, the
-    # requests stay claimed and a later tick yields the same run keys.
+    to_request = [(plan, plan.missing_partitions(context.instance)) for plan in plans]
     with engine.begin() as connection:
         launched = [
             plan
-            for plan in plans
-            if outbox_store.mark_launched(connection, plan.request.id, plan.run_key)
+            for plan, missing in to_request
+            if not missing and outbox_store.mark_launched(connection, plan.request.id, plan.run_key)
         ]
         rejected = [
             (request, reason)
             for request, reason in rejections
             if outbox_store.mark_rejected(connection, request.id, reason)
         ]
-    for request, reason in rejected:
-        context.log.warning(f"backfill request {request.id} ({request.asset}) rejected: {reason}")
-    for plan in launched:
-        context.log.info(
-            f"backfill request {plan.request.id}: {plan.asset_key.to_user_string()} x "
-            f"{len(plan.partitions)} partition(s), correlation id {plan.correlation_id}"
-        )
-    run_requests = [run for plan in launched for run in plan.run_requests()]
+    to_request = [(plan, missing) for plan, missing in to_request if missing]
+    _log_tick(context.log, {request.id for request in fresh}, to_request, launched, rejected)
+    run_requests = [run for plan, missing in to_request for run in plan.run_requests(missing)]
     return dg.SensorResult(
         run_requests=run_requests,
-        dynamic_partitions_requests=_add_new_keys(launched),
-        skip_reason=None if run_requests else "every claimed request was rejected",
+        dynamic_partitions_requests=_add_new_keys([plan for plan, _ in to_request]),
+        skip_reason=None if run_requests else "no backfill request is waiting for a run",
     )
+
+
+def _log_tick(
+    log,
+    fresh_ids: set[int],
+    to_request: Sequence[tuple[LaunchPlan, Sequence[str]]],
+    launched: Sequence[LaunchPlan],
+    rejected: Sequence[tuple[outbox_store.ClaimedRequest, str]],
+) -> None:
+    for request, reason in rejected:
+        log.warning(f"backfill request {request.id} ({request.asset}) rejected: {reason}")
+    for plan, missing in to_request:
+        name = f"backfill request {plan.request.id}: {plan.asset_key.to_user_string()}"
+        if plan.request.id in fresh_ids:
+            log.info(
+                f"{name} x {len(plan.partitions)} partition(s), correlation id "
+                f"{plan.correlation_id}"
+            )
+        else:
+            log.warning(
+                f"{name}: no run yet for {len(missing)} of {len(plan.partitions)} "
+                "partition(s); requesting them again"
+            )
+    for plan in launched:
+        log.info(f"backfill request {plan.request.id}: every run exists, launched")
 
 
 @dg.asset(
@@ -195,7 +233,7 @@ def backfill_request_sensor(
 )
 def outbox_health(jobs_platform: JobsPlatformResource) -> dg.MaterializeResult:
     engine = warehouse_engine(jobs_platform.settings().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     with engine.connect() as connection:
         stats = outbox_store.queue_stats(connection)
     metadata = health_metadata(stats)

@@ -4,11 +4,11 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
 CHECK_NAME = "no_quarantined_partitions"
 # Enough to act on in the UI; the CLI lists them all.
@@ -37,7 +37,7 @@ def _no_quarantined_partitions(asset_key: dg.AssetKey) -> dg.AssetChecksDefiniti
     )
     def _check(jobs_platform: JobsPlatformResource) -> dg.AssetCheckResult:
         engine = warehouse_engine(jobs_platform.settings().database_url)
-        create_tables(engine)
+        require_current_schema(engine)
         with engine.connect() as connection:
             partitions = sorted(
                 entry.partition for entry in quarantine_store.list_entries(connection, asset=asset)

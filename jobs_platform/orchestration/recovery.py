@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import dagster as dg
 
+from jobs_platform.orchestration.tags import PARTITION_RANGE_START_TAG, PARTITION_TAG
 from jobs_platform.store import recovery
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
-PARTITION_TAG = "dagster/partition"
-# A ranged run (a backfill policy's many partitions per run) carries these instead.
-RANGE_START_TAG = "dagster/asset_partition_range_start"
 TICK_SECONDS = 30
 # How long a crashed step's run worker gets to retry the step itself, in lease TTLs.
 GRACE_LEASES = 1.0
@@ -25,14 +23,16 @@ GRACE_LEASES = 1.0
 def fail_abandoned_runs(instance: dg.DagsterInstance, settings) -> list[str]:
     """Record abandoned attempts as crashes and fail their dead runs; returns run ids failed."""
     engine = warehouse_engine(settings.database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     with engine.begin() as connection:
         recovery.record_abandoned_attempts_everywhere(connection)
     started = instance.get_runs(
         filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=500
     )
     candidates = [
-        run.run_id for run in started if PARTITION_TAG in run.tags or RANGE_START_TAG in run.tags
+        run.run_id
+        for run in started
+        if PARTITION_TAG in run.tags or PARTITION_RANGE_START_TAG in run.tags
     ]
     with engine.connect() as connection:
         dead = recovery.runs_whose_worker_died(

@@ -1,22 +1,25 @@
 """Requeue from the UI: `requeue_dead_letter` releases an entry, `requeue_sensor` relaunches it.
 
 The sensor launches what `jobs-platform dead-letter requeue` launches: the partition of
-the asset and of the backfills it feeds.
+the asset and of the backfills it feeds, under the run key `requeue-<entry id>`.
+Launches are at-least-once: until the requeued partition records an attempt, each tick
+asks Dagster for a run with that key and requests one when there is none, so a tick whose
+run request never reached Dagster, or a CLI launch that died before creating its run, is
+redone. A repeat is harmless: the daemon skips a run key the sensor has used.
 """
-
-from collections.abc import Set as AbstractSet
 
 import dagster as dg
 
-from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.run_keys import launched_runs
+from jobs_platform.orchestration.selections import BACKFILL_ASSETS
+from jobs_platform.orchestration.tags import PARTITION_TAG, requeue_run_key
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.schema import create_tables
+from jobs_platform.store.migrate import require_current_schema
 
 REQUEUE_TICK_SECONDS = 15
 REQUEUES_PER_TICK = 100
-BACKFILL_ASSETS = dg.AssetSelection.tag(BACKFILL_TAG, "true")
 
 
 @dg.sensor(
@@ -34,23 +37,33 @@ def requeue_sensor(
     graph = context.repository_def.asset_graph if context.repository_def else None
     backfills = BACKFILL_ASSETS.resolve(graph) if graph is not None else set()
     engine = warehouse_engine(jobs_platform.settings().database_url)
-    create_tables(engine)
-    with engine.begin() as connection:
-        # Marked in the warehouse before the request is returned: should the daemon die in
-        # between, the run is not launched, which `dead-letter requeue` can redo; the other
-        # order could launch a partition twice.
-        entries = quarantine_store.claim_requeues_to_launch(
+    require_current_schema(engine)
+    with engine.connect() as connection:
+        entries = quarantine_store.requeues_awaiting_run(
             connection, sorted(key.to_user_string() for key in backfills), REQUEUES_PER_TICK
         )
+    found = [entry.id for entry in entries if requeue_run(context.instance, entry) is not None]
+    if found:
+        with engine.begin() as connection:
+            # The next ticks leave these alone while their runs get to a first attempt.
+            quarantine_store.mark_requeue_launched(connection, found)
     requests = []
     for entry in entries:
-        asset = dg.AssetKey(entry.asset)
-        context.log.info(f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): launching")
+        if entry.id in found:
+            continue
+        where = f"requeued {entry.asset}/{entry.partition} (entry {entry.id})"
+        if entry.requeue_launched_at is None:
+            context.log.info(f"{where}: launching")
+        else:
+            context.log.warning(
+                f"{where}: the launch started {entry.requeue_launched_at} never "
+                "created its run; launching it again"
+            )
         requests.append(
             dg.RunRequest(
-                run_key=f"requeue-{entry.id}",
+                run_key=requeue_run_key(entry.id),
                 partition_key=entry.partition,
-                asset_selection=[asset, *_downstream_backfills(graph, asset, backfills)],
+                asset_selection=requeue_selection(graph, dg.AssetKey(entry.asset)),
             )
         )
     return dg.SensorResult(
@@ -58,16 +71,25 @@ def requeue_sensor(
     )
 
 
-def _downstream_backfills(
-    graph, asset: dg.AssetKey, backfills: AbstractSet[dg.AssetKey]
-) -> list[dg.AssetKey]:
-    """Backfills fed by `asset` and partitioned like it, relaunched with it as the CLI does."""
+def requeue_run(instance: dg.DagsterInstance, entry) -> dg.DagsterRun | None:
+    """The launched run of a requeued entry (key `requeue-<entry id>`), if there is one."""
+    run_key = requeue_run_key(entry.id)
+    return launched_runs(instance, [run_key], {PARTITION_TAG: entry.partition}).get(run_key)
+
+
+def requeue_selection(graph, asset: dg.AssetKey) -> list[dg.AssetKey]:
+    """What a requeue of `asset` runs: it and the backfills it feeds, partitioned like it.
+
+    The same for `requeue_sensor` and `jobs-platform dead-letter requeue`.
+    """
+    backfills = BACKFILL_ASSETS.resolve(graph)
     partitions_def = graph.get(asset).partitions_def
-    return sorted(
+    downstream = sorted(
         child
         for child in graph.get(asset).child_keys
         if child in backfills and graph.get(child).partitions_def == partitions_def
     )
+    return [asset, *downstream]
 
 
 class RequeueConfig(dg.Config):
@@ -83,7 +105,7 @@ def requeue_partition_op(
 ) -> None:
     """Release the partition's quarantine entry; `requeue_sensor` then launches its run."""
     engine = warehouse_engine(jobs_platform.settings().database_url)
-    create_tables(engine)
+    require_current_schema(engine)
     try:
         with engine.begin() as connection:
             entry = quarantine_store.requeue_partition(connection, config.asset, config.partition)

@@ -12,7 +12,6 @@ from jobs_platform.outbox.payload import (
     parse_partitions,
 )
 from jobs_platform.outbox.store import (
-    CLAIM_TIMEOUT_SECONDS,
     ClaimedRequest,
     OutboxNotInstalled,
     OutboxStatus,
@@ -22,11 +21,11 @@ from jobs_platform.outbox.store import (
     mark_launched,
     mark_rejected,
     queue_stats,
+    reclaim_unlaunched,
     request_backfill,
 )
 
 __all__ = [
-    "CLAIM_TIMEOUT_SECONDS",
     "KNOWN_SCHEMA_VERSIONS",
     "MAX_PARTITIONS_PER_REQUEST",
     "OUTBOX_SCHEMA_VERSION",
@@ -41,5 +40,6 @@ __all__ = [
     "mark_rejected",
     "parse_partitions",
     "queue_stats",
+    "reclaim_unlaunched",
     "request_backfill",
 ]

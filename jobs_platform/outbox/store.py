@@ -4,13 +4,14 @@ Application code calls `request_backfill` with the SQLAlchemy `Connection` of th
 transaction that changes its state, so the request commits with that change or not at
 all: there is no window where the state changed and nobody asked for the backfill, or
 the reverse. `backfill_request_sensor` (jobs_platform.orchestration.outbox) drains the
-table with `claim_pending` → `mark_launched` / `mark_rejected`.
+table: `claim_pending` takes new requests, `reclaim_unlaunched` takes again those whose
+runs Dagster has not shown yet, and `mark_launched` / `mark_rejected` end a claim.
 
 What a request may hold is `jobs_platform.outbox.payload`: identifiers only, checked
 here at enqueue and again by the sensor, which treats stored rows as untrusted.
 
-The table is `jp_outbox`, created by `jobs_platform.store.schema.create_tables(engine)`
-(the sensor runs it on every tick; run it once at deploy time before the first request).
+The table is `jp_outbox`, created with the framework's other tables by `jobs-platform db
+upgrade` (a deploy step, before the first request; the sensor never creates it).
 """
 
 from __future__ import annotations
@@ -34,10 +35,6 @@ from jobs_platform.outbox.payload import (
 )
 from jobs_platform.store.schema import outbox, utcnow
 
-# A claim older than this belongs to a sensor tick that died between claiming and
-# marking (ticks time out after 60 s), so another tick may claim the request again.
-CLAIM_TIMEOUT_SECONDS = 300.0
-
 
 class OutboxStatus(enum.StrEnum):
     """Where a backfill request stands."""
@@ -45,9 +42,10 @@ class OutboxStatus(enum.StrEnum):
     PENDING = "pending"
     """`request_backfill` wrote it; it commits (or vanishes) with the caller's transaction."""
     CLAIMED = "claimed"
-    """A sensor tick took it with `claim_pending`; claimable again after CLAIM_TIMEOUT_SECONDS."""
+    """A sensor tick took it (`claim_pending`) and requested its runs; every later tick takes
+    it again (`reclaim_unlaunched`) and requests the runs Dagster does not have yet."""
     LAUNCHED = "launched"
-    """The sensor validated it and returned its run requests (`mark_launched`); final."""
+    """A tick found every run of the request in the Dagster instance (`mark_launched`); final."""
     REJECTED = "rejected"
     """The sensor found it invalid (`mark_rejected`, reason in `error`); final, never retried."""
 
@@ -94,7 +92,7 @@ def request_backfill(
     The INSERT runs on `connection` in the transaction already open there; this function
     never commits, rolls back or begins one, so the request is committed exactly when the
     caller's state change is. It creates no table either: `jp_outbox` must exist
-    (`jobs_platform.store.schema.create_tables(engine)`), else `OutboxNotInstalled`.
+    (`jobs-platform db upgrade` at deploy time), else `OutboxNotInstalled`.
     The caller's database must be the warehouse the sensor reads.
 
     Returns the request id; the run of a one-partition request gets it as its `run_key`.
@@ -130,22 +128,17 @@ def request_backfill(
     except sa.exc.DBAPIError as error:
         if _is_missing_table(error):
             raise OutboxNotInstalled(
-                "the warehouse has no jp_outbox table: run "
-                "jobs_platform.store.schema.create_tables(engine) once (a deploy step) before "
-                "requesting backfills; request_backfill never creates tables inside your "
-                "transaction"
+                "the warehouse has no jp_outbox table: run: jobs-platform db upgrade (a deploy "
+                "step) before requesting backfills; request_backfill never creates tables "
+                "inside your transaction"
             ) from error
         raise
 
 
 def claim_pending(
-    connection: sa.Connection,
-    limit: int,
-    *,
-    claim_timeout_seconds: float = CLAIM_TIMEOUT_SECONDS,
-    now: dt.datetime | None = None,
+    connection: sa.Connection, limit: int, *, now: dt.datetime | None = None
 ) -> list[ClaimedRequest]:
-    """Claim up to `limit` requests, oldest first: pending ones and claims past their timeout.
+    """Claim up to `limit` pending requests, oldest first.
 
     Runs in the caller's transaction; the claim holds once it commits. On PostgreSQL the
     SELECT takes `FOR UPDATE SKIP LOCKED`, so concurrent claimers split the queue between
@@ -154,53 +147,32 @@ def claim_pending(
     warehouse engine begins every transaction IMMEDIATE). On both, the UPDATE repeats the
     claimable condition and only the rows it changed count as claimed.
     """
-    if limit < 1:
-        return []
-    now = now or utcnow()
-    claimable = sa.or_(
-        outbox.c.status == OutboxStatus.PENDING,
-        sa.and_(
-            outbox.c.status == OutboxStatus.CLAIMED,
-            outbox.c.claimed_at < now - dt.timedelta(seconds=claim_timeout_seconds),
-        ),
+    return _claim(connection, outbox.c.status == OutboxStatus.PENDING, (outbox.c.id,), limit, now)
+
+
+def reclaim_unlaunched(
+    connection: sa.Connection, limit: int, *, now: dt.datetime | None = None
+) -> list[ClaimedRequest]:
+    """Claim again up to `limit` claimed requests, the longest-claimed first.
+
+    A claimed request stays claimable until a tick finds all its runs in the Dagster
+    instance and marks it launched: a tick that died, timed out or whose run requests
+    never reached Dagster loses nothing. Each reclaim stamps `claimed_at`, so the requests
+    rotate and one whose runs never appear cannot hold the others back.
+    """
+    return _claim(
+        connection,
+        outbox.c.status == OutboxStatus.CLAIMED,
+        (outbox.c.claimed_at, outbox.c.id),
+        limit,
+        now,
     )
-    candidates = connection.execute(
-        sa.select(outbox)
-        .where(claimable)
-        .order_by(outbox.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    ).all()
-    if not candidates:
-        return []
-    claimed = set(
-        connection.execute(
-            sa.update(outbox)
-            .where(outbox.c.id.in_([row.id for row in candidates]), claimable)
-            .values(status=OutboxStatus.CLAIMED, claimed_at=now)
-            .returning(outbox.c.id)
-        ).scalars()
-    )
-    return [
-        ClaimedRequest(
-            id=row.id,
-            schema_version=row.schema_version,
-            asset=row.asset,
-            partitions=row.partitions,
-            reason=row.reason,
-            correlation_id=row.correlation_id,
-            created_at=row.created_at,
-            claimed_at=now,
-        )
-        for row in candidates
-        if row.id in claimed
-    ]
 
 
 def mark_launched(
     connection: sa.Connection, request_id: int, run_key: str, *, now: dt.datetime | None = None
 ) -> bool:
-    """Record that the request's runs were requested; False if this claim no longer holds it."""
+    """Record that every run of the request exists in Dagster; False if it is not claimed."""
     return _finish_claim(
         connection,
         request_id,
@@ -255,9 +227,52 @@ def list_requests(
     return list(reversed(connection.execute(query).all()))
 
 
+def _claim(
+    connection: sa.Connection,
+    claimable: sa.ColumnElement[bool],
+    order_by: tuple[sa.ColumnElement, ...],
+    limit: int,
+    now: dt.datetime | None,
+) -> list[ClaimedRequest]:
+    if limit < 1:
+        return []
+    now = now or utcnow()
+    candidates = connection.execute(
+        sa.select(outbox)
+        .where(claimable)
+        .order_by(*order_by)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if not candidates:
+        return []
+    claimed = set(
+        connection.execute(
+            sa.update(outbox)
+            .where(outbox.c.id.in_([row.id for row in candidates]), claimable)
+            .values(status=OutboxStatus.CLAIMED, claimed_at=now)
+            .returning(outbox.c.id)
+        ).scalars()
+    )
+    return [
+        ClaimedRequest(
+            id=row.id,
+            schema_version=row.schema_version,
+            asset=row.asset,
+            partitions=row.partitions,
+            reason=row.reason,
+            correlation_id=row.correlation_id,
+            created_at=row.created_at,
+            claimed_at=now,
+        )
+        for row in candidates
+        if row.id in claimed
+    ]
+
+
 def _finish_claim(connection: sa.Connection, request_id: int, **values) -> bool:
-    # Only a claimed request moves on: a tick that outlived its claim finds the request
-    # already finished by the tick that re-claimed it, and changes nothing.
+    # Only a claimed request moves on: a tick that lost the race finds the request already
+    # finished by another tick, and changes nothing.
     return (
         connection.execute(
             sa.update(outbox)

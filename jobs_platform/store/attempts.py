@@ -57,14 +57,7 @@ def start_attempt(
     correlation_id: str | None,
 ) -> tuple[int, int]:
     """Record a started attempt; returns (attempt id, attempt number in the episode)."""
-    previous = connection.execute(
-        sa.select(sa.func.max(attempts.c.attempt)).where(
-            attempts.c.asset == asset,
-            attempts.c.partition == partition,
-            attempts.c.episode == episode,
-        )
-    ).scalar_one()
-    number = (previous or 0) + 1
+    number = next_attempt_number(connection, asset, partition, episode)
     attempt_id = connection.execute(
         sa.insert(attempts)
         .values(
@@ -85,13 +78,32 @@ def start_attempt(
     return attempt_id, number
 
 
+def next_attempt_number(connection: sa.Connection, asset: str, partition: str, episode: int) -> int:
+    """The number the episode's next attempt gets (1 for its first)."""
+    previous = connection.execute(
+        sa.select(sa.func.max(attempts.c.attempt)).where(
+            attempts.c.asset == asset,
+            attempts.c.partition == partition,
+            attempts.c.episode == episode,
+        )
+    ).scalar_one()
+    return (previous or 0) + 1
+
+
 def finish_attempt(
     connection: sa.Connection, attempt_id: int, failure: AttemptFailure | None = None
 ) -> None:
     """Record how an attempt ended (its own worker knows best, so it may correct a crash)."""
     values: dict = {"ended_at": utcnow()}
     if failure is None:
-        values.update(outcome=AttemptOutcome.SUCCEEDED, error_class=None)
+        # A crash recorded by someone else is corrected entirely, not only its class.
+        values.update(
+            outcome=AttemptOutcome.SUCCEEDED,
+            error_class=None,
+            error_type=None,
+            message=None,
+            traceback=None,
+        )
     else:
         values.update(
             outcome=AttemptOutcome.FAILED,

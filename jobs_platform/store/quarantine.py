@@ -6,21 +6,28 @@ failure hook or a repeated sensor tick report the same failure.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.store.attempts import failing_streak
+from jobs_platform.store.attempts import COUNTED_CLASSES, failing_streak
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import PartitionStatus, set_partition_status
-from jobs_platform.store.schema import quarantine, utcnow
+from jobs_platform.store.schema import attempts, quarantine, utcnow
+
+# A launch `dead-letter requeue` started this recently may still be creating its run (it
+# does within seconds): the requeue sensor leaves it alone until then. The CLI and the
+# sensor may run on different hosts, so both read the database's clock.
+REQUEUE_LAUNCH_GRACE_SECONDS = 300
 
 
 class QuarantineStatus(enum.StrEnum):
     """Where a quarantine entry stands."""
 
     QUARANTINED = "quarantined"  # the partition failed for good; its gate refuses all work
-    REQUEUED = "requeued"  # a person released it; a new episode of attempts runs
+    REQUEUED = "requeued"  # a person released it; a run (key requeue-<id>) starts a new episode
     RESOLVED = "resolved"  # the requeued partition then succeeded
 
 
@@ -45,7 +52,8 @@ def quarantine_partition(
             partition=partition,
             episode=episode,
             status=QuarantineStatus.QUARANTINED,
-            attempts=len(history),
+            # What spent the budget: lease-lost and interrupted attempts stay in the history.
+            attempts=sum(1 for row in history if row.error_class in COUNTED_CLASSES),
             error_class=last.error_class if last else "unknown",
             error_type=last.error_type if last else None,
             last_error=last.message if last else None,
@@ -125,35 +133,71 @@ def requeue_partition(connection: sa.Connection, asset: str, partition: str) -> 
     return entry
 
 
-def mark_requeue_launched(connection: sa.Connection, entry_ids: Sequence[int]) -> None:
-    """Record that a run for these requeued entries was launched (by the CLI or a sensor)."""
+def mark_requeue_launched(
+    connection: sa.Connection, entry_ids: Sequence[int], *, now: dt.datetime | None = None
+) -> None:
+    """Record that the CLI started launching these requeues' run, or a sensor found it."""
     if entry_ids:
         connection.execute(
             sa.update(quarantine)
             .where(quarantine.c.id.in_(list(entry_ids)))
-            .values(requeue_launched_at=utcnow())
+            .values(requeue_launched_at=now or DATABASE_CLOCK.now(connection))
         )
 
 
-def claim_requeues_to_launch(
-    connection: sa.Connection, assets: Sequence[str], limit: int
+def requeues_awaiting_run(
+    connection: sa.Connection,
+    assets: Sequence[str],
+    limit: int,
+    *,
+    now: dt.datetime | None = None,
 ) -> list[sa.Row]:
-    """Requeued entries of `assets` whose run nobody launched yet, now marked launched."""
+    """Requeued entries of `assets` whose run may never have been launched.
+
+    Those are the entries whose partition recorded no attempt in the episode the requeue
+    opened, leaving out launches the CLI started within REQUEUE_LAUNCH_GRACE_SECONDS;
+    never-launched entries first. Whether a run exists is Dagster's to say: the requeue
+    sensor asks it for the requeue's run key and relaunches the ones without.
+    """
     if not assets:
         return []
-    entries = connection.execute(
-        sa.select(quarantine)
-        .where(
-            quarantine.c.status == QuarantineStatus.REQUEUED,
-            quarantine.c.requeue_launched_at.is_(None),
-            quarantine.c.asset.in_(list(assets)),
+    now = now or DATABASE_CLOCK.now(connection)
+    recent = now - dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS)
+    launched_at = quarantine.c.requeue_launched_at
+    return list(
+        connection.execute(
+            sa.select(quarantine)
+            .where(
+                _awaiting_run(),
+                quarantine.c.asset.in_(list(assets)),
+                sa.or_(launched_at.is_(None), launched_at < recent),
+            )
+            .order_by(launched_at.is_not(None), launched_at, quarantine.c.id)
+            .limit(limit)
         )
-        .order_by(quarantine.c.id)
-        .limit(limit)
-        .with_for_update()
-    ).all()
-    mark_requeue_launched(connection, [entry.id for entry in entries])
-    return entries
+    )
+
+
+def requeue_awaiting_run(connection: sa.Connection, asset: str, partition: str) -> sa.Row | None:
+    """The partition's latest entry if it is requeued and its new episode has not started."""
+    latest = (
+        sa.select(sa.func.max(quarantine.c.id))
+        .where(quarantine.c.asset == asset, quarantine.c.partition == partition)
+        .scalar_subquery()
+    )
+    return connection.execute(
+        sa.select(quarantine).where(quarantine.c.id == latest, _awaiting_run())
+    ).first()
+
+
+def _awaiting_run() -> sa.ColumnElement[bool]:
+    # The requeue opened episode + 1; an attempt in it proves a run of the partition started.
+    started = sa.exists().where(
+        attempts.c.asset == quarantine.c.asset,
+        attempts.c.partition == quarantine.c.partition,
+        attempts.c.episode == quarantine.c.episode + 1,
+    )
+    return sa.and_(quarantine.c.status == QuarantineStatus.REQUEUED, ~started)
 
 
 def resolve_requeued(connection: sa.Connection, asset: str, partition: str) -> int:

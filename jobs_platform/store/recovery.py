@@ -89,7 +89,7 @@ def runs_whose_worker_died(
     grace_seconds: float,
     clock: LeaseClock = DATABASE_CLOCK,
 ) -> set[str]:
-    """Runs whose latest attempt crashed more than `grace_seconds` ago and started no other.
+    """Runs whose latest attempt crashed at least `grace_seconds` ago and started no other.
 
     The grace leaves a live run worker time to retry its killed step itself; a run worker
     that is gone never does, and its run must be failed by someone else.

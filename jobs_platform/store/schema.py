@@ -1,7 +1,9 @@
 """The framework's own tables, kept in the warehouse beside the job's target tables.
 
 They live in the same database as the target tables on purpose: a chunk's rows, its
-checkpoint and its fence check then commit in one transaction.
+checkpoint and its fence check then commit in one transaction. They are created and
+upgraded by the migrations in `jobs_platform/store/migrations/` (`jobs-platform db
+upgrade`); a change here needs a new revision there, which the suite checks.
 """
 
 from __future__ import annotations
@@ -167,12 +169,15 @@ outbox = sa.Table(
 _CREATE_TABLES_LOCK_ID = 7_415_902_311
 
 
-def create_tables(engine: sa.Engine, *tables: sa.Table) -> None:
-    """Create the framework's tables and the given target tables when missing.
+def create_user_tables(engine: sa.Engine, *tables: sa.Table) -> None:
+    """Create a backfill's target tables when missing: a deploy step, like `db upgrade`.
 
-    Safe when many workers start at once: on PostgreSQL a transaction-scoped advisory
-    lock serialises the creators (concurrent CREATE TABLE races on the catalog);
-    SQLite's BEGIN IMMEDIATE already does.
+    A backfill's tables are the user's: create them with your own migrations, or call this
+    once at deploy time. It never alters a table that exists. The framework's own tables
+    are not created here; `jobs-platform db upgrade` migrates them. Safe when many
+    processes start at once: on PostgreSQL a transaction-scoped advisory lock serialises
+    the creators (concurrent CREATE TABLE races on the catalog); SQLite's BEGIN IMMEDIATE
+    already does.
     """
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
@@ -180,6 +185,5 @@ def create_tables(engine: sa.Engine, *tables: sa.Table) -> None:
                 sa.text("SELECT pg_advisory_xact_lock(:lock_id)"),
                 {"lock_id": _CREATE_TABLES_LOCK_ID},
             )
-        framework_metadata.create_all(connection, checkfirst=True)
         for table in tables:
             table.create(connection, checkfirst=True)

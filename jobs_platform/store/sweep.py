@@ -17,7 +17,9 @@ import sqlalchemy as sa
 from jobs_platform.store.upsert import insert_frame
 
 SWEEP_BATCH = 1000  # keys per INSERT when seen keys are handed over as a collection
-SEEN_KEYS_TABLE = "jp_seen_keys"
+# A stage table by name: like the upsert's `jp_stage_*` tables it is TEMPORARY, per
+# connection, and no part of the warehouse's schema (no migration, no DDL on the schema).
+SEEN_KEYS_TABLE = "jp_stage_seen_keys"
 
 
 class SeenKeys:
@@ -32,16 +34,15 @@ class SeenKeys:
     def __init__(self, connection: sa.Connection, table: sa.Table, key: Sequence[str]):
         self.connection = connection
         self.key = tuple(key)
-        columns = [sa.Column(name, table.c[name].type) for name in self.key]
         # Keys repeat across chunks (the last line wins); duplicates are harmless here,
-        # so there is no unique constraint to trip over. PostgreSQL anti-joins by hash
-        # and needs no index (none to maintain on 20 million inserts); SQLite would
-        # build one for the DELETE anyway.
-        indexes = []
-        if connection.dialect.name == "sqlite":
-            indexes = [sa.Index(f"ix_{SEEN_KEYS_TABLE}", *self.key)]
+        # so there is no unique constraint to trip over, and no index: PostgreSQL
+        # anti-joins by hash (none to maintain on 20 million inserts) and SQLite builds an
+        # automatic index for the DELETE's subquery.
         self.table = sa.Table(
-            SEEN_KEYS_TABLE, sa.MetaData(), *columns, *indexes, prefixes=["TEMPORARY"]
+            SEEN_KEYS_TABLE,
+            sa.MetaData(),
+            *[sa.Column(name, table.c[name].type) for name in self.key],
+            prefixes=["TEMPORARY"],
         )
 
     def create(self) -> None:

@@ -27,7 +27,9 @@ from jobs_platform.store.holders import HolderIdentity
 from jobs_platform.store.leases import acquire_lease, this_holder
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.quarantine import QuarantineStatus, latest_entry, requeue_partition
+from jobs_platform.store.schema import create_user_tables
 from jobs_platform.store.upsert import UpsertCounts
+from jobs_platform_tests.support import upgraded_warehouse
 
 ASSET, DAY = "items", "2024-01-03"
 MAX_ATTEMPTS = 3
@@ -87,6 +89,8 @@ def items_spec(source: ItemsInput) -> BackfillSpec:
 
 @pytest.fixture
 def settings(warehouse_url, tmp_path) -> Settings:
+    """A warehouse as a deploy leaves it: upgraded, with the backfill's `items` table."""
+    create_user_tables(upgraded_warehouse(warehouse_url), items_table())
     return Settings(
         database_url=warehouse_url,
         landing_root=str(tmp_path),

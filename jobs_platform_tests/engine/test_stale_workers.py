@@ -20,10 +20,9 @@ from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.runner import AttemptInfo, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import Classification, RetryableError, TerminalError
-from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import acquire_lease
 from jobs_platform.store.quarantine import list_entries
-from jobs_platform.store.schema import create_tables, leases
+from jobs_platform.store.schema import leases
 from jobs_platform_tests.engine.test_runner import (
     ASSET,
     DAY,
@@ -36,7 +35,7 @@ from jobs_platform_tests.engine.test_runner import (
     settings,
     stored_items,
 )
-from jobs_platform_tests.support import wait_for
+from jobs_platform_tests.support import upgraded_warehouse, wait_for
 
 __all__ = ["items_input", "settings"]  # fixtures shared with test_runner
 
@@ -165,8 +164,7 @@ def test_unchanged_later_chunk_still_wins_over_a_changed_earlier_chunk(settings)
 
 
 def test_heartbeat_thread_stops_even_when_its_renewal_hangs_in_the_database(pg_url):
-    engine = warehouse_engine(pg_url)
-    create_tables(engine)
+    engine = upgraded_warehouse(pg_url)
     grant = acquire_lease(engine, ASSET, DAY, holder="w", run_id=None, ttl_seconds=1.5)
     blocker = engine.connect()
     transaction = blocker.begin()

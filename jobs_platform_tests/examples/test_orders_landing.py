@@ -147,6 +147,19 @@ def test_invalid_utf8_is_a_validation_error_of_its_line(tmp_path):
     assert raised.value.line == 2
 
 
+def test_a_file_starting_with_a_byte_order_mark_is_terminal_and_says_how_to_fix_it(tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_text("\ufeff" + json.dumps(order()) + "\n", encoding="utf-8")
+
+    with pytest.raises(InputValidationError) as raised:
+        read_all(str(path))
+
+    assert isinstance(raised.value, TerminalError)
+    assert raised.value.line == 1
+    assert "starts with a UTF-8 byte-order mark" in str(raised.value)
+    assert "save the file as UTF-8 without a BOM" in str(raised.value)
+
+
 def test_timestamp_of_another_day_in_its_own_offset_is_rejected(tmp_path):
     # 23:30 at UTC-01:00 is 00:30 the next day in UTC: the partition must not write it.
     error = validation_error_at_line_3(tmp_path, order(ordered_at=f"{DAY}T23:30:00-01:00"))

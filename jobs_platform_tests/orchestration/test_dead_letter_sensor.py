@@ -15,24 +15,31 @@ import sqlalchemy as sa
 from jobs_platform.definitions import defs
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.orchestration.backfill_asset import BACKFILL_TAG
 from jobs_platform.orchestration.dead_letter import (
     DeadLetterCursor,
     dead_letter,
     dead_letter_sensor,
 )
 from jobs_platform.orchestration.requeue import requeue_sensor
-from jobs_platform.store.quarantine import QuarantineStatus, latest_entry
-from jobs_platform.store.schema import alert_ledger
+from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
+from jobs_platform.store.quarantine import (
+    REQUEUE_LAUNCH_GRACE_SECONDS,
+    QuarantineStatus,
+    latest_entry,
+    mark_requeue_launched,
+    requeue_partition,
+)
+from jobs_platform.store.schema import alert_ledger, utcnow
 from jobs_platform_tests.alert_fixtures import (
     bulk_quarantine_entries,
     http_receiver,
     quarantine_entry,
 )
-from jobs_platform_tests.support import engine_from, materialize
+from jobs_platform_tests.support import engine_from, materialize, record_requested_run
 
 DAY = dt.date(2024, 3, 4)
 PARTITION = DAY.isoformat()
+CLI_LAUNCH_WAIT = dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS + 1)
 
 
 @pytest.fixture
@@ -316,15 +323,18 @@ def test_every_backfill_asset_has_the_quarantine_check():
     assert {name for _asset, name in checked} == {"no_quarantined_partitions"}
 
 
-def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_once(engine, instance):
+def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_until_its_run_exists(
+    engine, instance
+):
     entry_id = quarantine_entry(engine, partition=PARTITION)
 
     assert requeue(instance, "orders", PARTITION).success
     first = tick(instance, requeue_sensor)
+    [request] = first.run_requests
+    record_requested_run(instance, request)
     second = tick(instance, requeue_sensor)
 
-    [request] = first.run_requests
-    assert request.run_key == f"requeue-{entry_id}"
+    assert request.run_key == requeue_run_key(entry_id)
     assert request.partition_key == PARTITION
     # The asset and the backfills it feeds, as `jobs-platform dead-letter requeue` launches.
     assert request.asset_selection == [orders.key, daily_revenue.key]
@@ -333,6 +343,46 @@ def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_once(engine, 
         entry = latest_entry(connection, "orders", PARTITION)
     assert entry.status == QuarantineStatus.REQUEUED
     assert entry.requeue_launched_at is not None
+
+
+def test_a_requeue_whose_run_never_reached_dagster_is_requested_again_next_tick(engine, instance):
+    entry_id = quarantine_entry(engine, partition=PARTITION)
+    assert requeue(instance, "orders", PARTITION).success
+    tick(instance, requeue_sensor)  # the tick's result is lost
+
+    [again] = tick(instance, requeue_sensor).run_requests
+
+    assert (again.run_key, again.partition_key) == (requeue_run_key(entry_id), PARTITION)
+
+
+def test_requeue_sensor_relaunches_a_cli_launch_whose_run_never_appeared(engine, instance):
+    entry_id = quarantine_entry(engine, partition=PARTITION)
+    with engine.begin() as connection:
+        # What `dead-letter requeue` commits before it launches, then it died.
+        requeue_partition(connection, "orders", PARTITION)
+        mark_requeue_launched(connection, [entry_id], now=utcnow() - CLI_LAUNCH_WAIT)
+
+    [request] = tick(instance, requeue_sensor).run_requests
+
+    assert request.run_key == requeue_run_key(entry_id)
+
+
+def test_requeue_sensor_leaves_a_launch_the_cli_just_started_to_the_cli(engine, instance):
+    entry_id = quarantine_entry(engine, partition=PARTITION)
+    with engine.begin() as connection:
+        requeue_partition(connection, "orders", PARTITION)
+        mark_requeue_launched(connection, [entry_id])  # its run is being created
+
+    assert tick(instance, requeue_sensor).run_requests == []
+
+
+def test_requeue_sensor_leaves_a_requeue_whose_partition_has_started_again(engine, instance):
+    quarantine_entry(engine, partition=PARTITION)
+    assert requeue(instance, "orders", PARTITION).success
+    # A run launched some other way (by hand, a backfill) made the new episode's attempt.
+    quarantine_entry(engine, partition=PARTITION, failures=1)
+
+    assert tick(instance, requeue_sensor).run_requests == []
 
 
 def test_requeue_sensor_leaves_entries_of_assets_this_code_location_lacks(engine, instance):

@@ -18,8 +18,14 @@ import sqlalchemy as sa
 
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
-from jobs_platform.store.schema import attempts, checkpoints, create_tables
-from jobs_platform_tests.support import DAGSTER, _config_file, engine_from, wait_for
+from jobs_platform.store.schema import attempts, checkpoints
+from jobs_platform_tests.support import (
+    DAGSTER,
+    _config_file,
+    engine_from,
+    upgraded_warehouse,
+    wait_for,
+)
 
 FIRST, LAST = dt.date(2024, 9, 1), dt.date(2024, 9, 2)
 CHUNK_ROWS = 50
@@ -57,7 +63,7 @@ def test_a_ranged_run_whose_worker_was_killed_is_failed_and_its_attempt_is_a_cra
     pg_platform_env, monkeypatch
 ):
     seed_orders(pg_platform_env["JOBS_PLATFORM_LANDING"], FIRST, LAST, orders_per_day=200)
-    create_tables(engine_from(pg_platform_env))
+    upgraded_warehouse(pg_platform_env["JOBS_PLATFORM_DATABASE_URL"])
     monkeypatch.setenv("JOBS_PLATFORM_LEASE_SECONDS", "2")  # the sensor runs in this process
     env = {
         **pg_platform_env,

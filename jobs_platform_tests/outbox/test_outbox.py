@@ -21,17 +21,15 @@ from jobs_platform.examples.customers.history import busiest_customers
 from jobs_platform.examples.customers.tables import customer_order_history_table
 from jobs_platform.examples.orders.assets import orders, seed_example_orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.orchestration.backfill_asset import CORRELATION_TAG
 from jobs_platform.orchestration.outbox import (
     HEALTH_CHECK_NAME,
-    REQUEST_ID_TAG,
     REQUESTS_PER_TICK,
     STALE_PENDING_SECONDS,
     backfill_request_sensor,
     outbox_health,
 )
+from jobs_platform.orchestration.tags import CORRELATION_TAG, REQUEST_ID_TAG, RUN_KEY_TAG
 from jobs_platform.outbox import (
-    CLAIM_TIMEOUT_SECONDS,
     MAX_PARTITIONS_PER_REQUEST,
     InvalidRequest,
     OutboxNotInstalled,
@@ -40,11 +38,19 @@ from jobs_platform.outbox import (
     mark_launched,
     mark_rejected,
     queue_stats,
+    reclaim_unlaunched,
 )
 from jobs_platform.settings import Settings
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import active_entry
-from jobs_platform.store.schema import create_tables, outbox, utcnow
-from jobs_platform_tests.support import attempts_of, engine_from, materialize
+from jobs_platform.store.schema import create_user_tables, outbox, utcnow
+from jobs_platform_tests.support import (
+    attempts_of,
+    engine_from,
+    materialize,
+    record_requested_run,
+    upgraded_warehouse,
+)
 
 DAY = "2024-01-03"
 
@@ -62,14 +68,14 @@ invoices = sa.Table(
 def engine(platform_env) -> sa.Engine:
     """The warehouse (PostgreSQL and SQLite), with the framework's and the app's tables."""
     engine = engine_from(platform_env)
-    create_tables(engine, invoices)
+    create_user_tables(engine, invoices)
     return engine
 
 
 @pytest.fixture
 def pg_engine(pg_platform_env) -> sa.Engine:
     engine = engine_from(pg_platform_env)
-    create_tables(engine, invoices)
+    create_user_tables(engine, invoices)
     return engine
 
 
@@ -150,11 +156,11 @@ def test_request_backfill_refuses_a_connection_without_a_transaction(engine):
         request_backfill(connection, "orders", [DAY], reason="r")
 
 
-def test_request_backfill_without_the_outbox_table_raises_a_clear_error(platform_env):
-    engine = engine_from(platform_env)  # create_tables never ran on this warehouse
+def test_request_backfill_without_the_outbox_table_raises_a_clear_error(warehouse_url):
+    engine = warehouse_engine(warehouse_url)  # `jobs-platform db upgrade` never ran on it
 
     with (
-        pytest.raises(OutboxNotInstalled, match=r"create_tables\(engine\)"),
+        pytest.raises(OutboxNotInstalled, match="run: jobs-platform db upgrade"),
         engine.begin() as connection,
     ):
         request_backfill(connection, "orders", [DAY], reason="r")
@@ -181,8 +187,7 @@ def test_request_backfill_without_the_outbox_table_raises_a_clear_error(platform
 def test_enqueue_refuses_what_can_never_be_a_request(
     sqlite_url, asset, partitions, kwargs, message
 ):
-    engine = engine_from({"JOBS_PLATFORM_DATABASE_URL": sqlite_url})
-    create_tables(engine)
+    engine = upgraded_warehouse(sqlite_url)
     kwargs = {"reason": "r", **kwargs}
 
     with pytest.raises(ValueError, match=message), engine.begin() as connection:
@@ -205,18 +210,65 @@ def test_request_launches_one_run_with_the_request_id_as_run_key(engine, instanc
     assert run.asset_selection == [orders.key]
     assert our_tags(run) == {CORRELATION_TAG: "inv-7", REQUEST_ID_TAG: str(request_id)}
     row = stored(engine, request_id)
-    assert (row.status, row.run_key, row.error) == ("launched", str(request_id), None)
-    assert row.claimed_at is not None and row.launched_at is not None
+    assert (row.status, row.error) == ("claimed", None)  # launched once its run exists
+    assert row.claimed_at is not None and row.launched_at is None
 
 
-def test_repeated_ticks_launch_a_request_once(engine, instance):
+def test_a_launched_request_is_never_requested_again(engine, instance):
     enqueue(engine)
+    [run] = tick(instance).run_requests
+    record_requested_run(instance, run)
+    tick(instance)  # finds the run: launched
 
-    first, second = tick(instance), tick(instance)
+    later = tick(instance)
 
-    assert len(first.run_requests) == 1
-    assert second.run_requests == []
-    assert second.skip_message == "no pending backfill requests"
+    assert later.run_requests == []
+    assert later.skip_message == "no pending backfill requests"
+
+
+def test_a_request_whose_runs_never_reached_dagster_is_requested_again_next_tick(engine, instance):
+    request_id = enqueue(engine)
+    tick(instance)  # the tick's result is lost: the daemon died or the tick timed out
+
+    again = tick(instance)
+
+    assert [run.run_key for run in again.run_requests] == [str(request_id)]
+    assert stored(engine, request_id).status == "claimed"
+
+
+def test_a_request_is_marked_launched_on_the_tick_after_its_run_exists(engine, instance):
+    request_id = enqueue(engine)
+    [run] = tick(instance).run_requests
+    record_requested_run(instance, run)
+
+    later = tick(instance)
+
+    assert later.run_requests == []
+    row = stored(engine, request_id)
+    assert (row.status, row.run_key) == ("launched", str(request_id))
+    assert row.launched_at is not None
+
+
+def test_a_run_created_but_never_submitted_is_requested_again(engine, instance):
+    request_id = enqueue(engine)
+    [run] = tick(instance).run_requests
+    record_requested_run(instance, run, status=dg.DagsterRunStatus.NOT_STARTED)
+
+    [again] = tick(instance).run_requests
+
+    assert again.run_key == str(request_id)  # the daemon launches the created run for it
+    assert stored(engine, request_id).status == "claimed"
+
+
+def test_only_the_partitions_without_a_run_are_requested_again(engine, instance):
+    request_id = enqueue(engine, partitions=["2024-01-02", DAY])
+    first, _lost = tick(instance).run_requests
+    record_requested_run(instance, first)
+
+    [again] = tick(instance).run_requests
+
+    assert again.run_key == f"{request_id}:{DAY}"
+    assert stored(engine, request_id).status == "claimed"
 
 
 def test_a_request_naming_several_partitions_gets_one_run_per_partition(engine, instance):
@@ -240,20 +292,22 @@ def test_a_request_without_a_correlation_id_gets_one_naming_the_request(engine, 
 
 
 @pytest.mark.parametrize("requests", [1, 2 * REQUESTS_PER_TICK + 5])
-def test_concurrent_sensor_ticks_never_emit_the_same_request(pg_engine, requests):
-    days = [(dt.date(2024, 1, 1) + dt.timedelta(days=i)).isoformat() for i in range(requests)]
-    ids = [enqueue(pg_engine, partitions=[day]) for day in days]
+def test_concurrent_claimers_split_the_pending_requests_between_them(pg_engine, requests):
+    ids = [enqueue(pg_engine) for _ in range(requests)]
     barrier = threading.Barrier(2)
-    emitted: list[list[str]] = [[], []]
+    claimed: list[list[int]] = [[], []]
     errors: list[BaseException] = []
 
     def sensor_process(slot: int) -> None:
-        # Each thread stands for a sensor process: its own instance and warehouse connection.
+        # Each thread stands for a sensor process with its own warehouse connection.
         try:
-            with dg.DagsterInstance.ephemeral() as instance:
-                barrier.wait(timeout=30)
-                while runs := tick(instance).run_requests:
-                    emitted[slot].extend(run.run_key for run in runs)
+            barrier.wait(timeout=30)
+            while True:
+                with pg_engine.begin() as connection:
+                    batch = claim_pending(connection, REQUESTS_PER_TICK)
+                if not batch:
+                    return
+                claimed[slot].extend(request.id for request in batch)
         except BaseException as error:
             errors.append(error)
 
@@ -264,11 +318,7 @@ def test_concurrent_sensor_ticks_never_emit_the_same_request(pg_engine, requests
         thread.join(timeout=120)
 
     assert not errors, errors
-    all_keys = emitted[0] + emitted[1]
-    assert sorted(all_keys) == sorted(str(i) for i in ids)  # each exactly once
-    with pg_engine.connect() as connection:
-        statuses = connection.execute(sa.select(outbox.c.status).distinct()).scalars().all()
-    assert statuses == ["launched"]
+    assert sorted(claimed[0] + claimed[1]) == ids  # each exactly once
 
 
 def test_a_claimed_batch_is_skipped_by_other_claimers_not_waited_for(pg_engine):
@@ -285,21 +335,34 @@ def test_a_claimed_batch_is_skipped_by_other_claimers_not_waited_for(pg_engine):
         holder.commit()
 
 
-def test_a_claim_whose_sensor_died_is_claimed_again_after_the_timeout(engine):
+def test_a_claimed_request_is_claimed_again_until_it_is_marked(engine):
     request_id = enqueue(engine)
     with engine.begin() as connection:
         [claimed] = claim_pending(connection, 10)  # then the tick dies: never marked
-    later = claimed.claimed_at + dt.timedelta(seconds=CLAIM_TIMEOUT_SECONDS + 1)
 
     with engine.begin() as connection:
         assert claim_pending(connection, 10) == []
-        [again] = claim_pending(connection, 10, now=later)
-        assert again.id == request_id
+        [again] = reclaim_unlaunched(connection, 10)
+        assert again.id == request_id and again.claimed_at >= claimed.claimed_at
         assert mark_launched(connection, request_id, str(request_id))
-        # The dead tick's late verdict changes nothing.
+        # A slower tick's late verdict changes nothing.
         assert not mark_rejected(connection, request_id, "too late")
+        assert reclaim_unlaunched(connection, 10) == []
 
     assert stored(engine, request_id).status == "launched"
+
+
+def test_reclaims_take_the_longest_claimed_request_first(engine):
+    first, second = enqueue(engine), enqueue(engine)
+    with engine.begin() as connection:
+        claim_pending(connection, 10)
+
+    with engine.begin() as connection:
+        [taken] = reclaim_unlaunched(connection, 1)
+    with engine.begin() as connection:
+        [then] = reclaim_unlaunched(connection, 1)
+
+    assert (taken.id, then.id) == (first, second)  # a request whose runs never appear rotates
 
 
 def _set_schema_version(engine: sa.Engine, request_id: int) -> None:
@@ -345,12 +408,12 @@ def test_an_invalid_request_is_rejected_with_the_reason_and_never_retried(
     far_later = utcnow() + dt.timedelta(days=30)
     with engine.begin() as connection:
         assert claim_pending(connection, 10, now=far_later) == []
+        assert reclaim_unlaunched(connection, 10, now=far_later) == []
     assert tick(instance).run_requests == []
 
 
 def test_a_new_customer_key_is_added_as_a_dynamic_partition_then_resynced(platform_env):
     engine = engine_from(platform_env)
-    create_tables(engine)
     seed_example_orders(Settings.from_env(platform_env))
     customer = str(busiest_customers(platform_env["JOBS_PLATFORM_LANDING"], 1)[0])
     request_id = enqueue(engine, asset="customer_order_history", partitions=[customer])
@@ -378,7 +441,6 @@ def test_a_new_customer_key_is_added_as_a_dynamic_partition_then_resynced(platfo
 
 def test_the_correlation_id_is_on_the_run_and_in_the_attempt_history(platform_env, instance):
     engine = engine_from(platform_env)
-    create_tables(engine)
     seed_orders(platform_env["JOBS_PLATFORM_LANDING"], dt.date(2024, 1, 3), dt.date(2024, 1, 3))
     enqueue(engine, correlation_id="ticket-42")
     [run] = tick(instance).run_requests
@@ -393,13 +455,15 @@ def test_the_correlation_id_is_on_the_run_and_in_the_attempt_history(platform_en
 
 def test_a_request_whose_run_fails_terminally_ends_in_the_dead_letter(platform_env, instance):
     engine = engine_from(platform_env)
-    create_tables(engine)
     day = dt.date(2024, 1, 3)
     seed_orders(platform_env["JOBS_PLATFORM_LANDING"], day, day, poison_days=[day])
     request_id = enqueue(engine, correlation_id="ticket-43")
     [run] = tick(instance).run_requests
 
-    result = materialize([orders], run.partition_key, instance=instance, tags=our_tags(run))
+    result = materialize(
+        [orders], run.partition_key, instance=instance, tags={**run.tags, RUN_KEY_TAG: run.run_key}
+    )
+    tick(instance)
 
     assert not result.success
     assert result.dagster_run.tags[REQUEST_ID_TAG] == str(request_id)

@@ -27,8 +27,8 @@ from jobs_platform.store.leases import (
     renew_lease,
     this_holder,
 )
-from jobs_platform.store.schema import create_tables, leases, utcnow
-from jobs_platform_tests.support import ManualClock
+from jobs_platform.store.schema import leases, utcnow
+from jobs_platform_tests.support import ManualClock, upgraded_warehouse
 
 ASSET, PARTITION = "items", "2024-01-03"
 TTL = 30.0
@@ -38,8 +38,7 @@ SHORT_TTL = 1.0
 
 @pytest.fixture
 def warehouse(warehouse_url) -> sa.Engine:
-    engine = warehouse_engine(warehouse_url)
-    create_tables(engine)
+    engine = upgraded_warehouse(warehouse_url)
     return engine
 
 
@@ -262,7 +261,7 @@ def _contend_in_a_process(url: str, holder: str, barrier, results) -> None:
 
 
 def test_racing_processes_on_postgresql_have_exactly_one_winner(pg_url):
-    create_tables(warehouse_engine(pg_url))
+    upgraded_warehouse(pg_url)
     context = multiprocessing.get_context("fork")  # fast: the modules are already loaded
     contenders = 4
     barrier, results = context.Barrier(contenders), context.Queue()

@@ -14,10 +14,10 @@ import textwrap
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 from jobs_platform.store.recovery import record_abandoned_attempts_everywhere
-from jobs_platform.store.schema import attempts, create_tables
+from jobs_platform.store.schema import attempts
+from jobs_platform_tests.support import upgraded_warehouse
 
 ASSET, PARTITION = "items", "2024-01-03"
 
@@ -53,9 +53,7 @@ _WORKER = textwrap.dedent(
 
 @pytest.fixture
 def warehouse(pg_url) -> sa.Engine:
-    engine = warehouse_engine(pg_url)
-    create_tables(engine)
-    return engine
+    return upgraded_warehouse(pg_url)
 
 
 def _require(command: str) -> str:

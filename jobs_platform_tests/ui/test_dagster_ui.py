@@ -24,7 +24,13 @@ import httpx
 import pytest
 
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform_tests.support import DAGSTER, REPO_ROOT, platform_environment, wait_for
+from jobs_platform_tests.support import (
+    DAGSTER,
+    REPO_ROOT,
+    platform_environment,
+    prepare_warehouse,
+    wait_for,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Flags checked on this stack (shared NOTES): no sandbox as root, no GPU, nothing phoning home.
@@ -77,6 +83,7 @@ DEAD_LETTER_QUERY = """
 @pytest.mark.timeout(900)
 def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
     sync_playwright, expect = _playwright()
+    prepare_warehouse(pg_url)  # the deploy step: `jobs-platform db upgrade` and the tables
     env = platform_environment(pg_url, tmp_path)
     # The repo's instance settings (QueuedRunCoordinator, run monitoring, run retries),
     # so the test exercises what `dagster dev` in the repo root uses.

@@ -47,6 +47,14 @@ _MICROSECOND = timedelta(microseconds=1)
 _FINGERPRINT_BLOCK_BYTES = 1 << 20
 _SHOWN_VALUE_CHARS = 60
 _MISSING = object()
+# Editors and Windows tools may begin a "UTF-8" file with U+FEFF; JSON lines may not start
+# with it. Checked only when a line fails to parse, so valid files pay nothing for it.
+_BYTE_ORDER_MARK = "\ufeff"
+_BYTE_ORDER_MARK_PROBLEM = (
+    "starts with a UTF-8 byte-order mark (BOM, bytes EF BB BF), which JSON lines may not "
+    "contain: save the file as UTF-8 without a BOM (Python: encoding='utf-8', not "
+    "'utf-8-sig'), or strip it with sed -i 's/^\\xEF\\xBB\\xBF//' FILE"
+)
 # Decoding the bytes ourselves and calling the decoder directly is about 40% faster than
 # json.loads(bytes), which sniffs the encoding of every line.
 _decode_json = json.JSONDecoder().decode
@@ -81,8 +89,10 @@ def read_order_chunks(path: str, day: str, chunk_rows: int) -> Iterator[pd.DataF
     """Validated orders of ``day``'s file as DataFrames of ``chunk_rows`` rows (the last shorter).
 
     The file is streamed line by line. Blank lines produce no row but still count for the
-    1-based line numbers in errors. Arguments are checked at the call; the file is opened and
-    validated as the chunks are consumed, so a bad line surfaces after the chunks before it.
+    1-based line numbers in errors. An empty file yields no chunk: a day without orders,
+    which leaves the partition with no rows (the runner sweeps any an earlier input left).
+    Arguments are checked at the call; the file is opened and validated as the chunks are
+    consumed, so a bad line surfaces after the chunks before it.
     """
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
@@ -123,6 +133,8 @@ def _parse_line(
     try:
         record = _decode_json(text)
     except json.JSONDecodeError as exc:
+        if text.startswith(_BYTE_ORDER_MARK):
+            raise _invalid(line_number, None, _BYTE_ORDER_MARK_PROBLEM) from None
         problem = f"not valid JSON ({exc.msg}, column {exc.colno})"
         raise _invalid(line_number, None, problem) from None
     except RecursionError:

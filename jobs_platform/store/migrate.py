@@ -1,0 +1,254 @@
+"""Versioned upgrades of the framework's tables (Alembic), and the check that runs before work.
+
+A deploy runs `jobs-platform db upgrade`. Steps, sensors, hooks and the CLI's read
+commands never run DDL: they check the warehouse's revision once per process and refuse
+to work on one that is behind, with one line saying what to run. The embedded default
+(SQLite under `.jobs_platform/`) is the exception: it is the zero-set-up path of the demo
+and `dagster dev`, so it upgrades itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TextIO
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from jobs_platform.errors import TerminalError
+from jobs_platform.settings import embedded_database_url
+from jobs_platform.store.db import normalize_url, redact_url
+from jobs_platform.store.schema import create_user_tables
+
+# Not alembic's default `alembic_version`: a warehouse may well hold the user's own.
+VERSION_TABLE = "jp_alembic_version"
+# The schema 0.1.0 created with `create_all`, before the framework had migrations.
+BASELINE_REVISION = "0001_schema_0_1_0"
+BASELINE_TABLES = frozenset(
+    {
+        "jp_checkpoints",
+        "jp_partitions",
+        "jp_leases",
+        "jp_attempts",
+        "jp_quarantine",
+        "jp_alert_ledger",
+        "jp_outbox",
+    }
+)
+# Any constant works; every process that upgrades must use the same one.
+UPGRADE_LOCK_ID = 7_415_902_312
+UPGRADE_COMMAND = "jobs-platform db upgrade"
+
+
+class SchemaNotReady(TerminalError):
+    """The warehouse's framework tables are not at this version's revision.
+
+    Terminal: retrying cannot help until someone runs `jobs-platform db upgrade`.
+    """
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """Where a warehouse's framework tables stand against this version's migrations."""
+
+    url: str
+    """The warehouse URL, password redacted."""
+    revision: str | None
+    """The applied revision; None for an empty warehouse or 0.1.0's unversioned tables."""
+    head: str
+    unversioned: bool = False
+    """The tables of 0.1.0 are there without a version table (upgrade adopts them)."""
+
+    @property
+    def at_head(self) -> bool:
+        return self.revision == self.head
+
+    @property
+    def known(self) -> bool:
+        return self.revision is None or self.revision in _script_revisions()
+
+    def describe_revision(self) -> str:
+        if self.revision is not None:
+            return self.revision
+        return "none (0.1.0 tables, unversioned)" if self.unversioned else "none (empty)"
+
+    def not_ready_message(self) -> str:
+        if not self.known:
+            return (
+                f"warehouse {self.url} is at revision {self.revision}, which this jobs_platform "
+                f"does not know (its head is {self.head}): a newer version upgraded it; "
+                "deploy that version"
+            )
+        return (
+            f"warehouse {self.url} is at revision {self.describe_revision()}, this "
+            f"jobs_platform needs {self.head}; run: {UPGRADE_COMMAND}"
+        )
+
+
+def alembic_config(url: str | sa.URL | None = None) -> Config:
+    """Alembic's configuration of the packaged migrations (no alembic.ini needed)."""
+    config = Config()
+    config.set_main_option("script_location", "jobs_platform.store:migrations")
+    config.set_main_option("version_table", VERSION_TABLE)
+    # New revision files are named after their id, which says what they do (0002_…).
+    config.set_main_option("file_template", "%%(rev)s")
+    if url is not None:
+        # ConfigParser interpolates '%': a percent-encoded password must be doubled.
+        rendered = normalize_url(url).render_as_string(hide_password=False)
+        config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+    return config
+
+
+@functools.cache
+def _script() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config())
+
+
+@functools.cache
+def _script_revisions() -> frozenset[str]:
+    return frozenset(revision.revision for revision in _script().walk_revisions())
+
+
+def head_revision() -> str:
+    """The revision this version of the framework needs."""
+    head = _script().get_current_head()
+    assert head is not None, "the packaged migrations have no revision"
+    return head
+
+
+def schema_state(engine: sa.Engine) -> SchemaState:
+    """Read the warehouse's revision; changes nothing."""
+    with engine.connect() as connection:
+        return _state(connection)
+
+
+def _state(connection: sa.Connection) -> SchemaState:
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    revision = context.get_current_revision()
+    unversioned = revision is None and _has_baseline_tables(connection)
+    return SchemaState(redact_url(connection.engine.url), revision, head_revision(), unversioned)
+
+
+def _has_baseline_tables(connection: sa.Connection) -> bool:
+    present = BASELINE_TABLES & set(sa.inspect(connection).get_table_names())
+    if present and present != BASELINE_TABLES:
+        raise SchemaNotReady(
+            f"warehouse {redact_url(connection.engine.url)} has some of the framework's tables "
+            f"but no schema revision, and lacks {', '.join(sorted(BASELINE_TABLES - present))}: "
+            "it was not created by jobs_platform; restore it or start from an empty database"
+        )
+    return bool(present)
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """What `upgrade_warehouse` found and left."""
+
+    url: str
+    before: str | None
+    after: str
+    adopted: bool
+    """0.1.0's unversioned tables were stamped as the baseline revision first."""
+
+
+def upgrade_warehouse(engine: sa.Engine) -> Upgrade:
+    """Bring the framework's tables to head in one transaction; a no-op when already there.
+
+    Safe from many processes at once: on PostgreSQL a session advisory lock, taken on the
+    very connection the migrations run on, serialises upgraders (the second then finds the
+    warehouse at head); on SQLite the transaction's BEGIN IMMEDIATE does.
+    """
+    with engine.connect() as connection:
+        postgresql = connection.dialect.name == "postgresql"
+        if postgresql:
+            connection.execute(sa.text("SELECT pg_advisory_lock(:id)"), {"id": UPGRADE_LOCK_ID})
+            connection.commit()  # a session lock: it outlives this transaction
+        try:
+            with connection.begin():
+                state = _state(connection)
+                if not state.known:
+                    raise SchemaNotReady(state.not_ready_message())
+                config = alembic_config()
+                # Alembic runs inside the transaction begun above and leaves the commit to it.
+                config.attributes["connection"] = connection
+                if state.unversioned:
+                    command.stamp(config, BASELINE_REVISION)
+                if not state.at_head:
+                    command.upgrade(config, "head")
+                after = _state(connection).revision
+        finally:
+            if postgresql:
+                connection.execute(
+                    sa.text("SELECT pg_advisory_unlock(:id)"), {"id": UPGRADE_LOCK_ID}
+                )
+                connection.commit()
+    return Upgrade(state.url, state.revision, after or "", state.unversioned)
+
+
+def write_upgrade_sql(engine: sa.Engine, out: TextIO) -> SchemaState:
+    """Write the SQL that would bring this warehouse to head; changes nothing.
+
+    The starting point is read from the warehouse, so the script holds only what it lacks.
+    """
+    state = schema_state(engine)
+    if not state.known:
+        raise SchemaNotReady(state.not_ready_message())
+    if state.at_head:
+        return state
+    config = alembic_config(engine.url)
+    config.output_buffer = out
+    if state.unversioned:
+        command.stamp(config, BASELINE_REVISION, sql=True)
+    start = state.revision or (BASELINE_REVISION if state.unversioned else None)
+    command.upgrade(config, f"{start}:head" if start else "head", sql=True)
+    return state
+
+
+_ready: set[str] = set()
+_embedded_tables: set[tuple[str, str]] = set()
+_ready_lock = threading.Lock()
+
+
+def require_current_schema(engine: sa.Engine, *, embedded_tables: Iterable[sa.Table] = ()) -> None:
+    """Raise `SchemaNotReady` unless the framework's tables are at head; no DDL.
+
+    Checked once per process and warehouse (a success is cached; a failure is not, so a
+    long-lived daemon recovers once someone upgrades). On the embedded default the
+    schema is upgraded instead, and `embedded_tables` (a backfill's target table) are
+    created when missing, so the demo and `dagster dev` need no set-up.
+    """
+    key = engine.url.render_as_string(hide_password=False)
+    embedded = is_embedded_default(engine.url)
+    if key not in _ready:
+        if embedded:
+            upgrade_warehouse(engine)
+        else:
+            state = schema_state(engine)
+            if not state.at_head:
+                raise SchemaNotReady(state.not_ready_message())
+        with _ready_lock:
+            _ready.add(key)
+    if embedded:
+        missing = [table for table in embedded_tables if (key, table.name) not in _embedded_tables]
+        if missing:
+            create_user_tables(engine, *missing)
+            with _ready_lock:
+                _embedded_tables.update((key, table.name) for table in missing)
+
+
+def is_embedded_default(url: str | sa.URL) -> bool:
+    """Whether `url` is the zero-set-up SQLite warehouse of the working directory."""
+    return normalize_url(url) == normalize_url(embedded_database_url())
+
+
+def forget_checked_schemas() -> None:
+    """Forget which warehouses were found ready (for tests that rebuild one in place)."""
+    with _ready_lock:
+        _ready.clear()
+        _embedded_tables.clear()

@@ -1,0 +1,152 @@
+"""Specifications of the framework's migrations, on real PostgreSQL and SQLite databases."""
+
+from __future__ import annotations
+
+import tomllib
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from jobs_platform.store import migrations
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.migrate import (
+    BASELINE_REVISION,
+    VERSION_TABLE,
+    SchemaNotReady,
+    alembic_config,
+    head_revision,
+    upgrade_warehouse,
+)
+from jobs_platform.store.schema import framework_metadata
+from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0
+from jobs_platform_tests.support import REPO_ROOT
+
+
+def every_row(engine: sa.Engine) -> dict[str, list[tuple]]:
+    """Every row of the framework's tables, read through the current models."""
+    with engine.connect() as connection:
+        return {
+            name: [
+                tuple(row)
+                for row in connection.execute(sa.select(table).order_by(*table.primary_key))
+            ]
+            for name, table in framework_metadata.tables.items()
+        }
+
+
+def run_alembic(engine: sa.Engine, step, revision: str) -> None:
+    """`step` (alembic's command.upgrade or .downgrade) to `revision`, in one transaction."""
+    with engine.connect() as connection, connection.begin():
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        step(config, revision)
+
+
+def differences(engine: sa.Engine, metadata: sa.MetaData) -> list:
+    """What autogenerate would write to turn the database into `metadata`."""
+    with engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection,
+            opts={
+                "version_table": VERSION_TABLE,
+                "compare_type": True,
+                "compare_server_default": True,
+            },
+        )
+        return compare_metadata(context, metadata)
+
+
+def indexes_of(engine: sa.Engine, table: str) -> set[str]:
+    return {index["name"] for index in sa.inspect(engine).get_indexes(table)}
+
+
+def test_a_0_1_0_warehouse_upgrades_in_place_keeping_every_row(warehouse_url):
+    engine = build_0_1_0_warehouse(warehouse_url)
+    before = every_row(engine)
+    assert "ix_jp_quarantine_status" not in indexes_of(engine, "jp_quarantine")
+
+    upgrade = upgrade_warehouse(engine)
+
+    assert (upgrade.before, upgrade.after, upgrade.adopted) == (None, head_revision(), True)
+    assert "ix_jp_quarantine_status" in indexes_of(engine, "jp_quarantine")
+    assert every_row(engine) == before
+    assert all(before.values()), "the fixture must put a row in every table"
+    assert differences(engine, framework_metadata) == []
+
+
+def test_revision_0001_is_exactly_the_schema_0_1_0_created(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+
+    run_alembic(engine, command.upgrade, BASELINE_REVISION)
+
+    assert differences(engine, metadata_0_1_0) == []
+
+
+def test_the_migrations_at_head_are_exactly_the_models(warehouse_url):
+    """The autogenerate check: a change to the models without a revision fails here."""
+    engine = warehouse_engine(warehouse_url)
+
+    upgrade_warehouse(engine)
+
+    assert differences(engine, framework_metadata) == []
+
+
+def test_the_autogenerate_check_sees_a_model_change_without_a_revision(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+
+    run_alembic(engine, command.upgrade, BASELINE_REVISION)  # the models have an index this lacks
+
+    [(operation, index)] = differences(engine, framework_metadata)
+    assert (operation, index.name) == ("add_index", "ix_jp_quarantine_status")
+
+
+def test_upgrading_a_warehouse_at_head_changes_nothing(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+    first = upgrade_warehouse(engine)
+
+    second = upgrade_warehouse(engine)
+
+    assert (first.before, first.after) == (None, head_revision())
+    assert (second.before, second.after) == (head_revision(), head_revision())
+
+
+def test_every_revision_downgrades_and_upgrades_again(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+    upgrade_warehouse(engine)
+
+    run_alembic(engine, command.downgrade, "base")
+    assert set(sa.inspect(engine).get_table_names()) <= {VERSION_TABLE}
+    upgrade_warehouse(engine)
+
+    assert differences(engine, framework_metadata) == []
+
+
+def test_a_warehouse_with_only_some_framework_tables_is_refused(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+    metadata_0_1_0.tables["jp_leases"].create(engine)
+
+    with pytest.raises(SchemaNotReady, match="lacks jp_alert_ledger"):
+        upgrade_warehouse(engine)
+
+
+def test_every_migration_file_ships_in_the_package():
+    """Alembic loads revisions by path: a file outside package-data breaks a wheel install."""
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["jobs_platform.store.migrations"]
+    folder = Path(migrations.__file__).parent
+    # Setuptools packs the package's own modules (env.py); everything else is data.
+    data_files = [
+        path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and (path.suffix != ".py" or path.parent != folder)
+    ]
+
+    assert data_files, "the revisions and the script template are data files"
+    assert [name for name in data_files if not any(fnmatch(name, p) for p in patterns)] == []

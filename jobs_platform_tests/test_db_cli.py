@@ -1,0 +1,197 @@
+"""`jobs-platform db upgrade [--sql] | current | check`, and read commands on a warehouse behind.
+
+Real subprocesses, as a deploy script, a CI job or a DBA runs them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.migrate import (
+    BASELINE_REVISION,
+    UPGRADE_LOCK_ID,
+    alembic_config,
+    head_revision,
+    upgrade_warehouse,
+)
+from jobs_platform_tests.support import run_cli, wait_for
+
+JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
+UPGRADE_LINE = "run: jobs-platform db upgrade"
+PASSWORD = "hunter2"  # the test server trusts local connections: any password is accepted
+
+
+@pytest.fixture
+def url(warehouse_url) -> str:
+    """The empty warehouse; on PostgreSQL with a password, which no output may show."""
+    parsed = sa.make_url(warehouse_url)
+    if parsed.get_backend_name() == "postgresql":
+        parsed = parsed.set(password=PASSWORD)
+    return parsed.render_as_string(hide_password=False)
+
+
+def jobs_platform(url: str, *args: str) -> subprocess.CompletedProcess:
+    finished = run_cli([JOBS_PLATFORM, *args], {"JOBS_PLATFORM_DATABASE_URL": url})
+    assert PASSWORD not in finished.stdout + finished.stderr
+    return finished
+
+
+def table_names(url: str) -> set[str]:
+    return set(sa.inspect(warehouse_engine(url)).get_table_names())
+
+
+def upgrade_to(url: str, revision: str) -> None:
+    with warehouse_engine(url).connect() as connection, connection.begin():
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def test_db_check_exits_1_on_an_empty_warehouse_and_0_after_db_upgrade(url):
+    behind = jobs_platform(url, "db", "check")
+    upgraded = jobs_platform(url, "db", "upgrade")
+    at_head = jobs_platform(url, "db", "check")
+
+    assert behind.returncode == 1
+    assert "revision none (empty)" in behind.stdout and UPGRADE_LINE in behind.stdout
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"upgraded from an empty schema to {head_revision()}" in upgraded.stdout
+    assert at_head.returncode == 0
+    assert f"is at head {head_revision()}" in at_head.stdout
+
+
+def test_db_check_exits_1_on_a_warehouse_one_revision_behind(url):
+    upgrade_to(url, BASELINE_REVISION)
+
+    behind = jobs_platform(url, "db", "check")
+
+    assert behind.returncode == 1
+    assert f"revision {BASELINE_REVISION}" in behind.stdout and UPGRADE_LINE in behind.stdout
+
+
+def test_db_current_prints_the_applied_revision(url):
+    empty = jobs_platform(url, "db", "current")
+    upgrade_warehouse(warehouse_engine(url))
+    current = jobs_platform(url, "db", "current")
+
+    assert empty.returncode == 0
+    assert "none (empty)" in empty.stdout
+    assert current.returncode == 0
+    assert f"revision:  {head_revision()} (head)" in current.stdout
+    assert "***" in current.stdout or sa.make_url(url).password is None
+
+
+def test_db_upgrade_sql_prints_the_ddl_and_changes_nothing(url):
+    printed = jobs_platform(url, "db", "upgrade", "--sql")
+
+    assert printed.returncode == 0, printed.stderr
+    assert "CREATE TABLE jp_checkpoints" in printed.stdout
+    assert "CREATE INDEX IF NOT EXISTS ix_jp_quarantine_status" in printed.stdout
+    assert "CREATE TABLE jp_alembic_version" in printed.stdout
+    assert "nothing was changed" in printed.stderr
+    assert table_names(url) == set()
+
+
+def test_db_upgrade_sql_holds_only_what_the_warehouse_lacks(url):
+    upgrade_to(url, BASELINE_REVISION)
+
+    printed = jobs_platform(url, "db", "upgrade", "--sql")
+
+    assert printed.returncode == 0, printed.stderr
+    assert "CREATE INDEX IF NOT EXISTS ix_jp_quarantine_status" in printed.stdout
+    assert "CREATE TABLE" not in printed.stdout
+    index_names = {
+        i["name"] for i in sa.inspect(warehouse_engine(url)).get_indexes("jp_quarantine")
+    }
+    assert "ix_jp_quarantine_status" not in index_names
+
+
+def test_two_db_upgrades_at_once_on_postgresql_make_one_upgrade_and_both_succeed(pg_url):
+    env = {**os.environ, "JOBS_PLATFORM_DATABASE_URL": pg_url}
+    engine = warehouse_engine(pg_url)
+    with engine.connect() as holder:
+        # Hold the upgrade lock so that both processes are provably inside at once,
+        # both waiting on it, before either may look at the warehouse.
+        holder.execute(sa.text("SELECT pg_advisory_lock(:id)"), {"id": UPGRADE_LOCK_ID})
+        holder.commit()
+        upgraders = [
+            subprocess.Popen(
+                [JOBS_PLATFORM, "db", "upgrade"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        wait_for(lambda: waiting_on_the_lock(engine) == 2, timeout=60, what="both upgraders")
+        holder.execute(sa.text("SELECT pg_advisory_unlock(:id)"), {"id": UPGRADE_LOCK_ID})
+        holder.commit()
+        outputs = [upgrader.communicate(timeout=120) for upgrader in upgraders]
+
+    assert [upgrader.returncode for upgrader in upgraders] == [0, 0], outputs
+    said = sorted(stdout.splitlines()[-1] for stdout, _ in outputs)
+    assert said == [
+        f"already at head {head_revision()}",
+        f"upgraded from an empty schema to {head_revision()}",
+    ]
+    with engine.connect() as connection:
+        versions = connection.execute(sa.text("SELECT version_num FROM jp_alembic_version"))
+        assert list(versions.scalars()) == [head_revision()]
+
+
+def waiting_on_the_lock(engine: sa.Engine) -> int:
+    with engine.connect() as connection:
+        return connection.execute(
+            sa.text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+        ).scalar_one()
+
+
+@pytest.mark.parametrize("read", [["dead-letter", "list"], ["outbox", "list"], ["status"]])
+def test_a_read_command_on_an_empty_warehouse_prints_one_line_and_exits_2(pg_url, read):
+    """PostgreSQL only: the check is the same on SQLite, and here the URL has a password."""
+    url = sa.make_url(pg_url).set(password=PASSWORD).render_as_string(hide_password=False)
+
+    finished = jobs_platform(url, *read)
+
+    assert finished.returncode == 2
+    [line] = finished.stderr.strip().splitlines()
+    assert "revision none (empty)" in line and UPGRADE_LINE in line
+    assert ":***@" in line
+    assert table_names(url) == set()  # and it created nothing
+
+
+def test_the_demo_needs_no_set_up_on_the_embedded_default(tmp_path):
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("JOBS_PLATFORM_") and name != "DAGSTER_HOME"
+    }
+
+    finished = subprocess.run(
+        [JOBS_PLATFORM, "demo", "--orders-per-day", "40"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+    assert "succeeded:   6 of 7 days" in finished.stdout
+    current = subprocess.run(
+        [JOBS_PLATFORM, "db", "current"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert f"{head_revision()} (head)" in current.stdout
