@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 __all__ = [
     "BackfillSpec",
     "Classification",
@@ -15,26 +13,28 @@ __all__ = [
     "request_backfill",
 ]
 
+
 # Every name is imported on first use: the CLI, the pure core (store, engine, errors) and
 # each Dagster process then load only what they use (pandas and Dagster cost seconds of
 # CPU to import on a loaded machine, and `jobs-platform dead-letter list` needs neither).
-_WHERE = {
-    "BackfillSpec": "jobs_platform.engine.spec",
-    "PartitionInput": "jobs_platform.engine.spec",
-    "Classification": "jobs_platform.errors",
-    "RetryableError": "jobs_platform.errors",
-    "TerminalError": "jobs_platform.errors",
-    "classify": "jobs_platform.errors",
-    "request_backfill": "jobs_platform.outbox",
-    "backfill_asset": "jobs_platform.orchestration.backfill_asset",
-}
-
-
 def __getattr__(name: str):
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'jobs_platform' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    if name in ("BackfillSpec", "PartitionInput"):
+        from jobs_platform.engine import spec
+
+        return getattr(spec, name)
+    if name in ("Classification", "RetryableError", "TerminalError", "classify"):
+        from jobs_platform import errors
+
+        return getattr(errors, name)
+    if name == "request_backfill":
+        from jobs_platform.outbox import request_backfill
+
+        return request_backfill
+    if name == "backfill_asset":
+        from jobs_platform.orchestration.backfill_asset import backfill_asset
+
+        return backfill_asset
+    raise AttributeError(f"module 'jobs_platform' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

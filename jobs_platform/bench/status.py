@@ -48,8 +48,10 @@ def run_status_bench(database_url: str, partition_count: int, quarantined: int, 
         raise ValueError("need --partitions >= 1, 0 <= --quarantined <= --partitions, repeats >= 1")
     import dagster as dg
 
-    from jobs_platform.definitions import defs
+    from jobs_platform.cli.code_location import load_definitions
     from jobs_platform.orchestration.tags import BACKFILL_TAG
+
+    defs = load_definitions()
 
     assets = sorted(
         spec.key.to_user_string()
@@ -185,13 +187,15 @@ def _attempt(asset: str, key: str, number: int, at: dt.datetime, error_class: st
 def _in_process(url: str, home: Path, repeats: int) -> dict[str, dict]:
     import dagster as dg
 
+    from jobs_platform.cli.code_location import load_definitions
     from jobs_platform.cli.dead_letter import entry_summary
-    from jobs_platform.definitions import defs, platform_health
     from jobs_platform.orchestration.health import status_report
     from jobs_platform.orchestration.resources import JobsPlatformResource
     from jobs_platform.settings import Settings
     from jobs_platform.store import quarantine as quarantine_store
 
+    defs = load_definitions()
+    platform_health = defs.resolve_assets_def("platform_health")
     settings = Settings.from_env({"JOBS_PLATFORM_DATABASE_URL": url})
     engine = warehouse_engine(url)
 
