@@ -195,7 +195,13 @@ def _in_process(url: str, home: Path, repeats: int) -> dict[str, dict]:
     from jobs_platform.store import quarantine as quarantine_store
 
     defs = load_definitions()
-    platform_health = defs.resolve_assets_def("platform_health")
+    # The asset as the code location declares it (not resolved: that one has the
+    # location's resources bound, and this run brings its own).
+    platform_health = next(
+        asset
+        for asset in defs.assets
+        if isinstance(asset, dg.AssetsDefinition) and dg.AssetKey("platform_health") in asset.keys
+    )
     settings = Settings.from_env({"JOBS_PLATFORM_DATABASE_URL": url})
     engine = warehouse_engine(url)
 
