@@ -1,8 +1,6 @@
 """jobs_platform: idempotent, retry-safe historical backfills on Dagster."""
 
-from jobs_platform.engine.spec import BackfillSpec, PartitionInput
-from jobs_platform.errors import Classification, RetryableError, TerminalError, classify
-from jobs_platform.outbox import request_backfill
+from __future__ import annotations
 
 __all__ = [
     "BackfillSpec",
@@ -16,11 +14,28 @@ __all__ = [
 ]
 
 
+# Every name is imported on first use: the CLI, the pure core (store, engine, errors) and
+# each Dagster process then load only what they use (pandas and Dagster cost seconds of
+# CPU to import on a loaded machine, and `jobs-platform dead-letter list` needs neither).
 def __getattr__(name: str):
-    # Imported on first use, so that the pure core (store, engine, errors) never loads
-    # Dagster: importing jobs_platform.store must stay cheap and Dagster-free.
+    if name in ("BackfillSpec", "PartitionInput"):
+        from jobs_platform.engine import spec
+
+        return getattr(spec, name)
+    if name in ("Classification", "RetryableError", "TerminalError", "classify"):
+        from jobs_platform import errors
+
+        return getattr(errors, name)
+    if name == "request_backfill":
+        from jobs_platform.outbox import request_backfill
+
+        return request_backfill
     if name == "backfill_asset":
         from jobs_platform.orchestration.backfill_asset import backfill_asset
 
         return backfill_asset
     raise AttributeError(f"module 'jobs_platform' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -6,13 +6,11 @@ import enum
 import json
 import math
 import sqlite3
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-import httpx
-import psycopg
-import pydantic
 import sqlalchemy.exc
 
 __all__ = [
@@ -125,25 +123,42 @@ _BY_TYPE: tuple[tuple[type[BaseException], Classification, str], ...] = (
     (KeyboardInterrupt, Classification.INTERRUPTED, "interrupted by shutdown"),
     (TimeoutError, _R, "timeout"),  # socket.timeout is an alias of it since Python 3.10
     (ConnectionError, _R, "connection error"),
-    (httpx.TimeoutException, _R, "HTTP timeout"),
-    (httpx.NetworkError, _R, "HTTP network error"),  # includes httpx.ConnectError
-    (httpx.RemoteProtocolError, _R, "server dropped the connection"),
     (json.JSONDecodeError, _T, "malformed JSON"),
-    (pydantic.ValidationError, _T, "payload validation failed"),
     (UnicodeDecodeError, _T, "undecodable text"),
     (FileNotFoundError, _T, "missing input file"),
     # Without a known SQLSTATE (connection refused, SQLite's "database is locked") an
     # operational error is about the database's state, not the data: worth another try.
     (sqlalchemy.exc.OperationalError, _R, "database operational error"),
-    (psycopg.OperationalError, _R, "database operational error"),
     (sqlite3.OperationalError, _R, "database operational error"),
     (sqlalchemy.exc.TimeoutError, _R, "database connection pool timeout"),
     (sqlalchemy.exc.IntegrityError, _T, "integrity constraint violation"),
     (sqlalchemy.exc.DataError, _T, "data error"),
-    (psycopg.IntegrityError, _T, "integrity constraint violation"),
-    (psycopg.DataError, _T, "data error"),
     (sqlite3.IntegrityError, _T, "integrity constraint violation"),
 )
+
+# Exceptions of libraries the core does not import itself, by module and class name. An
+# exception of a library cannot exist before the library was imported, so they are looked
+# up in `sys.modules` when classifying: importing the taxonomy (every CLI command does)
+# then costs neither httpx nor psycopg nor pydantic. None subclasses a type above.
+_BY_LIBRARY_TYPE: tuple[tuple[str, str, Classification, str], ...] = (
+    ("httpx", "TimeoutException", _R, "HTTP timeout"),
+    ("httpx", "NetworkError", _R, "HTTP network error"),  # includes httpx.ConnectError
+    ("httpx", "RemoteProtocolError", _R, "server dropped the connection"),
+    ("pydantic", "ValidationError", _T, "payload validation failed"),
+    ("psycopg", "OperationalError", _R, "database operational error"),
+    ("psycopg", "IntegrityError", _T, "integrity constraint violation"),
+    ("psycopg", "DataError", _T, "data error"),
+)
+
+
+def _types_to_match() -> list[tuple[type[BaseException], Classification, str]]:
+    loaded = [
+        (getattr(sys.modules[module], name), classification, label)
+        for module, name, classification, label in _BY_LIBRARY_TYPE
+        if module in sys.modules
+    ]
+    return [*_BY_TYPE, *loaded]
+
 
 _BY_SQLSTATE: dict[str, tuple[Classification, str]] = {
     "40001": (_R, "serialization failure"),
@@ -244,7 +259,7 @@ def _by_http_status(exc: BaseException) -> Verdict | None:
 
 
 def _by_type(exc: BaseException) -> Verdict | None:
-    for exc_type, classification, label in _BY_TYPE:
+    for exc_type, classification, label in _types_to_match():
         if isinstance(exc, exc_type):
             retry_after = exc.retry_after if isinstance(exc, RetryableError) else None
             retry_after = float(retry_after) if retry_after is not None else None

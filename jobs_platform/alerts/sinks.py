@@ -14,12 +14,13 @@ import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from email.message import EmailMessage
-from typing import Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Protocol
 
 from jobs_platform.alerts.alert import QuarantineAlert
 from jobs_platform.errors import Classification, JobsPlatformError, classify
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger("jobs_platform.alerts")
 
@@ -78,6 +79,8 @@ class WebhookSink:
         return f"WebhookSink({redact_http_url(self.url)!r})"
 
     def send(self, alert: QuarantineAlert) -> None:
+        import httpx  # here, not at import: every CLI command loads this module
+
         headers = {"Content-Type": "application/json", "Idempotency-Key": alert.idempotency_key}
         body = alert.to_json()
         with httpx.Client(timeout=self.timeout) as client:
@@ -104,6 +107,8 @@ class WebhookSink:
         return random.uniform(ceiling / 2, ceiling)
 
     def _describe(self, exc: Exception) -> str:
+        import httpx
+
         if isinstance(exc, httpx.HTTPStatusError):
             return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}"
         return f"{type(exc).__name__}: {exc}".replace(self.url, redact_http_url(self.url))
@@ -220,6 +225,8 @@ class _RedactUrls(logging.Filter):
     """Rewrites URLs in httpx's own request logs ("HTTP Request: POST <url> ...")."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        import httpx  # loaded already: only httpx logs through this logger
+
         if isinstance(record.args, tuple):
             record.args = tuple(
                 redact_http_url(arg) if isinstance(arg, httpx.URL) else arg for arg in record.args

@@ -15,11 +15,21 @@ size, into their own fresh `orders` table:
 
 The backfill is then run again on the unchanged input, which the framework should turn
 into (almost) no work: every chunk's checkpoint matches, so nothing is rewritten.
+
+`via="daemon"` replaces the in-process Dagster side with the UI path (`daemon.py`): a
+webserver and a daemon, the backfill launched with GraphQL `launchPartitionBackfill`.
+
+Peak RSS is the high-water mark of this process during each phase (the kernel's VmHWM,
+reset before each phase through /proc/self/clear_refs); under the daemon, of the run
+workers and step processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +37,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from jobs_platform.bench.daemon import run_daemon_bench
 from jobs_platform.bench.database import (
     fresh_schema,
     new_row_versions,
@@ -36,13 +47,21 @@ from jobs_platform.bench.database import (
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
 from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
 from jobs_platform.examples.orders.seed import ORDER_ID_EPOCH, iter_days, seed_orders
-from jobs_platform.examples.orders.tables import orders_table
+from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 from jobs_platform.store.db import normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
 from jobs_platform.store.schema import create_user_tables
 
 RUN_MODES = ("one", "per-partition")
+VIA = ("process", "daemon")
+# What the UI's launchpad may set for the runs of a backfill (`execution:` run config of
+# Dagster's default multi_or_in_process executor); "default" sets nothing.
+UI_EXECUTION = {
+    "default": None,
+    "forkserver": {"multiprocess": {"start_method": {"forkserver": {}}}},
+    "in_process": {"in_process": {}},
+}
 
 
 class BenchRunFailed(RuntimeError):
@@ -56,27 +75,58 @@ def run_backfill_bench(
     *,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     runs: str = "one",
+    via: str = "process",
+    execution: str = "default",
+    rerun: bool = True,
 ) -> dict:
     """Time both ways of loading the same days; the DESIGN §4 JSON shape plus "notes"."""
     if partitions < 1 or rows_per_partition < 1 or chunk_rows < 1:
         raise ValueError("--partitions, --rows-per-partition and --chunk-rows must be >= 1")
     if runs not in RUN_MODES:
         raise ValueError(f"--runs must be one of {', '.join(RUN_MODES)}, got {runs!r}")
+    if via not in VIA:
+        raise ValueError(f"--via must be one of {', '.join(VIA)}, got {via!r}")
+    if execution not in UI_EXECUTION:
+        raise ValueError(f"--execution must be one of {', '.join(UI_EXECUTION)}")
+    load_before = _load_average()
     last_day = ORDER_ID_EPOCH + dt.timedelta(days=partitions - 1)
     days = [day.isoformat() for day in iter_days(ORDER_ID_EPOCH, last_day)]
     expected_rows = partitions * rows_per_partition
+    rss: dict[str, float | None] = {}
     with tempfile.TemporaryDirectory(prefix="jp_bench_backfill_") as folder:
         landing = str(Path(folder) / "landing")
         seed_orders(landing, ORDER_ID_EPOCH, last_day, orders_per_day=rows_per_partition)
 
         with fresh_schema(database_url, "plain") as url:
+            _reset_peak_rss()
             plain_seconds = _plain_script(url, landing, days, chunk_rows)
+            rss["plain_script"] = _peak_rss_mib()
             _expect_rows(url, expected_rows, "plain script")
+
+        if via == "daemon":
+            with fresh_schema(database_url, "daemon") as url:
+                # What a deploy does before the first run, outside the timed part.
+                warehouse = warehouse_engine(url)
+                upgrade_warehouse(warehouse)
+                create_user_tables(warehouse, orders_table, daily_revenue_table)
+                run_config = _ui_run_config(chunk_rows, execution)
+                ui = run_daemon_bench(
+                    url, landing, Path(folder) / "daemon", days, run_config, rerun=rerun
+                )
+                _expect_rows(url, expected_rows, "UI-path backfill")
+            figures = _daemon_figures(
+                ui, plain_seconds, partitions, rows_per_partition, chunk_rows, rss,
+                load_before, database_url,
+            )  # fmt: skip
+            figures["notes"]["execution"] = execution
+            return figures
 
         with fresh_schema(database_url, "dagster") as url:
             dagster = _DagsterBackfill(url, landing, Path(folder) / "dagster_home", chunk_rows)
             with dagster:
+                _reset_peak_rss()
                 dagster_seconds = dagster.run(days, runs)
+                rss["dagster_backfill"] = _peak_rss_mib()
                 _expect_rows(url, expected_rows, "Dagster backfill")
                 engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
                 snapshot_row_versions(engine, "orders", "order_id")
@@ -99,14 +149,97 @@ def run_backfill_bench(
         "dagster_rerun_unchanged_vs_first_run_time": round(rerun_seconds / dagster_seconds, 3),
         "dagster_rerun_unchanged_new_row_versions": rewritten,
         "order": "plain script first, then the Dagster backfill, then its unchanged re-run",
+        "load_average_1m": {"before": load_before, "after": _load_average()},
         "server": server_facts(database_url),
     }
     return {
         "dagster_backfill_seconds": round(dagster_seconds, 4),
         "plain_script_seconds": round(plain_seconds, 4),
         "ratio": round(dagster_seconds / plain_seconds, 3),
-        "notes": notes,
+        "notes": {**notes, "peak_rss_mib": rss},
     }
+
+
+def _ui_run_config(chunk_rows: int, execution: str) -> dict | None:
+    """The launchpad config a user would set; none when every default applies."""
+    config: dict = {}
+    if chunk_rows != DEFAULT_CHUNK_ROWS:
+        config["ops"] = {"orders": {"config": {"chunk_rows": chunk_rows}}}
+    if UI_EXECUTION[execution] is not None:
+        config["execution"] = {"config": UI_EXECUTION[execution]}
+    return config or None
+
+
+def _daemon_figures(
+    ui: dict,
+    plain_seconds: float,
+    partitions: int,
+    rows_per_partition: int,
+    chunk_rows: int,
+    rss: dict,
+    load_before: float,
+    database_url: str,
+) -> dict:
+    first, rerun = ui["first"], ui["rerun"]
+    framework = first["first_run_created_to_last_run_ended_seconds"]
+    return {
+        # The framework's part (first run created to last run ended) is what is compared
+        # with the plain script; the daemon's 30 s tick is Dagster's, reported beside it.
+        "dagster_backfill_seconds": framework,
+        "plain_script_seconds": round(plain_seconds, 4),
+        "ratio": round(framework / plain_seconds, 3),
+        "via": "daemon",
+        "end_to_end_seconds": first["end_to_end_seconds"],
+        "ratio_end_to_end": round(first["end_to_end_seconds"] / plain_seconds, 3),
+        "first_run_created_to_last_run_ended_seconds": framework,
+        "wait_for_first_run_seconds": first["wait_for_first_run_seconds"],
+        "launch_to_last_run_ended_seconds": first["launch_to_last_run_ended_seconds"],
+        "runs_created": first["runs_created"],
+        "idle_between_runs_seconds": first["idle_between_runs_seconds"],
+        "run_created_to_started_median_seconds": first["run_created_to_started_median_seconds"],
+        "run_started_to_ended_median_seconds": first["run_started_to_ended_median_seconds"],
+        "rerun_unchanged": rerun
+        and {
+            **{name: value for name, value in rerun.items() if name != "backfill_id"},
+            "new_row_versions": ui["rerun_new_row_versions"],
+            "vs_first_run_time": round(
+                rerun["first_run_created_to_last_run_ended_seconds"] / framework, 3
+            ),
+        },
+        "peak_rss_mib": {**rss, **{f"daemon_{role}": mib for role, mib in ui["rss"].items()}},
+        "notes": {
+            "partitions": partitions,
+            "rows_per_partition": rows_per_partition,
+            "chunk_rows": chunk_rows,
+            "dagster_runs": "UI path: webserver + daemon, GraphQL launchPartitionBackfill of "
+            "orders and daily_revenue, runs as the backfill policy groups them",
+            "backfill_id": first["backfill_id"],
+            "order": "plain script first, then the UI-path backfill, then its unchanged re-run",
+            "load_average_1m": {"before": load_before, "after": _load_average()},
+            "server": server_facts(database_url),
+        },
+    }
+
+
+def _load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _reset_peak_rss() -> None:
+    """Start a new high-water mark at the current RSS (Linux 4.0+; elsewhere a no-op)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def _peak_rss_mib() -> float | None:
+    """This process's peak RSS since `_reset_peak_rss`, in MiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def _plain_script(url: str, landing: str, days: list[str], chunk_rows: int) -> float:

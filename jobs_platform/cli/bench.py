@@ -6,8 +6,6 @@ import argparse
 import json
 import sys
 
-from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
-
 # Targets the figures are read against (docs/BENCHMARKS.md says why these).
 UPSERT_TARGETS = (
     ("raw_copy_append", 0.5, "framework upsert >= 0.5 x raw COPY append"),
@@ -16,6 +14,9 @@ UPSERT_TARGETS = (
 )
 UNCHANGED_TARGET = 0.5  # an unchanged re-run takes at most half the first run's time
 BACKFILL_TARGET = 1.5  # the Dagster backfill takes at most 1.5 x the plain script
+UI_BACKFILL_TARGET = 2.0  # UI path, first run created to last run ended, vs the plain script
+UI_RERUN_TARGET = 0.25  # an unchanged UI-path re-run, vs the first
+STATUS_TARGET = 1.0  # seconds for `status` / `dead-letter list` at 10,000 partitions per asset
 
 
 def register(commands) -> None:
@@ -30,17 +31,62 @@ def register(commands) -> None:
     backfill = kinds.add_parser("backfill", help="the orders backfill through Dagster vs a script")
     backfill.add_argument("--partitions", type=int, required=True, metavar="P")
     backfill.add_argument("--rows-per-partition", type=int, required=True, metavar="R")
+    # The default is the asset's (engine.spec.DEFAULT_CHUNK_ROWS), looked up when the
+    # bench runs: importing the engine here would load pandas for every CLI command.
     backfill.add_argument(
-        "--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, metavar="C", help="rows per chunk"
-    )
+        "--chunk-rows", type=int, default=None, metavar="C",
+        help="rows per chunk (default: the backfill's default, 10,000)",
+    )  # fmt: skip
     backfill.add_argument(
         "--runs",
         choices=("one", "per-partition"),
         default="one",
         help="one Dagster run over the partition range (default) or one run per partition",
     )
+    backfill.add_argument(
+        "--via",
+        choices=("process", "daemon"),
+        default="process",
+        help="process: materialize in this process (default); daemon: a webserver and a "
+        "daemon on a scratch instance, launched with GraphQL launchPartitionBackfill as the "
+        "UI does (--runs does not apply: the backfill policy groups the runs)",
+    )
+    backfill.add_argument(
+        "--execution",
+        choices=("default", "forkserver", "in_process"),
+        default="default",
+        help="with --via daemon: run config the launchpad would add for the runs' executor "
+        "(default: none; forkserver: step processes forked from one preloaded process; "
+        "in_process: steps in the run worker)",
+    )
+    backfill.add_argument(
+        "--no-rerun",
+        action="store_true",
+        help="with --via daemon: skip the unchanged re-run (a long backfill takes as long again)",
+    )
     _common_arguments(backfill)
     backfill.set_defaults(handler=run_backfill)
+
+    memory = kinds.add_parser(
+        "memory", help="peak RSS of one large orders partition (dagster asset materialize)"
+    )
+    memory.add_argument("--rows", type=int, required=True, metavar="N")
+    memory.add_argument("--chunk-rows", type=int, default=50_000, metavar="C",
+                        help="rows per chunk (default 50,000)")  # fmt: skip
+    _common_arguments(memory)
+    memory.set_defaults(handler=run_memory)
+
+    status = kinds.add_parser(
+        "status", help="status, dead-letter list and platform_health on a large warehouse"
+    )
+    status.add_argument("--partitions", type=int, default=10_000, metavar="N",
+                        help="partition rows per backfill asset (default 10,000)")  # fmt: skip
+    status.add_argument("--quarantined", type=int, default=1_000, metavar="Q",
+                        help="quarantine entries over all assets (default 1,000)")  # fmt: skip
+    status.add_argument("--repeats", type=int, default=3, metavar="K",
+                        help="times each command is timed (default 3)")  # fmt: skip
+    _common_arguments(status)
+    status.set_defaults(handler=run_status)
 
 
 def _common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,17 +107,46 @@ def run_upsert(args: argparse.Namespace) -> int:
 
 def run_backfill(args: argparse.Namespace) -> int:
     from jobs_platform.bench.backfill import run_backfill_bench
+    from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
 
     def bench(url: str) -> dict:
         return run_backfill_bench(
             url,
             args.partitions,
             args.rows_per_partition,
-            chunk_rows=args.chunk_rows,
+            chunk_rows=args.chunk_rows or DEFAULT_CHUNK_ROWS,
             runs=args.runs,
+            via=args.via,
+            execution=args.execution,
+            rerun=not args.no_rerun,
         )
 
     return _run(args, bench, _print_backfill)
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.memory import run_memory_bench
+
+    return _run(args, lambda url: run_memory_bench(url, args.rows, args.chunk_rows), _print_memory)
+
+
+def _print_memory(figures: dict) -> None:
+    load = figures["notes"]["load_average_1m"]
+    print(
+        f"\n{figures['rows']:,} rows in one partition, chunks of {figures['chunk_rows']:,}: "
+        f"peak RSS {figures['peak_rss_mib']:,.1f} MiB, {figures['seconds']:.1f} s "
+        f"(attempt {figures['attempt_duration_seconds']} s); load {load['before']} -> "
+        f"{load['after']}"
+    )
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.status import run_status_bench
+
+    def bench(url: str) -> dict:
+        return run_status_bench(url, args.partitions, args.quarantined, args.repeats)
+
+    return _run(args, bench, _print_status)
 
 
 def _run(args: argparse.Namespace, bench, show) -> int:
@@ -127,6 +202,9 @@ def _print_upsert(figures: dict) -> None:
 
 
 def _print_backfill(figures: dict) -> None:
+    if figures.get("via") == "daemon":
+        _print_daemon_backfill(figures)
+        return
     notes = figures["notes"]
     partitions = notes["partitions"]
     print(
@@ -145,8 +223,87 @@ def _print_backfill(figures: dict) -> None:
         f"{notes['dagster_rerun_unchanged_new_row_versions']} new row versions, "
         f"{notes['dagster_rerun_unchanged_vs_first_run_time']:.2f} x the first run's time"
     )
+    peaks = ", ".join(f"{phase} {mib:g}" for phase, mib in notes["peak_rss_mib"].items())
+    load = notes["load_average_1m"]
+    print(f"  peak RSS of this process (MiB): {peaks}")
+    print(f"  load average (1 min): {load['before']} -> {load['after']}")
     met = figures["ratio"] <= BACKFILL_TARGET
     print(f"\ntargets\n  {_verdict(met)}  Dagster backfill <= {BACKFILL_TARGET} x the plain script")
+
+
+def _print_daemon_backfill(figures: dict) -> None:
+    notes, rerun = figures["notes"], figures["rerun_unchanged"]
+    plain = figures["plain_script_seconds"]
+    print(
+        f"\n{notes['partitions']} partitions x {notes['rows_per_partition']:,} orders, chunks of "
+        f"{notes['chunk_rows']:,}; UI path (webserver + daemon, launchPartitionBackfill)\n"
+    )
+    rows = [
+        ("plain script", plain),
+        ("UI backfill, end to end", figures["end_to_end_seconds"]),
+        ("  wait for the first run", figures["wait_for_first_run_seconds"]),
+        ("  first run created -> last ended", figures["dagster_backfill_seconds"]),
+    ]
+    if rerun:
+        again = rerun["first_run_created_to_last_run_ended_seconds"]
+        rows += [
+            ("UI re-run unchanged, end to end", rerun["end_to_end_seconds"]),
+            ("  first run created -> last ended", again),
+        ]
+    print(f"  {'':<36} {'seconds':>9} {'x plain':>8}")
+    for label, seconds in rows:
+        print(f"  {label:<36} {seconds:>9.3f} {seconds / plain:>8.2f}")
+    print(
+        f"\n  per run (median): created -> started "
+        f"{figures['run_created_to_started_median_seconds']:.1f} s, started -> ended "
+        f"{figures['run_started_to_ended_median_seconds']:.1f} s; execution: {notes['execution']}"
+    )
+    print(
+        f"  no run existed for {figures['idle_between_runs_seconds']:.1f} s of the window "
+        "(the daemon's tick between a run's end and the next run)"
+    )
+    print(f"  runs created: {figures['runs_created']}")
+    if rerun:
+        print(
+            f"  re-run: {rerun['runs_created']} runs, {rerun['new_row_versions']} new row "
+            f"versions, {rerun['vs_first_run_time']:.2f} x the first run"
+        )
+    peaks = ", ".join(f"{role} {mib:g}" for role, mib in figures["peak_rss_mib"].items() if mib)
+    print(f"  peak RSS (MiB): {peaks}")
+    load = notes["load_average_1m"]
+    print(f"  load average (1 min): {load['before']} -> {load['after']}")
+    met = figures["ratio"] <= UI_BACKFILL_TARGET
+    print(
+        f"\ntargets\n  {_verdict(met)}  UI backfill, first run created -> last ended <= "
+        f"{UI_BACKFILL_TARGET} x the plain script: {figures['ratio']:.2f} x"
+    )
+    if rerun:
+        rerun_met = rerun["vs_first_run_time"] <= UI_RERUN_TARGET and not rerun["new_row_versions"]
+        print(
+            f"  {_verdict(rerun_met)}  unchanged UI re-run <= {UI_RERUN_TARGET} x the first, 0 "
+            f"new row versions: {rerun['vs_first_run_time']:.2f} x, {rerun['new_row_versions']}"
+        )
+
+
+def _print_status(figures: dict) -> None:
+    notes = figures["notes"]
+    print(
+        f"\n{figures['partitions_per_asset']:,} partitions per asset "
+        f"({', '.join(figures['assets'])}), {figures['quarantine_entries']:,} quarantine entries; "
+        f"built in {notes['build_seconds']} s\n"
+    )
+    print(f"  {'':<40} {'best s':>8} {'median s':>9} {'CPU s (each)':>20}")
+    for name, result in figures["results"].items():
+        cpu = " ".join(f"{value:.2f}" for value in result["cpu_seconds"])
+        print(
+            f"  {name:<40} {result['best_seconds']:>8.3f} {result['median_seconds']:>9.3f} "
+            f"{cpu:>20}"
+        )
+    load = notes["load_average_1m"]
+    print(f"\n  load average (1 min): {load['before']} -> {load['after']}\ntargets")
+    for name in ("status_cli", "dead_letter_list_cli"):
+        best = figures["results"][name]["best_seconds"]
+        print(f"  {_verdict(best < STATUS_TARGET)}  {name} < {STATUS_TARGET} s: {best:.3f} s")
 
 
 def _verdict(met: bool) -> str:

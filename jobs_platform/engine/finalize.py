@@ -9,7 +9,7 @@ last, so a worker that lost its lease rolls all of it back.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 
 from jobs_platform.engine.attempt import Attempt, Workplace
 from jobs_platform.engine.events import Lifecycle
@@ -19,7 +19,7 @@ from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.partitions import PartitionStatus, done_record, set_partition_status
-from jobs_platform.store.sweep import sweep_partition
+from jobs_platform.store.sweep import SeenKeys, sweep_partition
 from jobs_platform.store.upsert import UpsertCounts
 
 
@@ -28,15 +28,19 @@ def finalize(
     attempt: Attempt,
     *,
     fingerprint: str,
-    seen_keys: Collection,
+    seen_keys: SeenKeys,
     chunk_count: int,
     input_rows: int,
     before_commit: Callable[[], None],
 ) -> tuple[int, float]:
-    """Commit the partition as done; returns (rows swept, the attempt's duration)."""
+    """Commit the partition as done; returns (rows swept, the attempt's duration).
+
+    Runs on the connection that holds `seen_keys` (a temporary table of it).
+    """
     spec, partition = place.spec, attempt.partition
     duration = time.monotonic() - attempt.began
-    with place.engine.begin() as connection:
+    connection = seen_keys.connection
+    with connection.begin():
         swept = sweep_partition(
             connection,
             spec.table,

@@ -42,6 +42,7 @@ from jobs_platform.store import leases as lease_store
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import require_current_schema
+from jobs_platform.store.sweep import seen_keys_on
 from jobs_platform.store.upsert import UpsertCounts, last_row_per_key, upsert_frame
 
 __all__ = ["AttemptInfo", "FailedAttempt", "PartitionReport", "PartitionRunner", "content_hash"]
@@ -140,50 +141,59 @@ class PartitionRunner:
             committed = checkpoint_store.committed_chunks(
                 connection, spec.asset, partition, fingerprint
             )
-        counts, written, resumed, input_rows, seen_keys = UpsertCounts(), 0, 0, 0, set()
+        counts, written, resumed, input_rows = UpsertCounts(), 0, 0, 0
         chunk_count = 0
-        for index, chunk in enumerate(self._chunks(source, attempt)):
-            chunk_count = index + 1
+        # One connection for the chunks and the finalize: the seen keys are a temporary
+        # table of it, so the worker holds one chunk at a time, never the partition's keys.
+        with (
+            self.engine.connect() as connection,
+            seen_keys_on(connection, spec.table, spec.key) as seen_keys,
+        ):
+            for index, chunk in enumerate(self._chunks(source, attempt)):
+                chunk_count = index + 1
+                _check_still_owner(heartbeat, lease=attempt.lease)
+                chunk = last_row_per_key(chunk, spec.key)
+                input_rows += len(chunk)
+                chunk_hash = content_hash(chunk)
+                # Skip only while every chunk so far was skipped: once one is written, a
+                # later chunk must be written again too, or an unchanged later line that
+                # repeats a key of a changed earlier one would lose to it ("the last line
+                # wins").
+                if written == 0 and committed.get(index) == chunk_hash:
+                    with connection.begin():
+                        seen_keys.add(chunk)
+                    resumed += 1
+                    continue
+                with connection.begin():
+                    seen_keys.add(chunk)
+                    counts += upsert_frame(connection, spec.table, spec.key, chunk)
+                    checkpoint_store.record_chunk(
+                        connection,
+                        asset=spec.asset,
+                        partition=partition,
+                        fingerprint=fingerprint,
+                        chunk_index=index,
+                        chunk_hash=chunk_hash,
+                        row_count=len(chunk),
+                        token=attempt.lease.token,
+                    )
+                    self._failpoint(Point.BEFORE_COMMIT, attempt, index)
+                    lease_store.fence(
+                        connection, attempt.lease, self.settings.lease_seconds, place.clock
+                    )
+                written += 1
+                attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
+                self._failpoint(Point.AFTER_COMMIT, attempt, index)
             _check_still_owner(heartbeat, lease=attempt.lease)
-            chunk = last_row_per_key(chunk, spec.key)
-            input_rows += len(chunk)
-            seen_keys.update(_keys(chunk, spec.key))
-            chunk_hash = content_hash(chunk)
-            # Skip only while every chunk so far was skipped: once one is written, a later
-            # chunk must be written again too, or an unchanged later line that repeats a
-            # key of a changed earlier one would lose to it ("the last line wins").
-            if written == 0 and committed.get(index) == chunk_hash:
-                resumed += 1
-                continue
-            with self.engine.begin() as connection:
-                counts += upsert_frame(connection, spec.table, spec.key, chunk)
-                checkpoint_store.record_chunk(
-                    connection,
-                    asset=spec.asset,
-                    partition=partition,
-                    fingerprint=fingerprint,
-                    chunk_index=index,
-                    chunk_hash=chunk_hash,
-                    row_count=len(chunk),
-                    token=attempt.lease.token,
-                )
-                self._failpoint(Point.BEFORE_COMMIT, attempt, index)
-                lease_store.fence(
-                    connection, attempt.lease, self.settings.lease_seconds, place.clock
-                )
-            written += 1
-            attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
-            self._failpoint(Point.AFTER_COMMIT, attempt, index)
-        _check_still_owner(heartbeat, lease=attempt.lease)
-        swept, duration = finalize(
-            place,
-            attempt,
-            fingerprint=fingerprint,
-            seen_keys=seen_keys,
-            chunk_count=chunk_count,
-            input_rows=input_rows,
-            before_commit=at_finalize,
-        )
+            swept, duration = finalize(
+                place,
+                attempt,
+                fingerprint=fingerprint,
+                seen_keys=seen_keys,
+                chunk_count=chunk_count,
+                input_rows=input_rows,
+                before_commit=at_finalize,
+            )
         report = PartitionReport(
             spec.asset,
             partition,
@@ -245,9 +255,3 @@ def content_hash(frame: pd.DataFrame) -> str:
     digest = hashlib.sha256("\x1f".join(map(str, frame.columns)).encode())
     digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
     return digest.hexdigest()
-
-
-def _keys(frame: pd.DataFrame, key: tuple[str, ...]) -> list:
-    if len(key) == 1:
-        return frame[key[0]].tolist()
-    return list(frame[list(key)].itertuples(index=False, name=None))

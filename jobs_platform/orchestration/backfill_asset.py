@@ -1,5 +1,6 @@
 """`backfill_asset`: one decorator turns a chunk reader into a safe partitioned asset."""
 
+import warnings
 from collections.abc import Callable, Sequence
 
 import dagster as dg
@@ -31,6 +32,18 @@ from jobs_platform.store.leases import this_holder
 
 RESOURCE_KEY = "jobs_platform"
 
+# Backfills launched from the UI or a schedule put up to 30 partitions in one run. A run
+# costs seconds of fixed work before the first row (a run worker, a process per step,
+# loading the code location: 6-17 s measured here, docs/BENCHMARKS.md) while a daily
+# partition of 10,000-100,000 rows takes 0.1-1.5 s: one run per partition spends most
+# of a backfill starting processes. 30 is a month of days per run: fixed cost paid once
+# a month instead of daily, a 365-day backfill still spreads over 13 runs (parallel up
+# to the run queue's limit), and a run that dies redoes at most 30 partitions' checks
+# (committed partitions finish on their fingerprint without reading their input).
+# Each partition stays its own unit of checkpoint, attempt count, quarantine and UI
+# status inside the run (`run_backfill_step`, `finish_range`).
+DEFAULT_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=30)
+
 
 class BackfillConfig(dg.Config):
     """Run config every backfill asset takes."""
@@ -50,16 +63,19 @@ def backfill_asset(
     name: str | None = None,
     group_name: str = "backfills",
     description: str | None = None,
-    backfill_policy: dg.BackfillPolicy | None = None,
+    backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
     version: str = "",
 ) -> Callable[[ChunkReader], dg.AssetsDefinition]:
     """Declare a backfill: the decorated function yields DataFrame chunks of a partition.
 
     The framework owns the rest: chunk checkpoints, upserts by `key` (the table's primary
     key by default), the sweep of rows no longer in the input, fencing, the error
-    taxonomy, bounded retries and quarantine. With a ranged `backfill_policy`
-    (`BackfillPolicy.single_run()` / `multi_run(n)`) one run processes many partitions,
-    each still its own unit of checkpoint, attempt count and quarantine.
+    taxonomy, bounded retries and quarantine. By default a backfill launched from the UI
+    or a schedule runs up to 30 partitions per run (`DEFAULT_BACKFILL_POLICY`), each still
+    its own unit of checkpoint, attempt count, quarantine and status in the UI. Pass
+    `backfill_policy=BackfillPolicy.multi_run(1)` for one run per partition, or
+    `single_run()` for one run over the whole range. Assets of one job should share a
+    policy: a job takes the smallest among its assets.
     """
 
     def decorator(read_chunks: ChunkReader) -> dg.AssetsDefinition:
@@ -77,24 +93,27 @@ def backfill_asset(
         )
         register_backfill(spec)
 
-        @dg.asset(
-            name=asset_name,
-            partitions_def=partitions_def,
-            deps=list(deps),
-            retry_policy=CRASH_RETRY_POLICY,
-            hooks={quarantine_on_failure},
-            group_name=group_name,
-            description=description or (read_chunks.__doc__ or "").strip() or None,
-            kinds={"sql"},
-            tags={BACKFILL_TAG: "true"},
-            metadata={"table": table.name, "key": ", ".join(spec.key)},
-            required_resource_keys={RESOURCE_KEY},
-            backfill_policy=backfill_policy,
-        )
         def _backfill(context: dg.AssetExecutionContext, config: BackfillConfig):
             return run_backfill_step(context, spec, config.chunk_rows)
 
-        return _backfill
+        # `backfill_policy` is marked beta in Dagster 1.13; every backfill has one by
+        # default, so the warning would greet each process that loads the code location.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dg.BetaWarning)
+            return dg.asset(
+                name=asset_name,
+                partitions_def=partitions_def,
+                deps=list(deps),
+                retry_policy=CRASH_RETRY_POLICY,
+                hooks={quarantine_on_failure},
+                group_name=group_name,
+                description=description or (read_chunks.__doc__ or "").strip() or None,
+                kinds={"sql"},
+                tags={BACKFILL_TAG: "true"},
+                metadata={"table": table.name, "key": ", ".join(spec.key)},
+                required_resource_keys={RESOURCE_KEY},
+                backfill_policy=backfill_policy,
+            )(_backfill)
 
     return decorator
 

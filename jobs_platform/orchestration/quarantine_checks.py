@@ -40,9 +40,7 @@ def _no_quarantined_partitions(asset_key: dg.AssetKey) -> dg.AssetChecksDefiniti
         require_current_schema(engine)
         with engine.connect() as connection:
             partitions = sorted(
-                entry.partition
-                for entry in quarantine_store.list_entries(connection)
-                if entry.asset == asset
+                entry.partition for entry in quarantine_store.list_entries(connection, asset=asset)
             )
         listed = ", ".join(partitions[:LISTED_PARTITIONS])
         if len(partitions) > LISTED_PARTITIONS:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from jobs_platform.orchestration.tags import PARTITION_TAG
+from jobs_platform.orchestration.tags import PARTITION_RANGE_START_TAG, PARTITION_TAG
 from jobs_platform.store import recovery
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import require_current_schema
@@ -29,7 +29,11 @@ def fail_abandoned_runs(instance: dg.DagsterInstance, settings) -> list[str]:
     started = instance.get_runs(
         filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=500
     )
-    candidates = [run.run_id for run in started if PARTITION_TAG in run.tags]
+    candidates = [
+        run.run_id
+        for run in started
+        if PARTITION_TAG in run.tags or PARTITION_RANGE_START_TAG in run.tags
+    ]
     with engine.connect() as connection:
         dead = recovery.runs_whose_worker_died(
             connection, candidates, grace_seconds=settings.lease_seconds * GRACE_LEASES

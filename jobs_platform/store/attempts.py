@@ -189,3 +189,15 @@ def attempt_history(
     if episode is not None:
         query = query.where(attempts.c.episode == episode)
     return list(connection.execute(query.order_by(attempts.c.id)))
+
+
+def partitions_attempted_in_run(connection: sa.Connection, asset: str, run_id: str) -> list[str]:
+    """The partitions of `asset` that the run started an attempt at (a ranged run has many)."""
+    return list(
+        connection.execute(
+            sa.select(attempts.c.partition)
+            .where(attempts.c.asset == asset, attempts.c.run_id == run_id)
+            .distinct()
+            .order_by(attempts.c.partition)
+        ).scalars()
+    )

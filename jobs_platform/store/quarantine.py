@@ -93,14 +93,13 @@ def latest_entry(connection: sa.Connection, asset: str, partition: str) -> sa.Ro
 def list_entries(
     connection: sa.Connection,
     statuses: tuple[QuarantineStatus, ...] = (QuarantineStatus.QUARANTINED,),
+    asset: str | None = None,
 ) -> list[sa.Row]:
-    return list(
-        connection.execute(
-            sa.select(quarantine)
-            .where(quarantine.c.status.in_([str(s) for s in statuses]))
-            .order_by(quarantine.c.id)
-        )
-    )
+    """Entries in `statuses` (of one asset if given), oldest first; by `ix_jp_quarantine_status`."""
+    query = sa.select(quarantine).where(quarantine.c.status.in_([str(s) for s in statuses]))
+    if asset is not None:
+        query = query.where(quarantine.c.asset == asset)
+    return list(connection.execute(query.order_by(quarantine.c.id)))
 
 
 def entries_after(connection: sa.Connection, after_id: int, limit: int) -> list[sa.Row]:

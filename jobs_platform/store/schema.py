@@ -66,6 +66,9 @@ partitions = sa.Table(
     sa.Column("duration_seconds", sa.Float),
     sa.Column("run_id", sa.String(64)),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    # `status` and `platform_health` count partitions by state and read duration
+    # percentiles at their rank: at 10,000 partitions per asset, from this index alone.
+    sa.Index("ix_jp_partitions_status", "asset", "status", "duration_seconds"),
 )
 
 leases = sa.Table(

@@ -1,12 +1,91 @@
-"""Delete a partition's rows that are no longer in its input."""
+"""Delete a partition's rows that are no longer in its input.
+
+The keys an attempt has read are kept in the warehouse, not in the worker: a temporary
+table on the attempt's own connection (`SeenKeys`), filled chunk by chunk. A worker's
+memory is then bounded by the chunk, not by the partition (a Python set of 20 million
+keys alone is over 1 GiB), and the sweep is one set-based DELETE that returns no keys.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
+import pandas as pd
 import sqlalchemy as sa
 
-SWEEP_BATCH = 1000  # keys per DELETE: small enough for any backend's parameter limit
+from jobs_platform.store.upsert import insert_frame
+
+SWEEP_BATCH = 1000  # keys per INSERT when seen keys are handed over as a collection
+# A stage table by name: like the upsert's `jp_stage_*` tables it is TEMPORARY, per
+# connection, and no part of the warehouse's schema (no migration, no DDL on the schema).
+SEEN_KEYS_TABLE = "jp_stage_seen_keys"
+
+
+class SeenKeys:
+    """The keys of the input read so far, in a TEMPORARY table on one connection.
+
+    A temporary table lives as long as its connection, across transactions: every chunk
+    transaction and the finalize transaction of the attempt must use `connection`. A
+    crashed worker's table goes with its connection; the next attempt reads the whole
+    input again (committed chunks included), so it fills its own table from scratch.
+    """
+
+    def __init__(self, connection: sa.Connection, table: sa.Table, key: Sequence[str]):
+        self.connection = connection
+        self.key = tuple(key)
+        # Keys repeat across chunks (the last line wins); duplicates are harmless here,
+        # so there is no unique constraint to trip over, and no index: PostgreSQL
+        # anti-joins by hash (none to maintain on 20 million inserts) and SQLite builds an
+        # automatic index for the DELETE's subquery.
+        self.table = sa.Table(
+            SEEN_KEYS_TABLE,
+            sa.MetaData(),
+            *[sa.Column(name, table.c[name].type) for name in self.key],
+            prefixes=["TEMPORARY"],
+        )
+
+    def create(self) -> None:
+        with self.connection.begin():
+            self.table.drop(self.connection, checkfirst=True)
+            self.table.create(self.connection)
+
+    def add(self, frame: pd.DataFrame) -> None:
+        """Record the chunk's keys (inside the caller's transaction on `connection`)."""
+        insert_frame(self.connection, self.table, frame[list(self.key)])
+
+    def add_values(self, keys: Iterable) -> None:
+        values = list(keys)
+        for start in range(0, len(values), SWEEP_BATCH):
+            batch = values[start : start + SWEEP_BATCH]
+            if len(self.key) == 1:
+                rows = [{self.key[0]: value} for value in batch]
+            else:
+                rows = [dict(zip(self.key, value, strict=True)) for value in batch]
+            self.connection.execute(sa.insert(self.table), rows)
+
+    def drop(self) -> None:
+        """Drop the table now; a connection that cannot is discarded, and the table with it."""
+        try:
+            if self.connection.in_transaction():
+                self.connection.rollback()
+            with self.connection.begin():
+                self.table.drop(self.connection, checkfirst=True)
+        except sa.exc.SQLAlchemyError:
+            self.connection.invalidate()
+
+
+@contextmanager
+def seen_keys_on(
+    connection: sa.Connection, table: sa.Table, key: Sequence[str]
+) -> Iterator[SeenKeys]:
+    """A fresh, empty `SeenKeys` on `connection`, dropped on the way out."""
+    seen = SeenKeys(connection, table, key)
+    seen.create()
+    try:
+        yield seen
+    finally:
+        seen.drop()
 
 
 def sweep_partition(
@@ -14,27 +93,40 @@ def sweep_partition(
     table: sa.Table,
     key: Sequence[str],
     scope: sa.ColumnElement[bool],
-    seen_keys: set,
+    seen_keys: SeenKeys | Collection,
 ) -> int:
     """Delete rows in `scope` whose key is not in `seen_keys`; returns how many.
 
     Idempotency argument: the result depends only on the input's keys, so running it
     again deletes nothing more. It runs in the finalize transaction, after the last
-    chunk, so a partition converges to exactly its input.
+    chunk, so a partition converges to exactly its input. Given a plain collection, the
+    keys are put in a temporary table of this connection first, and the same DELETE runs.
     """
-    key_columns = [table.c[name] for name in key]
-    present = connection.execute(sa.select(*key_columns).where(scope))
-    if len(key) == 1:
-        stale = [row[0] for row in present if row[0] not in seen_keys]
-    else:
-        stale = [tuple(row) for row in present if tuple(row) not in seen_keys]
-    swept = 0
-    for batch in _batches(stale, SWEEP_BATCH):
-        target = key_columns[0] if len(key) == 1 else sa.tuple_(*key_columns)
-        swept += connection.execute(sa.delete(table).where(target.in_(batch))).rowcount
-    return swept
+    if isinstance(seen_keys, SeenKeys):
+        return _delete_unseen(connection, table, scope, seen_keys)
+    seen = SeenKeys(connection, table, key)
+    seen.table.drop(connection, checkfirst=True)
+    seen.table.create(connection)
+    try:
+        seen.add_values(seen_keys)
+        return _delete_unseen(connection, table, scope, seen)
+    finally:
+        seen.table.drop(connection)
 
 
-def _batches(items: list, size: int) -> Iterable[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def _delete_unseen(
+    connection: sa.Connection,
+    table: sa.Table,
+    scope: sa.ColumnElement[bool],
+    seen: SeenKeys,
+) -> int:
+    """One DELETE of the rows in `scope` with no match among the seen keys."""
+    if connection.dialect.name == "postgresql":
+        # Temporary tables are never analysed automatically; without statistics the
+        # planner may probe the whole table once per row instead of one hash anti-join.
+        connection.execute(sa.text(f"ANALYZE {SEEN_KEYS_TABLE}"))
+    match = sa.and_(*[seen.table.c[name] == table.c[name] for name in seen.key])
+    unseen = ~sa.exists().where(match)
+    return connection.execute(
+        sa.delete(table).where(scope, unseen), execution_options={"preserve_rowcount": True}
+    ).rowcount

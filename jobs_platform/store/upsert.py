@@ -90,6 +90,22 @@ def upsert_frame(
     return counts
 
 
+def insert_frame(connection: sa.Connection, table: sa.Table, frame: pd.DataFrame) -> None:
+    """Append `frame` to `table` as it is (COPY on PostgreSQL), in the caller's transaction.
+
+    Not an upsert: only for tables that take duplicates, such as an attempt's own
+    temporary table of seen keys.
+    """
+    if frame.empty:
+        return
+    frame = _whole_numbers_as_integers(table, frame)
+    columns = list(frame.columns)
+    if connection.dialect.name == "postgresql":
+        _copy_into(connection, table, columns, frame)
+    else:
+        connection.execute(table.insert(), _records(frame, columns))
+
+
 def _check_columns(table: sa.Table, key: Sequence[str], frame: pd.DataFrame) -> None:
     missing_key = [name for name in key if name not in frame.columns]
     if missing_key:

@@ -24,8 +24,10 @@ UPSERT_METHODS = {
 }
 
 
-def bench(args: list[str], env: dict[str, str], tmp_path) -> dict:
-    completed = run_cli([JOBS_PLATFORM, "bench", *args, "--json"], env, cwd=tmp_path)
+def bench(args: list[str], env: dict[str, str], tmp_path, timeout: float = 300) -> dict:
+    completed = run_cli(
+        [JOBS_PLATFORM, "bench", *args, "--json"], env, cwd=tmp_path, timeout=timeout
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 
@@ -77,3 +79,65 @@ def test_bench_without_a_reachable_postgresql_says_so(tmp_path):
 
     assert completed.returncode == 2
     assert "cannot connect to PostgreSQL" in completed.stderr
+
+
+def test_bench_backfill_via_daemon_launches_through_graphql_and_reports_the_ui_path(
+    pg_url, tmp_path
+):
+    env = {"JOBS_PLATFORM_DATABASE_URL": pg_url}
+
+    # Two UI backfills (the first and its unchanged re-run), each two runs and a few
+    # daemon ticks of 30 s: minutes on a loaded machine.
+    figures = bench(
+        ["backfill", "--partitions", "2", "--rows-per-partition", "50", "--via", "daemon"],
+        env,
+        tmp_path,
+        timeout=1200,
+    )
+
+    for field in ("dagster_backfill_seconds", "plain_script_seconds", "ratio"):
+        assert figures[field] > 0
+    assert figures["via"] == "daemon"
+    # orders' runs (2 days in one), then daily_revenue's (its own policy): at least two.
+    assert figures["runs_created"] >= 2
+    assert figures["end_to_end_seconds"] >= figures["first_run_created_to_last_run_ended_seconds"]
+    assert figures["wait_for_first_run_seconds"] >= 0
+    assert figures["ratio_end_to_end"] >= figures["ratio"]
+    rerun = figures["rerun_unchanged"]
+    assert rerun["new_row_versions"] == 0 and rerun["runs_created"] >= 2
+    assert figures["peak_rss_mib"]["daemon_step"] > 0
+    assert bench_schemas(pg_url) == []
+
+
+def test_bench_status_times_status_dead_letter_list_and_platform_health(pg_url, tmp_path):
+    figures = bench(
+        ["status", "--partitions", "200", "--quarantined", "20", "--repeats", "1",
+         "--database-url", pg_url],
+        {},
+        tmp_path,
+    )  # fmt: skip
+
+    assert figures["partitions_per_asset"] == 200 and figures["quarantine_entries"] == 20
+    assert set(figures["results"]) == {
+        "status_cli",
+        "dead_letter_list_cli",
+        "status_in_process",
+        "dead_letter_list_in_process",
+        "platform_health_materialize_in_process",
+    }
+    for result in figures["results"].values():
+        assert result["best_seconds"] > 0 and len(result["seconds"]) == 1
+    assert figures["notes"]["dead_letter_entries_listed"] == 20
+    assert bench_schemas(pg_url) == []
+
+
+def test_bench_memory_reports_the_peak_rss_of_one_partition(pg_url, tmp_path):
+    figures = bench(
+        ["memory", "--rows", "3000", "--chunk-rows", "1000", "--database-url", pg_url],
+        {},
+        tmp_path,
+    )
+
+    assert (figures["rows"], figures["chunk_rows"]) == (3000, 1000)
+    assert figures["peak_rss_mib"] > 0 and figures["attempt_duration_seconds"] > 0
+    assert bench_schemas(pg_url) == []

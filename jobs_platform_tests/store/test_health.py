@@ -1,0 +1,90 @@
+"""Specifications of the health figures behind `status` and `platform_health`."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import sqlalchemy as sa
+
+from jobs_platform.store.health import asset_health
+from jobs_platform.store.schema import leases, partitions, quarantine
+from jobs_platform_tests.support import upgraded_warehouse
+
+NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
+EXPECTED = [f"2024-01-{day:02d}" for day in range(1, 11)]
+
+
+@pytest.fixture
+def warehouse(warehouse_url) -> sa.Engine:
+    return upgraded_warehouse(warehouse_url)
+
+
+def partition(key: str, status: str, duration: float | None = None, rows: int | None = None):
+    return {
+        "asset": "orders", "partition": key, "status": status, "episode": 1,
+        "duration_seconds": duration, "row_count": rows, "updated_at": NOW,
+    }  # fmt: skip
+
+
+def entry(key: str, status: str = "quarantined") -> dict:
+    return {
+        "asset": "orders", "partition": key, "episode": 1, "status": status, "attempts": 3,
+        "error_class": "terminal", "quarantined_at": NOW,
+    }  # fmt: skip
+
+
+def lease(key: str, *, acquired_minutes_ago: float, expires_in_minutes: float) -> dict:
+    return {
+        "asset": "orders", "partition": key, "token": 1, "holder": "host:1",
+        "acquired_at": NOW - dt.timedelta(minutes=acquired_minutes_ago),
+        "expires_at": NOW + dt.timedelta(minutes=expires_in_minutes),
+    }  # fmt: skip
+
+
+def test_health_counts_states_percentiles_and_leases_of_a_known_scenario(warehouse):
+    done = [partition(EXPECTED[n], "done", duration=float(n + 1), rows=100) for n in range(5)]
+    with warehouse.begin() as connection:
+        connection.execute(
+            sa.insert(partitions),
+            [
+                *done,
+                partition(EXPECTED[5], "failed"),
+                partition(EXPECTED[6], "failed"),  # failed, then quarantined: counted once
+                partition(EXPECTED[7], "quarantined"),
+                partition("2023-12-31", "done", duration=None, rows=5),  # not expected
+            ],
+        )
+        connection.execute(
+            sa.insert(quarantine),
+            [entry(EXPECTED[6]), entry(EXPECTED[7]), {**entry(EXPECTED[0], "resolved")}],
+        )
+        connection.execute(
+            sa.insert(leases),
+            [
+                lease(EXPECTED[8], acquired_minutes_ago=2, expires_in_minutes=1),
+                lease(EXPECTED[9], acquired_minutes_ago=5, expires_in_minutes=3),
+                lease(EXPECTED[5], acquired_minutes_ago=9, expires_in_minutes=-1),
+            ],
+        )
+
+    with warehouse.connect() as connection:
+        health = asset_health(connection, {"orders": EXPECTED}, now=NOW)["orders"]
+
+    assert (health.done, health.failed, health.quarantined) == (6, 1, 2)
+    # 10 expected: 5 done, 2 failed (one of them quarantined), 1 quarantined -> 2 missing.
+    assert health.missing == 2
+    assert (health.in_flight, health.expired_leases) == (2, 1)
+    assert health.oldest_lease_age_seconds == 300.0
+    # Nearest rank over the durations 1..5 (the done partition without one is left out).
+    assert (health.duration_p50_seconds, health.duration_p95_seconds) == (3.0, 5.0)
+    assert health.rows_per_second == round(505 / 15, 1)
+
+
+def test_health_of_an_asset_with_no_state_is_all_missing(warehouse):
+    with warehouse.connect() as connection:
+        health = asset_health(connection, {"orders": EXPECTED}, now=NOW)["orders"]
+
+    assert (health.done, health.failed, health.quarantined, health.missing) == (0, 0, 0, 10)
+    assert health.duration_p50_seconds is None and health.rows_per_second is None
+    assert health.oldest_lease_age_seconds is None and health.in_flight == 0
