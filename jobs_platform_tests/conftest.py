@@ -71,27 +71,27 @@ def platform_env(warehouse_url, tmp_path, monkeypatch) -> dict[str, str]:
     The warehouse is upgraded and holds the backfills' tables, as after a deploy. Set in
     this process (for in-process runs) and returned (for subprocesses).
     """
-    from jobs_platform_tests.support import platform_environment, prepare_warehouse
+    from jobs_platform_tests.support import (
+        enter_environment,
+        platform_environment,
+        prepare_warehouse,
+    )
 
     prepare_warehouse(warehouse_url)
-    env = platform_environment(warehouse_url, tmp_path)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(tmp_path)
-    return env
+    return enter_environment(platform_environment(warehouse_url, tmp_path), monkeypatch, tmp_path)
 
 
 @pytest.fixture
 def pg_platform_env(pg_url, tmp_path, monkeypatch) -> dict[str, str]:
     """Like `platform_env`, PostgreSQL only (for what only PostgreSQL can show)."""
-    from jobs_platform_tests.support import platform_environment, prepare_warehouse
+    from jobs_platform_tests.support import (
+        enter_environment,
+        platform_environment,
+        prepare_warehouse,
+    )
 
     prepare_warehouse(pg_url)
-    env = platform_environment(pg_url, tmp_path)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(tmp_path)
-    return env
+    return enter_environment(platform_environment(pg_url, tmp_path), monkeypatch, tmp_path)
 
 
 @pytest.fixture(autouse=True)

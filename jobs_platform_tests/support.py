@@ -76,6 +76,14 @@ def prepare_warehouse(url: str) -> sa.Engine:
     return engine
 
 
+def enter_environment(env: dict[str, str], monkeypatch, folder: Path) -> dict[str, str]:
+    """Set `env` in this process (for in-process runs) and work in `folder`; returns `env`."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(folder)
+    return env
+
+
 def settings_from(env: dict[str, str]) -> Settings:
     return Settings.from_env(env)
 

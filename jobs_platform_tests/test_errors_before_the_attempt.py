@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 
 from jobs_platform.examples.orders.assets import orders
-from jobs_platform_tests.support import materialize, platform_environment
+from jobs_platform_tests.support import enter_environment, materialize, platform_environment
 
 # Nothing listens on port 1; the password must never be printed.
 UNREACHABLE_URL = "postgresql+psycopg://app:s3cret@127.0.0.1:1/warehouse"
@@ -17,11 +17,7 @@ UNREACHABLE_URL = "postgresql+psycopg://app:s3cret@127.0.0.1:1/warehouse"
 
 @pytest.fixture
 def unreachable_env(tmp_path, monkeypatch) -> dict[str, str]:
-    env = platform_environment(UNREACHABLE_URL, tmp_path)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(tmp_path)
-    return env
+    return enter_environment(platform_environment(UNREACHABLE_URL, tmp_path), monkeypatch, tmp_path)
 
 
 def step_events(result: dg.ExecuteInProcessResult, event_type: str) -> list:

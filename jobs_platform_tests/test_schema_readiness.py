@@ -35,6 +35,7 @@ from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse
 from jobs_platform_tests.support import (
     attempts_of,
     engine_from,
+    enter_environment,
     materialize,
     platform_environment,
     prepare_warehouse,
@@ -51,11 +52,7 @@ SCHEMA_CHANGE = re.compile(r"^\s*(CREATE|ALTER|DROP)\b(?!\s+TEMPORARY)(?!\s+TABL
 @pytest.fixture
 def unprepared_env(warehouse_url, tmp_path, monkeypatch) -> dict[str, str]:
     """A run's environment whose warehouse nobody has run `jobs-platform db upgrade` on."""
-    env = platform_environment(warehouse_url, tmp_path)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(tmp_path)
-    return env
+    return enter_environment(platform_environment(warehouse_url, tmp_path), monkeypatch, tmp_path)
 
 
 @pytest.fixture

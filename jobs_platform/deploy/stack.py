@@ -136,12 +136,13 @@ def prepare_warehouse(url: str) -> None:
     The code location's backfills (the examples here) get their tables created when
     missing, never altered; a deployment with its own tables runs its own migrations.
     """
-    import jobs_platform.definitions  # noqa: F401 - declares the code location's backfills
+    from jobs_platform.cli.code_location import load_definitions
     from jobs_platform.orchestration.registry import backfill_specs
     from jobs_platform.store.db import warehouse_engine
     from jobs_platform.store.migrate import upgrade_warehouse
     from jobs_platform.store.schema import create_user_tables
 
+    load_definitions()  # declares the code location's backfills
     engine = warehouse_engine(url)
     upgrade_warehouse(engine)
     create_user_tables(engine, *(spec.table for spec in backfill_specs().values()))

@@ -23,7 +23,7 @@ from dagster_celery.core_execution_loop import core_celery_execution_loop
 from dagster_celery.executor import CELERY_CONFIG, CeleryExecutor, _submit_task
 
 from jobs_platform.errors import JobsPlatformError
-from jobs_platform.orchestration.executors import STEP_OVERHEAD_SECONDS, STOP_GRACE_SECONDS
+from jobs_platform.orchestration.step_bounds import STEP_OVERHEAD_SECONDS, STOP_GRACE_SECONDS
 from jobs_platform.settings import DEFAULT_ATTEMPT_TIMEOUT_SECONDS, DEFAULT_LEASE_SECONDS
 
 DEFAULT_RESULT_TIMEOUT_SECONDS = (

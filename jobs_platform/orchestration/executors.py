@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
+from jobs_platform.orchestration.step_bounds import STEP_OVERHEAD_SECONDS, STOP_GRACE_SECONDS
 from jobs_platform.settings import (
     DEFAULT_CELERY_BACKEND,
     DEFAULT_CELERY_BROKER,
@@ -28,13 +29,10 @@ from jobs_platform.settings import (
 )
 
 # Steps that run in a process on this machine; any other executor ships them elsewhere.
-LOCAL_EXECUTORS = frozenset({"in_process", "multiprocess", "multi_or_in_process_executor"})
-# What a step may take beyond its attempt deadline: process start, imports, the lease TTL
-# of a holder that died before it, the finalize transaction and the event upload.
-STEP_OVERHEAD_SECONDS = 300.0
-# After a termination request, how long the run waits for revoked tasks to report back
-# before it stops waiting; a worker that died never will.
-STOP_GRACE_SECONDS = 30.0
+# (`execute_in_process_executor` is what `execute_in_process` and `dg.materialize` run on.)
+LOCAL_EXECUTORS = frozenset(
+    {"in_process", "multiprocess", "multi_or_in_process_executor", "execute_in_process_executor"}
+)
 # dagster-celery's broker connection retries, kept when we add the visibility timeout
 # (its config_source replaces broker_transport_options whole).
 BROKER_CONNECTION_RETRIES = {

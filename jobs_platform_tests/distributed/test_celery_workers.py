@@ -12,7 +12,7 @@ import time
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.orchestration.executors import STOP_GRACE_SECONDS
+from jobs_platform.orchestration.step_bounds import STOP_GRACE_SECONDS
 from jobs_platform_tests.distributed.cluster import (
     celery_step_hosts,
     distributed_environment,
