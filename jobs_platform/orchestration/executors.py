@@ -117,4 +117,8 @@ def runs_remotely(context: dg.AssetExecutionContext) -> bool:
 
 def _inside_celery_task() -> bool:
     celery = sys.modules.get("celery")
-    return celery is not None and celery.current_task is not None
+    if celery is None:
+        return False
+    # `current_task` is a proxy, never None: it is falsy outside a task.
+    task = celery.current_task
+    return bool(task) and getattr(task.request, "id", None) is not None
