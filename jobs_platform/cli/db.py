@@ -57,13 +57,10 @@ def run_upgrade(args: argparse.Namespace) -> int:
 
 
 def run_current(args: argparse.Namespace) -> int:
-    from jobs_platform.store.migrate import schema_state
-
-    engine, url = _warehouse()
-    try:
-        state = schema_state(engine)
-    except sa.exc.OperationalError as exc:
-        return _unreachable(url, exc)
+    read = _read_schema_state()
+    if isinstance(read, int):
+        return read
+    state, url = read
     print(f"warehouse: {url}")
     where = "head" if state.at_head else f"behind head {state.head}"
     if not state.known:
@@ -73,18 +70,26 @@ def run_current(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from jobs_platform.store.migrate import schema_state
-
-    engine, url = _warehouse()
-    try:
-        state = schema_state(engine)
-    except sa.exc.OperationalError as exc:
-        return _unreachable(url, exc)
+    read = _read_schema_state()
+    if isinstance(read, int):
+        return read
+    state, url = read
     if state.at_head:
         print(f"ok: warehouse {url} is at head {state.head}")
         return 0
     print(state.not_ready_message())
     return EXIT_BEHIND
+
+
+def _read_schema_state():
+    """(the warehouse's schema state, its redacted URL), or the exit code when unreachable."""
+    from jobs_platform.store.migrate import schema_state
+
+    engine, url = _warehouse()
+    try:
+        return schema_state(engine), url
+    except sa.exc.OperationalError as exc:
+        return _unreachable(url, exc)
 
 
 def _warehouse() -> tuple[sa.Engine, str]:
