@@ -43,6 +43,7 @@ RUNS_PER_WORKER = 2  # a run process mostly waits for its steps; two keep a work
 START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 60.0  # a worker finishes its step on SIGTERM (warm shutdown)
 POLL_SECONDS = 0.5
+KILL_WAIT_SECONDS = 10.0
 
 
 class StackError(RuntimeError):
@@ -194,7 +195,13 @@ def stop_process(layout: StackLayout, name: str, timeout: float = STOP_TIMEOUT_S
             pid_file.unlink()
             return "stopped"
         time.sleep(POLL_SECONDS)
-    os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    # SIGKILL is delivered at once but a process takes a moment to exit: wait for it, so
+    # `down` returns only when nothing of the group runs.
+    deadline = time.monotonic() + KILL_WAIT_SECONDS
+    while _group_alive(pid) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS / 5)
     pid_file.unlink()
     return f"killed after {timeout:g}s"
 
@@ -338,10 +345,10 @@ def _group_alive(pgid: int) -> bool:
     # A zombie leader of our own is gone for our purposes: reap it.
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pgid, os.WNOHANG)
-    return _any_live_member(pgid)
+    return group_has_live_member(pgid)
 
 
-def _any_live_member(pgid: int) -> bool:
+def group_has_live_member(pgid: int) -> bool:
     for status in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = status.read_text().rsplit(")", 1)[1].split()

@@ -169,11 +169,16 @@ def _settings_of(env: dict[str, str]):
 
 
 def process_group_of(pid: int) -> int | None:
+    """The process group of a live `pid`; None once it has exited, zombie or reaped.
+
+    A stack process outlives `bin/stack up`, so its parent is whatever reaps orphans here;
+    where that is slow or never (a container's PID 1), an exited leader stays a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[2])
+    state, _parent, group = stat.rsplit(")", 1)[1].split()[:3]
+    return None if state in ("Z", "X") else int(group)
 
 
 def celery_step_hosts(instance: dg.DagsterInstance, run_id: str) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ import subprocess
 
 import httpx
 
-from jobs_platform.deploy.stack import StackLayout
+from jobs_platform.deploy.stack import StackLayout, group_has_live_member
 from jobs_platform_tests.conftest import PG_ADMIN_URL
 from jobs_platform_tests.distributed.cluster import postgres_database, process_group_of
 from jobs_platform_tests.support import REPO_ROOT
@@ -68,3 +68,4 @@ def test_stack_up_starts_daemon_webserver_and_two_workers_and_down_stops_them(
     assert down.returncode == 0, down.stdout + down.stderr
     assert layout.running() == []
     assert all(process_group_of(pid) is None for pid in groups.values())
+    assert not any(group_has_live_member(pgid) for pgid in groups.values()), "a child outlived"
