@@ -10,13 +10,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 from jobs_platform.store.recovery import record_abandoned_attempts_everywhere
-from jobs_platform.store.schema import attempts
+from jobs_platform.store.schema import attempts, leases
 from jobs_platform_tests.support import upgraded_warehouse
 
 ASSET, PARTITION = "items", "2024-01-03"
@@ -86,6 +87,20 @@ def acquire_here(engine: sa.Engine, ttl: float = 60):
     return acquire_lease(
         engine, ASSET, PARTITION, holder=this_holder(), run_id=None, ttl_seconds=ttl
     )
+
+
+def wait_until_the_lease_expires(engine: sa.Engine, timeout: float = 30) -> None:
+    """Until the lease's expiry has passed on the database's clock (the one leases obey)."""
+    deadline = time.monotonic() + timeout
+    expired = sa.select(leases.c.expires_at <= sa.func.clock_timestamp()).where(
+        leases.c.asset == ASSET, leases.c.partition == PARTITION
+    )
+    while time.monotonic() < deadline:
+        with engine.connect() as connection:
+            if connection.execute(expired).scalar_one():
+                return
+        time.sleep(0.05)
+    pytest.fail(f"the lease did not expire within {timeout}s")
 
 
 # Clocks
@@ -165,10 +180,11 @@ def test_recovery_does_not_record_a_live_attempt_in_another_pid_namespace_as_a_c
 
 def test_holder_in_another_pid_namespace_is_taken_over_once_its_lease_expires(warehouse, pg_url):
     _require("unshare")
-    contained = start_worker(pg_url, UNSHARE, ttl=0.01)
+    contained = start_worker(pg_url, UNSHARE, ttl=0.5)
     try:
         assert first_line(contained) == "acquired"
 
+        wait_until_the_lease_expires(warehouse)
         grant = acquire_here(warehouse)
     finally:
         stop(contained)
