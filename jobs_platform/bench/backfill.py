@@ -56,9 +56,11 @@ from jobs_platform.store.schema import create_user_tables
 RUN_MODES = ("one", "per-partition")
 VIA = ("process", "daemon")
 # What the UI's launchpad may set for the runs of a backfill (`execution:` run config of
-# Dagster's default multi_or_in_process executor); "default" sets nothing.
+# the framework's multi_or_in_process executor); "default" sets nothing, which since issue
+# 13 forks step processes from a forkserver; "spawn" is Dagster's own default.
 UI_EXECUTION = {
     "default": None,
+    "spawn": {"multiprocess": {"start_method": {"spawn": {}}}},
     "forkserver": {"multiprocess": {"start_method": {"forkserver": {}}}},
     "in_process": {"in_process": {}},
 }

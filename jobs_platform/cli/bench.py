@@ -53,11 +53,12 @@ def register(commands) -> None:
     )
     backfill.add_argument(
         "--execution",
-        choices=("default", "forkserver", "in_process"),
+        choices=("default", "spawn", "forkserver", "in_process"),
         default="default",
         help="with --via daemon: run config the launchpad would add for the runs' executor "
-        "(default: none; forkserver: step processes forked from one preloaded process; "
-        "in_process: steps in the run worker)",
+        "(default: none, so step processes fork from a forkserver that preloaded the code "
+        "location; spawn: a fresh interpreter per step, Dagster's own default; forkserver: "
+        "named explicitly; in_process: steps in the run worker)",
     )
     backfill.add_argument(
         "--no-rerun",

@@ -87,15 +87,33 @@ def celery_executor_config(settings: Settings, environ_has: Callable[[str], bool
     }
 
 
+def _forkserver_unless_chosen(config: dict) -> dict:
+    multiprocess = config.get("multiprocess")
+    if multiprocess is None or multiprocess.get("start_method"):
+        return config
+    return {"multiprocess": {**multiprocess, "start_method": {"forkserver": {}}}}
+
+
+# Dagster's default executor (multiprocess, and a run may still ask for in_process in its
+# config, `execution: config: in_process: {}`, as the tests and `demo` do), with one
+# change: unless a run's config names a start method, step processes are forked from a
+# forkserver that imported the code location once per run, instead of each spawning a
+# fresh interpreter that imports Dagster and the code location again (2.5-3 CPU s a step;
+# docs/BENCHMARKS.md). Still a process per step: a SIGKILLed step is retried in a new one.
+forkserver_multi_or_in_process_executor = dg.multi_or_in_process_executor.configured(
+    _forkserver_unless_chosen,
+    name="multi_or_in_process_executor",
+    config_schema=dg.multi_or_in_process_executor.config_schema,
+)
+
+
 def platform_executor(settings: Settings | None = None) -> dg.ExecutorDefinition:
     """The executor `JOBS_PLATFORM_EXECUTOR` names, configured for the framework."""
     settings = settings or Settings.from_env()
     if settings.executor == "in_process":
         return dg.in_process_executor
     if settings.executor == "multiprocess":
-        # Dagster's default: multiprocess, and a run may still ask for in_process in its
-        # config (`execution: config: in_process: {}`), as the tests and `demo` do.
-        return dg.multi_or_in_process_executor
+        return forkserver_multi_or_in_process_executor
     from jobs_platform.orchestration.celery_executor import bounded_celery_executor
 
     return bounded_celery_executor.configured(

@@ -24,6 +24,35 @@ def test_the_default_executor_is_multiprocess_and_a_run_may_still_ask_for_in_pro
     assert platform_executor(settings()).name == "multi_or_in_process_executor"
 
 
+def _engine_config(run_config: dict) -> dict:
+    import dagster as dg
+    from dagster._core.system_config.objects import ResolvedRunConfig
+
+    @dg.op
+    def noop() -> None:
+        pass
+
+    @dg.job(executor_def=platform_executor(settings()))
+    def one_step():
+        noop()
+
+    return ResolvedRunConfig.build(one_step, run_config).execution.execution_engine_config
+
+
+def test_multiprocess_steps_fork_from_a_forkserver_unless_the_run_names_a_start_method():
+    assert _engine_config({})["multiprocess"]["start_method"] == {"forkserver": {}}
+    spawned = {"execution": {"config": {"multiprocess": {"start_method": {"spawn": {}}}}}}
+    assert _engine_config(spawned)["multiprocess"]["start_method"] == {"spawn": {}}
+    limited = {"execution": {"config": {"multiprocess": {"max_concurrent": 1}}}}
+    assert _engine_config(limited)["multiprocess"] == {
+        "max_concurrent": 1,
+        "start_method": {"forkserver": {}},
+        "retries": {"enabled": {}},
+    }
+    in_process = {"execution": {"config": {"in_process": {}}}}
+    assert set(_engine_config(in_process)) == {"in_process"}
+
+
 def test_in_process_is_chosen_by_the_variable():
     assert platform_executor(settings(JOBS_PLATFORM_EXECUTOR="in_process")).name == "in_process"
 
