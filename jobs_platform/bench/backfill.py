@@ -57,7 +57,9 @@ RUN_MODES = ("one", "per-partition")
 VIA = ("process", "daemon")
 # What the UI's launchpad may set for the runs of a backfill (`execution:` run config of
 # the framework's multi_or_in_process executor); "default" sets nothing, which since issue
-# 13 forks step processes from a forkserver; "spawn" is Dagster's own default.
+# 13 forks step processes from a forkserver that preloaded the code location; "spawn" is
+# Dagster's own default; "forkserver" as Dagster configures it (preloading only Dagster's
+# executor module, so each step still imports the code location).
 UI_EXECUTION = {
     "default": None,
     "spawn": {"multiprocess": {"start_method": {"spawn": {}}}},

@@ -58,7 +58,8 @@ def register(commands) -> None:
         help="with --via daemon: run config the launchpad would add for the runs' executor "
         "(default: none, so step processes fork from a forkserver that preloaded the code "
         "location; spawn: a fresh interpreter per step, Dagster's own default; forkserver: "
-        "named explicitly; in_process: steps in the run worker)",
+        "Dagster's `forkserver: {}`, which preloads only its executor module; in_process: "
+        "steps in the run worker)",
     )
     backfill.add_argument(
         "--no-rerun",

@@ -348,15 +348,21 @@ def _group_alive(pgid: int) -> bool:
     return group_has_live_member(pgid)
 
 
-def group_has_live_member(pgid: int) -> bool:
+def live_group_members(pgid: int) -> dict[int, int]:
+    """pid → parent pid of every process of the group that has not exited (no zombies)."""
+    members = {}
     for status in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = status.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+            members[int(status.parent.name)] = int(fields[1])
+    return members
+
+
+def group_has_live_member(pgid: int) -> bool:
+    return bool(live_group_members(pgid))
 
 
 def main(argv: list[str] | None = None) -> int:

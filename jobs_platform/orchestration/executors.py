@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import dagster as dg
 
@@ -87,24 +87,50 @@ def celery_executor_config(settings: Settings, environ_has: Callable[[str], bool
     }
 
 
-def _forkserver_unless_chosen(config: dict) -> dict:
+# Imported by the forkserver of a job that was not loaded from a module (a file, a test).
+FRAMEWORK_MODULES = ("dagster", "jobs_platform.orchestration.backfill_asset")
+
+
+def with_forkserver_by_default(config: Mapping, job_module: str | None) -> Mapping:
+    """The executor config, with a preloading forkserver where a multiprocess run names no
+    start method; a start method or in_process chosen by the run is kept as it is."""
     multiprocess = config.get("multiprocess")
     if multiprocess is None or multiprocess.get("start_method"):
         return config
-    return {"multiprocess": {**multiprocess, "start_method": {"forkserver": {}}}}
+    # Name the modules: with `forkserver: {}` Dagster 1.13 preloads only its executor
+    # module (its `preload_modules` reads as [] when absent, not as "the job's module").
+    preload = [job_module] if job_module else list(FRAMEWORK_MODULES)
+    return {
+        "multiprocess": {
+            **multiprocess,
+            "start_method": {"forkserver": {"preload_modules": preload}},
+        }
+    }
 
 
-# Dagster's default executor (multiprocess, and a run may still ask for in_process in its
-# config, `execution: config: in_process: {}`, as the tests and `demo` do), with one
-# change: unless a run's config names a start method, step processes are forked from a
-# forkserver that imported the code location once per run, instead of each spawning a
-# fresh interpreter that imports Dagster and the code location again (2.5-3 CPU s a step;
-# docs/BENCHMARKS.md). Still a process per step: a SIGKILLed step is retried in a new one.
-forkserver_multi_or_in_process_executor = dg.multi_or_in_process_executor.configured(
-    _forkserver_unless_chosen,
-    name="multi_or_in_process_executor",
-    config_schema=dg.multi_or_in_process_executor.config_schema,
+_DAGSTER_DEFAULT = dg.multi_or_in_process_executor
+
+
+@dg.executor(
+    name=_DAGSTER_DEFAULT.name,
+    config_schema=_DAGSTER_DEFAULT.config_schema.as_field(),
+    requirements=_DAGSTER_DEFAULT.get_requirements,
 )
+def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
+    """Dagster's default executor, with step processes forked from a preloaded forkserver.
+
+    Multiprocess, and a run may still ask for in_process in its config (`execution: config:
+    in_process: {}`), as the tests and `demo` do. One change: unless a run's config names
+    a start method, each step process is forked from a forkserver that imported the job's
+    code location once per run, instead of a fresh interpreter importing Dagster and the
+    code location again (2.5-3 CPU s a step; docs/BENCHMARKS.md). Still a process per
+    step, so a SIGKILLed step is retried in a new one.
+    """
+    get_module = getattr(init_context.job, "get_module", None)
+    config = with_forkserver_by_default(
+        init_context.executor_config, get_module() if get_module else None
+    )
+    return _DAGSTER_DEFAULT.executor_creation_fn(init_context._replace(executor_config=config))
 
 
 def platform_executor(settings: Settings | None = None) -> dg.ExecutorDefinition:

@@ -233,14 +233,7 @@ class Soak:
     def _pool_processes(self, name: str) -> list[int]:
         """The worker's pool children: processes of its group whose parent is celery's main."""
         group = int(self.workers.layout.pid_file(name).read_text())
-        members = {}
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == group and fields[0] != "Z":
-                members[int(stat.parent.name)] = int(fields[1])
+        members = stack.live_group_members(group)
         main_processes = {pid for pid, parent in members.items() if parent == group}
         return [pid for pid, parent in members.items() if parent in main_processes]
 

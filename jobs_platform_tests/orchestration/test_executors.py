@@ -3,16 +3,24 @@ ones the guarantees need; a step under a remote executor never guesses its wareh
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 
 from jobs_platform.errors import TerminalError, WarehouseNotShared
 from jobs_platform.orchestration.executors import (
+    FRAMEWORK_MODULES,
     celery_app_settings,
     celery_executor_config,
     platform_executor,
     step_deadline_seconds,
+    with_forkserver_by_default,
 )
 from jobs_platform.settings import Settings, SettingsError, require_shared_warehouse
+from jobs_platform_tests.orchestration.forkserver_probe import PROBE_FILE_VARIABLE
+from jobs_platform_tests.support import run_cli
 
 
 def settings(**env: str) -> Settings:
@@ -24,33 +32,54 @@ def test_the_default_executor_is_multiprocess_and_a_run_may_still_ask_for_in_pro
     assert platform_executor(settings()).name == "multi_or_in_process_executor"
 
 
-def _engine_config(run_config: dict) -> dict:
-    import dagster as dg
-    from dagster._core.system_config.objects import ResolvedRunConfig
-
-    @dg.op
-    def noop() -> None:
-        pass
-
-    @dg.job(executor_def=platform_executor(settings()))
-    def one_step():
-        noop()
-
-    return ResolvedRunConfig.build(one_step, run_config).execution.execution_engine_config
-
-
-def test_multiprocess_steps_fork_from_a_forkserver_unless_the_run_names_a_start_method():
-    assert _engine_config({})["multiprocess"]["start_method"] == {"forkserver": {}}
-    spawned = {"execution": {"config": {"multiprocess": {"start_method": {"spawn": {}}}}}}
-    assert _engine_config(spawned)["multiprocess"]["start_method"] == {"spawn": {}}
-    limited = {"execution": {"config": {"multiprocess": {"max_concurrent": 1}}}}
-    assert _engine_config(limited)["multiprocess"] == {
-        "max_concurrent": 1,
-        "start_method": {"forkserver": {}},
-        "retries": {"enabled": {}},
+def test_multiprocess_runs_preload_the_jobs_module_in_a_forkserver_unless_a_start_method_is_named():
+    forked = {"forkserver": {"preload_modules": ["acme.definitions"]}}
+    assert with_forkserver_by_default({"multiprocess": {}}, "acme.definitions") == {
+        "multiprocess": {"start_method": forked}
     }
-    in_process = {"execution": {"config": {"in_process": {}}}}
-    assert set(_engine_config(in_process)) == {"in_process"}
+    limited = {"multiprocess": {"max_concurrent": 1}}
+    assert with_forkserver_by_default(limited, "acme.definitions")["multiprocess"] == {
+        "max_concurrent": 1,
+        "start_method": forked,
+    }
+    spawned = {"multiprocess": {"start_method": {"spawn": {}}}}
+    assert with_forkserver_by_default(spawned, "acme.definitions") == spawned
+    assert with_forkserver_by_default({"in_process": {}}, "acme.definitions") == {"in_process": {}}
+    from_a_file = with_forkserver_by_default({"multiprocess": {}}, None)["multiprocess"]
+    assert from_a_file["start_method"]["forkserver"]["preload_modules"] == list(FRAMEWORK_MODULES)
+
+
+def _run_probe(tmp_path, run_config: dict | None = None) -> dict:
+    probe_file = tmp_path / "probe.json"
+    args = [
+        str(Path(sys.executable).with_name("dagster")), "job", "execute",
+        "-m", "jobs_platform_tests.orchestration.forkserver_probe", "-j", "probe",
+    ]  # fmt: skip
+    if run_config:
+        config_file = tmp_path / "run_config.json"
+        config_file.write_text(json.dumps(run_config))
+        args += ["--config", str(config_file)]
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    finished = run_cli(args, {"DAGSTER_HOME": str(home), PROBE_FILE_VARIABLE: str(probe_file)})
+    assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-2000:]
+    return json.loads(probe_file.read_text())
+
+
+def test_a_step_process_is_forked_from_a_forkserver_that_preloaded_the_jobs_module(tmp_path):
+    probe = _run_probe(tmp_path)
+
+    assert probe["parent_pid"] != probe["run_worker_pid"]
+    assert "multiprocessing.forkserver" in probe["parent_command"]
+    assert "jobs_platform_tests.orchestration.forkserver_probe" in probe["parent_command"]
+
+
+def test_a_run_that_names_spawn_gets_a_fresh_interpreter_per_step(tmp_path):
+    spawn = {"execution": {"config": {"multiprocess": {"start_method": {"spawn": {}}}}}}
+    probe = _run_probe(tmp_path, spawn)
+
+    assert probe["parent_pid"] == probe["run_worker_pid"]
+    assert "multiprocessing.forkserver" not in probe["parent_command"]
 
 
 def test_in_process_is_chosen_by_the_variable():
