@@ -118,7 +118,10 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
 
             page.goto(f"{server.url}/assets")
             page.locator('a[href="/assets/orders"]').click()
-            page.get_by_role("tab", name="Partitions").click()
+            expect(page.get_by_role("tab", name="Partitions")).to_be_visible()
+            # By its address: a click on the tab while the asset page still loads is lost
+            # (seen once in CI: the page stayed on Overview).
+            page.goto(f"{server.url}/assets/orders?view=partitions")
             expect(body).to_contain_text("Missing", timeout=UI_TIMEOUT_MS)
             expect(body).to_contain_text("Materialized (0)", timeout=UI_TIMEOUT_MS)
 
@@ -211,8 +214,9 @@ def launch_backfill_from_the_job_page(page, expect, base_url: str) -> None:
     partition set.
     """
     page.goto(f"{base_url}/locations/{LOCATION}/jobs/orders_backfill")
-    page.get_by_role("button", name="Materialize all…").click()
-    dialog = page.get_by_role("dialog")
+    # Not just any dialog: "Join the Dagster community" is one too, at any moment.
+    dialog = page.get_by_role("dialog").filter(has_text="to materialize")
+    click_until_visible(page.get_by_role("button", name="Materialize all…"), dialog)
     expect(dialog).to_contain_text("materialize 2 assets", timeout=UI_TIMEOUT_MS)
     # Seeded days are years back: widen the dialog's default window to all partitions.
     dialog.get_by_text("Show all partitions").click()
@@ -224,6 +228,19 @@ def launch_backfill_from_the_job_page(page, expect, base_url: str) -> None:
     page.screenshot(path=ARTIFACTS / "backfill_dialog.png")
     dialog.get_by_role("button", name="Launch backfill").click()
     expect(dialog).to_be_hidden(timeout=UI_TIMEOUT_MS)
+
+
+def click_until_visible(button, appears, *, attempts: int = 3) -> None:
+    """Click until `appears` shows: a click while the page still renders can be lost."""
+    for _ in range(attempts - 1):
+        if appears.is_visible():
+            return
+        button.click()
+        with contextlib.suppress(Exception):  # Playwright's TimeoutError
+            appears.wait_for(state="visible", timeout=UI_TIMEOUT_MS / attempts)
+    if not appears.is_visible():
+        button.click()
+    appears.wait_for(state="visible", timeout=UI_TIMEOUT_MS)
 
 
 def only_backfill(server: DagsterDev) -> dict | None:
