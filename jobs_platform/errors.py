@@ -5,9 +5,11 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import sqlite3
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
@@ -17,6 +19,7 @@ __all__ = [
     "AttemptInterrupted",
     "AttemptTimedOut",
     "Classification",
+    "DeploymentError",
     "InputValidationError",
     "JobsPlatformError",
     "LeaseLostError",
@@ -24,6 +27,7 @@ __all__ = [
     "TerminalError",
     "Verdict",
     "WarehouseNotShared",
+    "as_recorded",
     "classify",
     "parse_retry_after",
 ]
@@ -53,6 +57,8 @@ class Verdict:
     classification: Classification
     retry_after: float | None
     reason: str
+    remedy: str | None = None
+    """For a deployment error: what is missing and the deploy step that adds it (recorded)."""
 
 
 class JobsPlatformError(Exception):
@@ -80,6 +86,15 @@ class WarehouseNotShared(TerminalError):
     Under a remote executor the embedded SQLite default (or any relative SQLite path)
     would be a file on whichever worker ran the step: the step refuses instead of writing
     a partition where no one else will find it.
+    """
+
+
+class DeploymentError(TerminalError):
+    """The warehouse lacks what the code needs: a table, a column, a privilege.
+
+    Recorded in place of the database's error (kept as its cause, with its traceback) when
+    `classify` knows the deploy step that fixes it: no retry can succeed before someone
+    takes that step, and then a requeue runs the partition again.
     """
 
 
@@ -115,6 +130,7 @@ _R, _T = Classification.RETRYABLE, Classification.TERMINAL
 # tables below first; these are the fallbacks by type.
 _BY_TYPE: tuple[tuple[type[BaseException], Classification, str], ...] = (
     (AttemptTimedOut, _R, "attempt deadline passed"),
+    (DeploymentError, _T, "deployment error"),
     (RetryableError, _R, "retryable error raised by the job"),
     (TerminalError, _T, "terminal error raised by the job"),
     (LeaseLostError, Classification.LEASE_LOST, "partition lease lost"),
@@ -169,6 +185,11 @@ _BY_SQLSTATE: dict[str, tuple[Classification, str]] = {
     "57P01": (_R, "admin shutdown"),
     "57P02": (_R, "crash shutdown"),
     "57P03": (_R, "cannot connect now"),
+    # Deployment errors (see class 42 below); their verdict carries the deploy step.
+    "42P01": (_T, "undefined table"),
+    "42703": (_T, "undefined column"),
+    "42501": (_T, "insufficient privilege"),
+    "42601": (_T, "syntax error, a bug in code"),
 }
 
 # The first two characters of a SQLSTATE name its class; consulted after exact codes.
@@ -176,8 +197,122 @@ _BY_SQLSTATE_CLASS: dict[str, tuple[Classification, str]] = {
     "08": (_R, "connection exception"),
     "22": (_T, "data exception"),
     "23": (_T, "integrity constraint violation"),
-    # Syntax errors and undefined tables are code bugs: a human must look, not the input.
-    "42": (Classification.UNKNOWN, "syntax error or access rule violation"),
+    # Class 42 fails the same way on every attempt, so every code of it is terminal: a
+    # retry only delays the quarantine that shows it to a person, and a requeue after the
+    # fix runs the partition again. An undefined table or column (42P01, 42703) or a
+    # missing privilege (42501) is a deploy step not taken: the recorded error names the
+    # step (`_DEPLOY_STEPS`). A syntax error (42601), an undefined function (42883) or a
+    # type mismatch (42804) is a bug in the code or a drift between the code and the
+    # table: terminal too, but no deploy step fixes it, so the database's own words stay.
+    "42": (_T, "syntax error or access rule violation"),
+}
+
+# SQLite has no SQLSTATE; these of its messages say what a class-42 code says.
+_SQLITE_AS_SQLSTATE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^no such table: "), "42P01"),
+    (re.compile(r"^no such column: |^table \S+ has no column named "), "42703"),
+    (re.compile(r"^attempt to write a readonly database"), "42501"),
+    (re.compile(r"syntax error|^incomplete input"), "42601"),
+)
+
+# What a deployment error's message names, as PostgreSQL (in English) and SQLite spell it.
+# A message in another language names nothing here; the remedy then quotes the database.
+_NAMES_IN_MESSAGE: dict[str, tuple[re.Pattern[str], ...]] = {
+    "42P01": (
+        re.compile(r'relation "(?P<table>[^"]+)" does not exist'),
+        re.compile(r"no such table: (?P<table>\S+)"),
+    ),
+    "42703": (
+        re.compile(r'column "(?P<column>[^"]+)" of relation "(?P<table>[^"]+)" does not exist'),
+        re.compile(r'column (?P<table>[^\s."]+)\.(?P<column>\S+) does not exist'),
+        re.compile(r'column "(?P<column>[^"]+)" does not exist'),
+        re.compile(r"table (?P<table>\S+) has no column named (?P<column>\S+)"),
+        re.compile(r"no such column: (?P<column>\S+)"),
+    ),
+    "42501": (
+        re.compile(
+            r"permission denied to create temporary tables in database \"(?P<database>[^\"]+)\""
+        ),
+        re.compile(r"permission denied for (?:table|relation|view|sequence) (?P<table>\S+)"),
+        re.compile(r"(?P<sqlite>readonly database)"),
+    ),
+}
+
+_UPGRADE = "run: jobs-platform db upgrade"
+# How users create their tables today (README, "Your backfills' tables are yours").
+_CREATE_TABLE = (
+    "create it at deploy time, with your own migrations or "
+    "jobs_platform.store.schema.create_user_tables(engine, table) "
+    "(jobs-platform db upgrade creates only the framework's jp_* tables)"
+)
+_ADD_COLUMN = (
+    "add it at deploy time with your own migration (create_user_tables never alters a table)"
+)
+# The writer's temporary tables live as long as the attempt's connection, across its
+# transactions: only a connection that lost its session between them loses one.
+_KEEP_SESSION = (
+    "the warehouse connection lost its session between two transactions of the attempt; "
+    "connect without a pooler in transaction mode (PgBouncer: pool_mode = session)"
+)
+
+
+def _table_owner(table: str | None) -> str:
+    """Whose table: the framework's (`jp_*`, migrated), a stage (temporary) or a backfill's."""
+    name = (table or "").rpartition(".")[2]
+    if name.startswith("jp_stage_"):
+        return "stage"
+    return "framework" if name.startswith("jp_") else "backfill"
+
+
+def _missing_table(names: dict[str, str]) -> str:
+    table = names.get("table")
+    owner = _table_owner(table)
+    if owner == "stage":
+        return f'temporary table "{table}" does not exist: {_KEEP_SESSION}'
+    what = f'table "{table}"' if table else "a table"
+    return f"{what} does not exist in the warehouse: " + (
+        _UPGRADE if owner == "framework" else _CREATE_TABLE
+    )
+
+
+def _missing_column(names: dict[str, str]) -> str:
+    table, column = names.get("table"), names.get("column")
+    what = f'column "{column}"' if column else "a column"
+    if table is None:  # PostgreSQL names no table for an unqualified column of a SELECT
+        fix = f"{_ADD_COLUMN}; if it is a column of a framework table (jp_*), {_UPGRADE}"
+    else:
+        what += f' of table "{table}"'
+        fix = _UPGRADE if _table_owner(table) == "framework" else _ADD_COLUMN
+    return f"{what} does not exist in the warehouse: {fix}"
+
+
+def _missing_privilege(names: dict[str, str]) -> str:
+    if "database" in names:
+        database = names["database"]
+        return (
+            f'the warehouse user may not create temporary tables in database "{database}", '
+            f"where the writer stages each chunk: grant it at deploy time "
+            f"(GRANT TEMPORARY ON DATABASE {database} TO the user)"
+        )
+    if "sqlite" in names:
+        return (
+            "the SQLite warehouse is read-only to this worker: "
+            "make the file and its folder writable"
+        )
+    table = names.get("table")
+    what = f'table "{table}"' if table else "an object of the warehouse"
+    return (
+        f"the warehouse user lacks a privilege on {what}: grant it at deploy time "
+        "(a backfill's table needs SELECT, INSERT, UPDATE and DELETE)"
+    )
+
+
+# Deployment errors: what is missing and the deploy step that adds it, from the names in
+# the message. Other class-42 codes have no entry: no deploy step fixes a bug in code.
+_DEPLOY_STEPS: dict[str, Callable[[dict[str, str]], str]] = {
+    "42P01": _missing_table,
+    "42703": _missing_column,
+    "42501": _missing_privilege,
 }
 
 _BY_HTTP_STATUS: dict[int, Classification] = {
@@ -216,9 +351,13 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, seconds)
 
 
-def _sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE of a database error, looking through SQLAlchemy's wrapper."""
-    error = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
+def _database_error(exc: BaseException) -> BaseException:
+    """The driver's own error, looking through SQLAlchemy's wrapper."""
+    return exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
+
+
+def _sqlstate(error: BaseException) -> str | None:
+    """The SQLSTATE of a driver's error, or the one a SQLite message is equivalent to."""
     # psycopg 3 spells it `sqlstate` (and `diag.sqlstate`); psycopg2 spells it `pgcode`.
     for code in (
         getattr(error, "sqlstate", None),
@@ -227,15 +366,46 @@ def _sqlstate(exc: BaseException) -> str | None:
     ):
         if isinstance(code, str) and len(code) == 5:
             return code
+    if isinstance(error, sqlite3.Error):
+        message = str(error)
+        return next(
+            (code for pattern, code in _SQLITE_AS_SQLSTATE if pattern.search(message)), None
+        )
     return None
 
 
+def _database_message(error: BaseException) -> str:
+    """The database's one-line message, without the statement SQLAlchemy appends."""
+    primary = getattr(getattr(error, "diag", None), "message_primary", None)
+    return primary if isinstance(primary, str) and primary else str(error).partition("\n")[0]
+
+
 def _by_sqlstate(exc: BaseException) -> Verdict | None:
-    code = _sqlstate(exc)
+    error = _database_error(exc)
+    code = _sqlstate(error)
     if code is None:
         return None
     known = _BY_SQLSTATE.get(code) or _BY_SQLSTATE_CLASS.get(code[:2])
-    return Verdict(known[0], None, f"SQLSTATE {code} {known[1]}") if known else None
+    if known is None:
+        return None
+    source = "SQLite error like SQLSTATE" if isinstance(error, sqlite3.Error) else "SQLSTATE"
+    return Verdict(known[0], None, f"{source} {code} {known[1]}", _remedy(code, error))
+
+
+def _remedy(code: str, error: BaseException) -> str | None:
+    deploy_step = _DEPLOY_STEPS.get(code)
+    if deploy_step is None:
+        return None
+    message = _database_message(error)
+    names = next(
+        (
+            {name: value for name, value in found.groupdict().items() if value}
+            for pattern in _NAMES_IN_MESSAGE[code]
+            if (found := pattern.search(message))
+        ),
+        {},
+    )
+    return f"{deploy_step(names)} [{type(error).__name__}: {message}]"
 
 
 def _by_http_status(exc: BaseException) -> Verdict | None:
@@ -282,13 +452,23 @@ def classify(exc: BaseException) -> Verdict:
         verdict = _classify_one(current)
         if verdict is not None:
             if current is not exc:
-                verdict = Verdict(
-                    verdict.classification,
-                    verdict.retry_after,
-                    f"{verdict.reason}, the cause of {type(exc).__name__}",
+                verdict = replace(
+                    verdict, reason=f"{verdict.reason}, the cause of {type(exc).__name__}"
                 )
             return verdict
         seen.add(id(current))
         # Only an explicit `raise ... from cause`: an implicit __context__ may be unrelated.
         current = current.__cause__
     return Verdict(Classification.UNKNOWN, None, f"unclassified {type(exc).__name__}")
+
+
+def as_recorded(exc: BaseException, verdict: Verdict) -> BaseException:
+    """The error to record for `exc`: a `DeploymentError` naming the fix when there is one.
+
+    The database's error stays its cause, so the recorded traceback still shows it.
+    """
+    if verdict.remedy is None or isinstance(exc, DeploymentError):
+        return exc
+    recorded = DeploymentError(verdict.remedy)
+    recorded.__cause__ = exc
+    return recorded

@@ -19,7 +19,14 @@ from jobs_platform.engine.attempt import Attempt, Workplace
 from jobs_platform.engine.decisions import Decision, NextStep, RetryBudget, decide
 from jobs_platform.engine.events import EventTrail, Lifecycle
 from jobs_platform.engine.results import FailedAttempt
-from jobs_platform.errors import AttemptTimedOut, Classification, LeaseLostError, Verdict, classify
+from jobs_platform.errors import (
+    AttemptTimedOut,
+    Classification,
+    LeaseLostError,
+    Verdict,
+    as_recorded,
+    classify,
+)
 from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as attempt_store
 from jobs_platform.store import leases as lease_store
@@ -41,6 +48,7 @@ def record_failure(
     """Record a failed attempt (fenced) and decide what follows."""
     spec, partition = place.spec, attempt.partition
     verdict = _INTERRUPTED if interrupted else classify(exc)
+    exc = as_recorded(exc, verdict)  # a deployment error names its deploy step
     if verdict.classification is Classification.LEASE_LOST and past_deadline:
         exc = AttemptTimedOut(f"attempt passed its deadline and lost its lease: {exc}")
         verdict = classify(exc)
@@ -114,6 +122,7 @@ def record_error_before_attempt(
     the count cannot live there); the ceiling stops the run, never a crash loop.
     """
     verdict = classify(exc)
+    exc = as_recorded(exc, verdict)
     decision = decide(verdict, failures, budget, rng, attempt_started=False)
     _report(trail, exc, verdict, failures, decision, None, before_attempt=True)
     return FailedAttempt(trail.asset, trail.partition, decision, verdict, None, failures, None, exc)
