@@ -17,10 +17,16 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 
 import dagster as dg
 
+from jobs_platform.orchestration._compat import (
+    ActiveExecution,
+    MultiprocessExecutor,
+    multiprocess_execute_with,
+)
 from jobs_platform.orchestration.step_bounds import STEP_OVERHEAD_SECONDS, STOP_GRACE_SECONDS
 from jobs_platform.settings import (
     DEFAULT_CELERY_BACKEND,
@@ -108,6 +114,45 @@ def with_forkserver_by_default(config: Mapping, job_module: str | None) -> Mappi
     }
 
 
+# The longest the run process sleeps at a time while its steps only wait: it notices a
+# termination within this, and waking twice a second costs next to nothing.
+WAIT_SLICE_SECONDS = 0.5
+
+
+class _ExecutionSleepingWhileStepsWait(ActiveExecution):
+    """Dagster's plan state, which sleeps when the loop has nothing to do but wait.
+
+    Dagster 1.13's multiprocess loop blocks only while it polls a running step's process
+    (20 ms a poll): with no step process left and the other steps waiting for their retry
+    time (a snooze, a backoff) or a pool slot, it spins a core until one is due.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Steps whose process the loop still polls: their events must not wait for a sleep.
+        self._polled: set[str] = set()
+
+    def get_steps_to_execute(self, limit: int | None = None):
+        steps = super().get_steps_to_execute(limit)
+        self._polled.update(step.key for step in steps)
+        if not steps and not self._polled:
+            # Until the next retry (or pool claim check) is due; 0 when nothing waits.
+            idle_seconds = self.sleep_interval()
+            if idle_seconds > 0:
+                time.sleep(min(idle_seconds, WAIT_SLICE_SECONDS))
+        return steps
+
+    def verify_complete(self, job_context, step_key: str) -> None:
+        self._polled.discard(step_key)
+        super().verify_complete(job_context, step_key)
+
+
+class SleepingMultiprocessExecutor(MultiprocessExecutor):
+    """Dagster's multiprocess executor, whose run process sleeps while its steps only wait."""
+
+    execute = multiprocess_execute_with(_ExecutionSleepingWhileStepsWait)
+
+
 _DAGSTER_DEFAULT = dg.multi_or_in_process_executor
 
 
@@ -124,13 +169,18 @@ def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext
     a start method, each step process is forked from a forkserver that imported the job's
     code location once per run, instead of a fresh interpreter importing Dagster and the
     code location again (2.5-3 CPU s a step; docs/BENCHMARKS.md). Still a process per
-    step, so a SIGKILLed step is retried in a new one.
+    step, so a SIGKILLed step is retried in a new one. And while its steps only wait for
+    their retry time, the run process sleeps instead of spinning a core.
     """
     get_module = getattr(init_context.job, "get_module", None)
     config = with_forkserver_by_default(
         init_context.executor_config, get_module() if get_module else None
     )
-    return _DAGSTER_DEFAULT.executor_creation_fn(init_context._replace(executor_config=config))
+    executor = _DAGSTER_DEFAULT.executor_creation_fn(init_context._replace(executor_config=config))
+    if type(executor) is MultiprocessExecutor:
+        # Configured by Dagster from the run's config; only how its loop waits changes.
+        executor.__class__ = SleepingMultiprocessExecutor
+    return executor
 
 
 def platform_executor(settings: Settings | None = None) -> dg.ExecutorDefinition:
