@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.store.upsert import insert_frame
+from jobs_platform.store.upsert import RefusedValue, insert_frame
 
 SWEEP_BATCH = 1000  # keys per INSERT when seen keys are handed over as a collection
 # A stage table by name: like the upsert's `jp_stage_*` tables it is TEMPORARY, per
@@ -34,6 +34,7 @@ class SeenKeys:
     def __init__(self, connection: sa.Connection, table: sa.Table, key: Sequence[str]):
         self.connection = connection
         self.key = tuple(key)
+        self.chunks_added = 0  # the attempt's chunks so far, written or resumed
         # Keys repeat across chunks (the last line wins); duplicates are harmless here,
         # so there is no unique constraint to trip over, and no index: PostgreSQL
         # anti-joins by hash (none to maintain on 20 million inserts) and SQLite builds an
@@ -51,8 +52,12 @@ class SeenKeys:
             self.table.create(self.connection)
 
     def add(self, frame: pd.DataFrame) -> None:
-        """Record the chunk's keys (inside the caller's transaction on `connection`)."""
-        insert_frame(self.connection, self.table, frame[list(self.key)])
+        """Record the next chunk's keys (inside the caller's transaction on `connection`)."""
+        self.chunks_added += 1
+        try:
+            insert_frame(self.connection, self.table, frame[list(self.key)])
+        except RefusedValue as refused:
+            raise refused.in_chunk(self.chunks_added - 1) from refused.__cause__
 
     def add_values(self, keys: Iterable) -> None:
         values = list(keys)
@@ -79,11 +84,19 @@ class SeenKeys:
 def seen_keys_on(
     connection: sa.Connection, table: sa.Table, key: Sequence[str]
 ) -> Iterator[SeenKeys]:
-    """A fresh, empty `SeenKeys` on `connection`, dropped on the way out."""
+    """A fresh, empty `SeenKeys` on `connection`, dropped on the way out.
+
+    Every chunk's keys are added before the chunk is written, so a value refused inside
+    the block belongs to the last chunk added: the refusal is raised naming it.
+    """
     seen = SeenKeys(connection, table, key)
     seen.create()
     try:
         yield seen
+    except RefusedValue as refused:
+        if refused.chunk is not None or not seen.chunks_added:
+            raise
+        raise refused.in_chunk(seen.chunks_added - 1) from refused.__cause__
     finally:
         seen.drop()
 

@@ -16,18 +16,70 @@ PostgreSQL paths, fastest first (figures and how they were measured: docs/BENCHM
   reports its inserted/updated split itself, without a second pass over the stage;
 - the COPY text of common column kinds is built a column at a time (`copy_text`),
   not a row at a time.
+
+A value the warehouse refuses (not of its column's type, too long, a NULL in a NOT NULL
+column) raises `RefusedValue`, terminal, naming the row of the caller's frame, the column
+and the value: not the COPY into a staging table that happened to meet it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from jobs_platform.errors import TerminalError
 from jobs_platform.store.copy_text import copy_text
+
+_SHOWN_VALUE_CHARS = 60
+# PostgreSQL's context of a failed COPY: the line of its input (one per row of the frame
+# it was given) and, for a value it could not convert, the column.
+_COPY_CONTEXT = re.compile(r"^COPY [^,]+, line (?P<line>\d+)(?:, column (?P<column>.+?): )?")
+_SQLITE_NOT_NULL = re.compile(r"^NOT NULL constraint failed: \S+\.(?P<column>\S+)$")
+# What a refused value's SQLSTATE means, in the framework's words.
+_PROBLEMS = {
+    "22001": "{value} is too long for {type}",
+    "22003": "{value} is out of range for {type}",
+    "22007": "{value} is not a valid {type}",
+    "22008": "{value} is out of range for {type}",
+    "22P02": "{value} is not a valid {type}",
+    "23502": "NULL in a NOT NULL column",
+}
+
+
+class RefusedValue(TerminalError):
+    """The warehouse refused a value of a chunk: a type, a length, a NULL, a constraint.
+
+    Named by where the value is in the input: the chunk (0-based, when the caller knows
+    it), the row by its label in the reader's frame (`row 4`; `line 6` when the reader
+    named its index `line`), the column and the value.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        chunk: int | None = None,
+        row: str | None = None,
+        column: str | None = None,
+    ) -> None:
+        where = [f"chunk {chunk}"] if chunk is not None else []
+        where += [row] if row is not None else []
+        where += [f"column {column!r}"] if column is not None else []
+        # The location goes into args too, so str() and a pickled copy both read naturally.
+        super().__init__(f"{', '.join(where)}: {problem}" if where else problem)
+        self.problem, self.chunk, self.row, self.column = problem, chunk, row, column
+
+    def in_chunk(self, chunk: int) -> RefusedValue:
+        """The same refusal, naming the chunk it happened in."""
+        return RefusedValue(self.problem, chunk=chunk, row=self.row, column=self.column)
 
 
 @dataclass(frozen=True)
@@ -68,6 +120,13 @@ def upsert_frame(
     if frame.empty:
         return UpsertCounts()
     frame = _whole_numbers_as_integers(table, frame)
+    with _naming_refused_values(connection, table, frame):
+        return _upsert(connection, table, key, frame)
+
+
+def _upsert(
+    connection: sa.Connection, table: sa.Table, key: Sequence[str], frame: pd.DataFrame
+) -> UpsertCounts:
     columns = [column.name for column in table.columns if column.name in frame.columns]
     dialect = connection.dialect.name
     if dialect == "postgresql" and _copied_as_new_rows(connection, table, key, columns, frame):
@@ -100,10 +159,85 @@ def insert_frame(connection: sa.Connection, table: sa.Table, frame: pd.DataFrame
         return
     frame = _whole_numbers_as_integers(table, frame)
     columns = list(frame.columns)
-    if connection.dialect.name == "postgresql":
-        _copy_into(connection, table, columns, frame)
+    with _naming_refused_values(connection, table, frame):
+        if connection.dialect.name == "postgresql":
+            _copy_into(connection, table, columns, frame)
+        else:
+            connection.execute(table.insert(), _records(frame, columns))
+
+
+@contextmanager
+def _naming_refused_values(
+    connection: sa.Connection, table: sa.Table, frame: pd.DataFrame
+) -> Iterator[None]:
+    """Raise a value the warehouse refuses while writing `frame` as `RefusedValue`."""
+    try:
+        yield
+    except Exception as error:
+        refused = _refused_value(error, connection.dialect, table, frame)
+        if refused is None:
+            raise
+        raise refused from error
+
+
+def _refused_value(
+    error: Exception, dialect: sa.Dialect, table: sa.Table, frame: pd.DataFrame
+) -> RefusedValue | None:
+    """The row, column and value `error` refused, found in the frame that was written.
+
+    Every statement writes the frame's rows in its order, so the line of a COPY is a
+    position in the frame; a NOT NULL violation without one (a merge, SQLite) is about the
+    first row with a NULL in that column.
+    """
+    driver_error = error.orig if isinstance(error, sa.exc.DBAPIError) else error
+    sqlstate = getattr(driver_error, "sqlstate", None)
+    if isinstance(sqlstate, str):  # psycopg
+        if sqlstate[:2] not in ("22", "23"):
+            return None
+        diag = driver_error.diag
+        copied = _COPY_CONTEXT.match(diag.context or "")
+        line = int(copied["line"]) if copied else None
+        column = (copied["column"] if copied else None) or diag.column_name
+        message = diag.message_primary or str(driver_error)
+    elif isinstance(driver_error, sqlite3.IntegrityError):
+        not_null = _SQLITE_NOT_NULL.match(str(driver_error))
+        sqlstate, line = ("23502" if not_null else "23000"), None
+        column = not_null["column"] if not_null else None
+        message = str(driver_error)
     else:
-        connection.execute(table.insert(), _records(frame, columns))
+        return None
+    if column not in frame.columns:
+        column = None
+    position = line - 1 if line is not None and 0 < line <= len(frame) else None
+    if position is None and sqlstate == "23502" and column is not None:
+        nulls = np.flatnonzero(frame[column].isna().to_numpy())
+        position = int(nulls[0]) if len(nulls) else None
+    if position is None:
+        return RefusedValue(f"the warehouse refused a row: {message}", column=column)
+    row = _row_label(frame.index, position)
+    if column is None:
+        return RefusedValue(f"the warehouse refused it: {message}", row=row)
+    value = _shown(frame[column].iloc[position])
+    problem = _PROBLEMS.get(sqlstate, "{value} was refused: {message}")
+    column_type = table.c[column].type.compile(dialect=dialect)
+    return RefusedValue(
+        problem.format(value=value, type=column_type, message=message), row=row, column=column
+    )
+
+
+def _row_label(index: pd.Index, position: int) -> str:
+    """The row as the reader's frame labels it: `row 4`, or `line 6` for an index named so."""
+    label = index[position]
+    label = label.item() if isinstance(label, np.generic) else label
+    return f"{index.name} {label}" if index.name is not None else f"row {label}"
+
+
+def _shown(value: object) -> str:
+    value = value.item() if isinstance(value, np.generic) else value
+    text = repr(value)
+    if len(text) > _SHOWN_VALUE_CHARS:
+        return text[: _SHOWN_VALUE_CHARS - 3] + "..."
+    return text
 
 
 def _check_columns(table: sa.Table, key: Sequence[str], frame: pd.DataFrame) -> None:

@@ -1,0 +1,187 @@
+"""A value the warehouse refuses is named by its row, column and value, on every write path.
+
+PostgreSQL meets a bad value in a COPY (into the seen keys, a staging table or the target
+itself) or in the merge; SQLite checks neither types nor lengths but refuses a NULL in a
+NOT NULL column. Each time the writer raises `RefusedValue` (terminal) naming the row by
+its label in the caller's frame, never the statement or the staging table.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from jobs_platform.errors import Classification, classify
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.sweep import seen_keys_on
+from jobs_platform.store.upsert import RefusedValue, upsert_frame
+
+
+def measures_table() -> sa.Table:
+    return sa.Table(
+        "measures",
+        sa.MetaData(),
+        sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("unit", sa.String(3), nullable=False),
+        sa.Column("amount", sa.BigInteger, sa.CheckConstraint("amount >= 0")),
+    )
+
+
+@pytest.fixture
+def measures(warehouse_url) -> tuple[sa.Engine, sa.Table]:
+    table = measures_table()
+    engine = warehouse_engine(warehouse_url)
+    table.create(engine)
+    return engine, table
+
+
+@pytest.fixture
+def pg_measures(pg_url) -> tuple[sa.Engine, sa.Table]:
+    table = measures_table()
+    engine = warehouse_engine(pg_url)
+    table.create(engine)
+    return engine, table
+
+
+def frame(*rows: tuple, index: pd.Index | None = None) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["id", "unit", "amount"], index=index)
+
+
+def refusal(engine: sa.Engine, table: sa.Table, chunk: pd.DataFrame) -> RefusedValue:
+    with pytest.raises(RefusedValue) as refused, engine.begin() as connection:
+        upsert_frame(connection, table, ["id"], chunk)
+    return refused.value
+
+
+def test_a_value_of_the_wrong_type_names_its_row_column_and_value(pg_measures):
+    engine, table = pg_measures
+
+    refused = refusal(engine, table, frame((1, "kg", "1"), (2, "kg", "two"), (3, "kg", "3")))
+
+    assert str(refused) == "row 1, column 'amount': 'two' is not a valid BIGINT"
+    assert (refused.row, refused.column, refused.chunk) == ("row 1", "amount", None)
+    assert classify(refused).classification is Classification.TERMINAL
+
+
+def test_the_row_is_named_by_the_frames_index_and_its_name(pg_measures):
+    engine, table = pg_measures
+    lines = pd.RangeIndex(10, 13, name="line")
+
+    refused = refusal(engine, table, frame((1, "kg", 1), (2, "kilo", 2), (3, "kg", 3), index=lines))
+
+    assert str(refused) == "line 11, column 'unit': 'kilo' is too long for VARCHAR(3)"
+
+
+def test_a_repeated_key_does_not_shift_the_row_named(pg_measures):
+    engine, table = pg_measures
+    # The first line of key 1 is dropped (the last line wins): the COPY's line 2 is row 2.
+    chunk = frame((1, "kg", 1), (1, "kg", 1), (2, "kilo", 2))
+
+    assert refusal(engine, table, chunk).row == "row 2"
+
+
+def test_a_long_value_is_truncated(pg_measures):
+    engine, table = pg_measures
+
+    refused = refusal(engine, table, frame((1, "k" * 500, 1)))
+
+    assert str(refused) == f"row 0, column 'unit': '{'k' * 56}... is too long for VARCHAR(3)"
+
+
+def test_a_null_refused_by_the_merge_names_the_first_row_with_it(measures):
+    engine, table = measures
+    with engine.begin() as connection:  # rows in the key range: the chunk takes the merge
+        upsert_frame(connection, table, ["id"], frame((1, "kg", 1), (3, "kg", 3)))
+
+    refused = refusal(engine, table, frame((1, "kg", 1), (2, "g", 2), (3, None, 3)))
+
+    assert str(refused) == "row 2, column 'unit': NULL in a NOT NULL column"
+
+
+def test_a_null_copied_straight_into_the_table_names_its_row(pg_measures):
+    engine, table = pg_measures  # an empty key range: COPY into the table itself
+
+    refused = refusal(engine, table, frame((1, "kg", 1), (2, None, 2)))
+
+    assert str(refused) == "row 1, column 'unit': NULL in a NOT NULL column"
+
+
+def test_a_check_constraint_is_refused_in_the_databases_words_never_the_stages(measures):
+    engine, table = measures
+
+    refused = refusal(engine, table, frame((1, "kg", 1), (2, "kg", -2)))
+
+    assert "check constraint" in str(refused).lower()
+    assert "jp_stage" not in str(refused)
+
+
+def test_a_check_constraint_met_by_a_copy_names_the_row(pg_measures):
+    engine, table = pg_measures  # an empty key range: COPY into the table itself
+
+    refused = refusal(engine, table, frame((1, "kg", 1), (2, "kg", -2)))
+
+    assert str(refused) == (
+        'row 1: the warehouse refused it: new row for relation "measures" violates check '
+        'constraint "measures_amount_check"'
+    )
+
+
+def test_sqlite_stores_a_value_of_the_wrong_type_or_length_as_it_is(sqlite_url):
+    table = measures_table()
+    engine = warehouse_engine(sqlite_url)
+    table.create(engine)
+
+    with engine.begin() as connection:
+        upsert_frame(connection, table, ["id"], frame((1, "kilo", "two")))
+
+    with engine.connect() as connection:
+        assert connection.execute(sa.select(table)).all() == [(1, "kilo", "two")]
+
+
+def test_a_refusal_while_writing_a_chunk_names_the_chunk(warehouse_url):
+    table = measures_table()
+    engine = warehouse_engine(warehouse_url)
+    table.create(engine)
+    chunks = [frame((1, "kg", 1)), frame((2, "kg", 2), (3, None, 3))]
+
+    with (
+        pytest.raises(RefusedValue) as refused,
+        engine.connect() as connection,
+        seen_keys_on(connection, table, ["id"]) as seen_keys,
+    ):
+        for chunk in chunks:
+            with connection.begin():
+                seen_keys.add(chunk)
+                upsert_frame(connection, table, ["id"], chunk)
+
+    assert str(refused.value) == "chunk 1, row 1, column 'unit': NULL in a NOT NULL column"
+
+
+def test_a_key_refused_by_the_seen_keys_names_the_chunk(pg_url):
+    table = measures_table()
+    engine = warehouse_engine(pg_url)
+    table.create(engine)
+    chunks = [frame((1, "kg", 1)), frame((2, "kg", 2), ("x3", "kg", 3))]
+
+    with (
+        pytest.raises(RefusedValue) as refused,
+        engine.connect() as connection,
+        seen_keys_on(connection, table, ["id"]) as seen_keys,
+    ):
+        for chunk in chunks:
+            with connection.begin():
+                seen_keys.add(chunk)
+
+    assert str(refused.value) == "chunk 1, row 1, column 'id': 'x3' is not a valid BIGINT"
+    assert "jp_stage_seen_keys" in str(refused.value.__cause__)  # the database's words, kept
+
+
+def test_a_refused_value_survives_pickling_with_its_fields():
+    refused = RefusedValue("'x' is not a valid BIGINT", chunk=2, row="line 9", column="id")
+
+    copy = pickle.loads(pickle.dumps(refused))
+
+    assert str(copy) == str(refused) == "chunk 2, line 9, column 'id': 'x' is not a valid BIGINT"
