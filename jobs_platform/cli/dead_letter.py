@@ -152,18 +152,20 @@ def launch_requeue_run(entry: sa.Row) -> int:
     import dagster as dg
 
     from jobs_platform.cli.code_location import CODE_LOCATION_MODULE, load_definitions
-    from jobs_platform.orchestration.requeue import requeue_selection
+    from jobs_platform.orchestration.selections import with_downstream_backfills
     from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG, requeue_run_key
 
     definitions = load_definitions()
     graph = definitions.get_repository_def().asset_graph
-    keys = requeue_selection(graph, dg.AssetKey.from_user_string(entry.asset))
+    keys = with_downstream_backfills(graph, dg.AssetKey.from_user_string(entry.asset))
     selection = ",".join(key.to_user_string() for key in keys)
+    # The ops computing those assets: a chain of backfills is one op (`chain_backfills`).
+    ops = sorted({definitions.get_assets_def(key).op.name for key in keys})
     tags = {PARTITION_TAG: entry.partition, RUN_KEY_TAG: requeue_run_key(entry.id)}
     command = [
         str(Path(sys.executable).with_name("dagster")), "job", "execute",
         "-m", CODE_LOCATION_MODULE, "-j", definitions.resolve_implicit_global_asset_job_def().name,
-        "--op-selection", selection, "--tags", json.dumps(tags),
+        "--op-selection", ",".join(ops), "--tags", json.dumps(tags),
     ]  # fmt: skip
     print(f"launching {selection} for {entry.partition} (run key {tags[RUN_KEY_TAG]})")
     finished = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -1,4 +1,8 @@
-"""The start of an attempt: gate → lease → attempt record, and the `Attempt` value it yields.
+"""The start of an attempt: gates → lease → attempt record, and the `Attempt` value it yields.
+
+Two gates come first, and neither records an attempt: a quarantined partition is refused
+(terminal, until requeued), and a partition whose upstream partitions are not all done is
+blocked (it would be computed from partial input; it runs again with its upstream).
 
 Everything later in the attempt path (chunks, finalize, failure bookkeeping) works from
 one `Attempt`: which partition, under which lease token, as which numbered attempt of
@@ -18,21 +22,29 @@ from jobs_platform.engine.decisions import Decision, NextStep, RetryBudget, deci
 from jobs_platform.engine.events import EventTrail, Lifecycle
 from jobs_platform.engine.results import AttemptInfo, FailedAttempt
 from jobs_platform.engine.spec import BackfillSpec
-from jobs_platform.errors import Classification, TerminalError, Verdict
+from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as attempt_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.clock import LeaseClock
-from jobs_platform.store.partitions import current_episode
+from jobs_platform.store.partitions import current_episode, unfinished
 
 # What the attempts that never reported were, as far as anyone can tell.
 _SPENT_BY_CRASHES = Verdict(Classification.CRASH, None, "attempt budget spent by crashes")
 
 
+class UpstreamNotDone(JobsPlatformError):
+    """A partition this one reads is not done: computing it now would use partial input."""
+
+
 @dataclass(frozen=True)
 class Workplace:
-    """What every attempt of one backfill shares: its spec, settings, warehouse and clock."""
+    """What every attempt of one backfill shares: its spec, settings, warehouse and clock.
+
+    `upstream` names the backfills whose partition of the same key this one reads (the
+    orchestrator knows which are partitioned alike); each must be done before an attempt.
+    """
 
     spec: BackfillSpec
     settings: Settings
@@ -40,6 +52,7 @@ class Workplace:
     clock: LeaseClock
     rng: random.Random
     log: logging.Logger | logging.LoggerAdapter
+    upstream: tuple[str, ...] = ()
 
     @property
     def budget(self) -> RetryBudget:
@@ -73,8 +86,11 @@ def begin_attempt(
     spec = place.spec
     with place.engine.connect() as connection:
         entry = quarantine_store.active_entry(connection, spec.asset, partition)
+        waiting_on = unfinished(connection, [(name, partition) for name in place.upstream])
     if entry is not None:
         return _refused_at_gate(spec.asset, partition, entry, trail)
+    if waiting_on:
+        return _blocked_by_upstream(spec.asset, partition, waiting_on, trail)
     try:
         grant = lease_store.acquire_lease(
             place.engine,
@@ -183,4 +199,25 @@ def _refused_at_gate(asset: str, partition: str, entry: sa.Row, trail: EventTrai
         entry_id=entry.id,
         error=error,
         gated=True,
+    )
+
+
+def _blocked_by_upstream(
+    asset: str, partition: str, waiting_on: dict[tuple[str, str], str], trail: EventTrail
+) -> FailedAttempt:
+    upstream = ", ".join(f"{name}/{key} ({status})" for (name, key), status in waiting_on.items())
+    error = UpstreamNotDone(
+        f"{asset}/{partition} not attempted: it reads {upstream}, which is not done; it "
+        "runs with its upstream (a requeue of an upstream partition relaunches it too)"
+    )
+    trail.emit(Lifecycle.BLOCKED, str(error))
+    return FailedAttempt(
+        asset,
+        partition,
+        Decision(NextStep.BLOCKED),
+        verdict=None,
+        attempt=None,
+        failures=0,
+        entry_id=None,
+        error=error,
     )

@@ -27,6 +27,7 @@ class NextStep(enum.StrEnum):
     SNOOZE = "snooze"  # not the input's fault (busy, lease lost, interrupted): later, free
     QUARANTINE = "quarantine"  # terminal, or the budget is spent: stop and surface
     GIVE_UP = "give_up"  # failed before any attempt began, and for good: stop this run only
+    BLOCKED = "blocked"  # a partition it reads is not done: not attempted, nothing recorded
 
 
 @dataclass(frozen=True)

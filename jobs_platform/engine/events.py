@@ -25,6 +25,7 @@ class Lifecycle(enum.StrEnum):
     FAILED = "failed"  # an attempt ended with an error
     RETRYING = "retrying"  # it will be tried again after a delay
     QUARANTINED = "quarantined"  # it stopped for a person to look at
+    BLOCKED = "blocked"  # a partition it reads is not done, so it was not attempted
     REQUEUED = "requeued"  # a person released it from the quarantine
 
 
@@ -37,6 +38,7 @@ _LEVELS = {
     Lifecycle.FAILED: logging.WARNING,
     Lifecycle.RETRYING: logging.WARNING,
     Lifecycle.QUARANTINED: logging.ERROR,
+    Lifecycle.BLOCKED: logging.WARNING,
 }
 
 

@@ -42,7 +42,7 @@ class FailedAttempt:
     asset: str
     partition: str
     decision: Decision
-    verdict: Verdict | None  # None when nothing failed: the partition was busy
+    verdict: Verdict | None  # None when nothing failed: the partition was busy or blocked
     attempt: int | None  # None when no attempt was started (gated or busy)
     failures: int
     entry_id: int | None

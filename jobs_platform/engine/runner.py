@@ -1,8 +1,8 @@
 """One attempt at one partition: gate → lease → chunks → finalize, and what a failure means.
 
 Safety argument, in the order an attempt runs:
-- the gate refuses a quarantined partition before any work, recording nothing
-  (`attempt.begin_attempt`);
+- the gates refuse a quarantined partition, and hold back one whose upstream partitions
+  are not all done, before any work, recording nothing (`attempt.begin_attempt`);
 - the lease gives the attempt a fencing token, judged on the database's clock so that
   hosts with skewed clocks agree; a holder is taken over early only when provably dead
   on this kernel and in this PID namespace (`store.leases`, `store.holders`);
@@ -63,6 +63,7 @@ class PartitionRunner:
         interrupt_types: tuple[type[BaseException], ...] = (),
         rng: random.Random | None = None,
         clock: LeaseClock = DATABASE_CLOCK,
+        upstream: tuple[str, ...] = (),
     ):
         self.spec = spec
         self.settings = settings
@@ -70,7 +71,9 @@ class PartitionRunner:
         self.interrupt_types = (KeyboardInterrupt, SystemExit, AttemptInterrupted, *interrupt_types)
         self.failpoints: tuple[Failpoint, ...] = parse_failpoints(settings.failpoints)
         self.engine = warehouse_engine(settings.database_url)  # connects lazily
-        self.place = Workplace(spec, settings, self.engine, clock, rng or random.Random(), self.log)
+        self.place = Workplace(
+            spec, settings, self.engine, clock, rng or random.Random(), self.log, upstream
+        )
 
     def attempt(
         self, partition: str, info: AttemptInfo, chunk_rows: int = DEFAULT_CHUNK_ROWS

@@ -1,13 +1,13 @@
 """`backfill_asset`: one decorator turns a chunk reader into a safe partitioned asset."""
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import dagster as dg
 import sqlalchemy as sa
 from dagster._core.errors import DagsterExecutionInterruptedError
 
-from jobs_platform.engine.runner import AttemptInfo, PartitionReport, PartitionRunner
+from jobs_platform.engine.runner import AttemptInfo, PartitionRunner
 from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
@@ -19,15 +19,10 @@ from jobs_platform.engine.spec import (
 from jobs_platform.errors import WarehouseNotShared
 from jobs_platform.orchestration.executors import runs_remotely
 from jobs_platform.orchestration.hooks import quarantine_on_failure
-from jobs_platform.orchestration.outcomes import (
-    CRASH_RETRY_POLICY,
-    finish_range,
-    raise_for_dagster,
-    report_metadata,
-)
-from jobs_platform.orchestration.registry import register_backfill
+from jobs_platform.orchestration.outcomes import CRASH_RETRY_POLICY, finish_step
+from jobs_platform.orchestration.registry import register_backfill, upstream_partitioned_alike
 from jobs_platform.orchestration.resources import JobsPlatformResource
-from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG
+from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, STEP_ASSETS_TAG
 from jobs_platform.store.leases import this_holder
 
 RESOURCE_KEY = "jobs_platform"
@@ -41,7 +36,7 @@ RESOURCE_KEY = "jobs_platform"
 # to the run queue's limit), and a run that dies redoes at most 30 partitions' checks
 # (committed partitions finish on their fingerprint without reading their input).
 # Each partition stays its own unit of checkpoint, attempt count, quarantine and UI
-# status inside the run (`run_backfill_step`, `finish_range`).
+# status inside the run (`run_backfill_step`, `finish_step`).
 DEFAULT_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=30)
 
 
@@ -91,10 +86,10 @@ def backfill_asset(
             upstream=tuple(deps),
             version=version,
         )
-        register_backfill(spec)
+        register_backfill(spec, partitions_def)
 
         def _backfill(context: dg.AssetExecutionContext, config: BackfillConfig):
-            return run_backfill_step(context, spec, config.chunk_rows)
+            yield from run_backfill_step(context, [spec], config.chunk_rows)
 
         # `backfill_policy` is marked beta in Dagster 1.13; every backfill has one by
         # default, so the warning would greet each process that loads the code location.
@@ -113,15 +108,22 @@ def backfill_asset(
                 metadata={"table": table.name, "key": ", ".join(spec.key)},
                 required_resource_keys={RESOURCE_KEY},
                 backfill_policy=backfill_policy,
+                op_tags={STEP_ASSETS_TAG: asset_name},
             )(_backfill)
 
     return decorator
 
 
 def run_backfill_step(
-    context: dg.AssetExecutionContext, spec: BackfillSpec, chunk_rows: int
-) -> dg.MaterializeResult:
-    """One step = one attempt at each of the step's partitions (one, or a range)."""
+    context: dg.AssetExecutionContext, specs: Sequence[BackfillSpec], chunk_rows: int
+) -> Iterator[dg.MaterializeResult]:
+    """One step = one attempt at each partition of each selected asset, upstream first.
+
+    `specs` are the step's backfills in dependency order (one, or a chain of backfills
+    partitioned alike: `chain_backfills`). Each partition is its own unit: a downstream
+    partition is attempted only once the partitions it reads are done, so a poison
+    partition withholds its own downstream and nothing else.
+    """
     resource: JobsPlatformResource = getattr(context.resources, RESOURCE_KEY)
     try:
         settings = resource.settings_for_step(remote=runs_remotely(context))
@@ -133,38 +135,38 @@ def run_backfill_step(
             metadata={"error_class": "terminal", "error_type": type(error).__name__},
             allow_retries=False,
         ) from error
-    # A warehouse behind on its schema fails each attempt before it exists (terminal:
-    # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
-    runner = PartitionRunner(
-        spec,
-        settings,
-        log=context.log,
-        interrupt_types=(DagsterExecutionInterruptedError,),
-    )
     info = AttemptInfo(
         run_id=context.run.run_id,
         step_retry=context.retry_number,
         correlation_id=context.run.tags.get(CORRELATION_TAG),
         holder=this_holder(),
     )
+    selected = {key.to_user_string() for key in context.selected_asset_keys}
+    chosen = [spec for spec in specs if spec.asset in selected]
     partitions = list(context.partition_keys)
     results = []
-    for partition in partitions:
-        try:
-            results.append(runner.attempt(partition, info, chunk_rows=chunk_rows))
-        except DagsterExecutionInterruptedError:
-            # Shutdown (SIGTERM, or the run terminated from the UI): the runner rolled back
-            # the in-flight chunk, recorded the attempt as interrupted and released the
-            # lease. Stop; a retry policy must not restart work the operator asked to stop.
-            raise dg.Failure(
-                description=f"{spec.asset}/{partition} interrupted by shutdown; committed "
-                "chunks are kept and a re-run finishes the partition",
-                metadata={"error_class": "interrupted"},
-                allow_retries=False,
-            ) from None
-    if len(partitions) == 1:
-        (result,) = results
-        if isinstance(result, PartitionReport):
-            return dg.MaterializeResult(metadata=report_metadata(result))
-        raise_for_dagster(result, context.retry_number)
-    return finish_range(context, spec.asset, results)
+    for spec in chosen:
+        # A warehouse behind on its schema fails each attempt before it exists (terminal:
+        # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
+        runner = PartitionRunner(
+            spec,
+            settings,
+            log=context.log,
+            interrupt_types=(DagsterExecutionInterruptedError,),
+            upstream=upstream_partitioned_alike(spec),
+        )
+        for partition in partitions:
+            try:
+                results.append(runner.attempt(partition, info, chunk_rows=chunk_rows))
+            except DagsterExecutionInterruptedError:
+                # Shutdown (SIGTERM, or the run terminated from the UI): the runner rolled
+                # back the in-flight chunk, recorded the attempt as interrupted and released
+                # the lease. Stop; a retry policy must not restart work the operator asked
+                # to stop.
+                raise dg.Failure(
+                    description=f"{spec.asset}/{partition} interrupted by shutdown; committed "
+                    "chunks are kept and a re-run finishes the partition",
+                    metadata={"error_class": "interrupted"},
+                    allow_retries=False,
+                ) from None
+    yield from finish_step(context, [spec.asset for spec in chosen], results)

@@ -15,7 +15,7 @@ import dagster as dg
 
 from jobs_platform.engine.failure import quarantine_if_spent
 from jobs_platform.errors import WarehouseNotShared
-from jobs_platform.orchestration.tags import PARTITION_TAG
+from jobs_platform.orchestration.tags import PARTITION_TAG, STEP_ASSETS_TAG
 from jobs_platform.store.attempts import partitions_attempted_in_run
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import this_holder
@@ -29,7 +29,6 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
         context.log.error("failure hook: no shared warehouse on this worker; nothing recorded")
         return
     run = context.instance.get_run_by_id(context.run_id)
-    asset = context.step_key.split(".")[0]
     settings = context.resources.jobs_platform.settings()
     engine = warehouse_engine(settings.database_url)
     try:
@@ -39,12 +38,14 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
         context.log.error(str(exc))
         return
     partition = run.tags.get(PARTITION_TAG) if run else None
-    if partition is not None:
-        partitions = [partition]
-    else:
-        with engine.connect() as connection:
-            partitions = partitions_attempted_in_run(connection, asset, context.run_id)
-    for partition in partitions:
-        entry_id = quarantine_if_spent(engine, settings, asset, partition, holder=this_holder())
-        if entry_id is not None:
-            context.log.warning("%s/%s is quarantined as entry %s", asset, partition, entry_id)
+    # The backfills the step computes: one, or a chain of them (`chain_backfills`).
+    for asset in context.op.tags[STEP_ASSETS_TAG].split(","):
+        if partition is not None:
+            partitions = [partition]
+        else:
+            with engine.connect() as connection:
+                partitions = partitions_attempted_in_run(connection, asset, context.run_id)
+        for key in partitions:
+            entry_id = quarantine_if_spent(engine, settings, asset, key, holder=this_holder())
+            if entry_id is not None:
+                context.log.warning("%s/%s is quarantined as entry %s", asset, key, entry_id)

@@ -30,7 +30,7 @@ import dagster as dg
 
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
-from jobs_platform.orchestration.selections import BACKFILL_ASSETS
+from jobs_platform.orchestration.selections import BACKFILL_ASSETS, with_downstream_backfills
 from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, REQUEST_ID_TAG
 from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
@@ -62,6 +62,7 @@ class LaunchPlan:
     request: outbox_store.ClaimedRequest
     asset_key: dg.AssetKey
     partitions: tuple[str, ...]
+    selection: tuple[dg.AssetKey, ...]  # the asset and the backfills it feeds
     dynamic_partitions_name: str | None = None
     new_dynamic_keys: tuple[str, ...] = ()
 
@@ -92,7 +93,7 @@ class LaunchPlan:
             dg.RunRequest(
                 run_key=self.run_key_of(partition),
                 partition_key=partition,
-                asset_selection=[self.asset_key],
+                asset_selection=list(self.selection),
                 tags=self.run_tags,
             )
             for partition in partitions
@@ -126,6 +127,7 @@ def plan_launch(
     partitions_def = node.partitions_def
     if partitions_def is None:
         raise RequestRejected(f"asset {request.asset!r} is not partitioned")
+    selection = tuple(with_downstream_backfills(graph, asset_key))
     if isinstance(partitions_def, dg.DynamicPartitionsDefinition) and partitions_def.name:
         # New keys of a dynamic definition are valid: the sensor adds them before the runs.
         _reject_keys(
@@ -135,11 +137,13 @@ def plan_launch(
             "invalid dynamic partition key(s)",
         )
         new = [k for k in partitions if not instance.has_dynamic_partition(partitions_def.name, k)]
-        return LaunchPlan(request, asset_key, tuple(partitions), partitions_def.name, tuple(new))
+        return LaunchPlan(
+            request, asset_key, tuple(partitions), selection, partitions_def.name, tuple(new)
+        )
     with dg.partition_loading_context(dynamic_partitions_store=instance):
         unknown = [k for k in partitions if not partitions_def.has_partition_key(k)]
     _reject_keys(request.asset, unknown, partitions, "unknown partition key(s)")
-    return LaunchPlan(request, asset_key, tuple(partitions))
+    return LaunchPlan(request, asset_key, tuple(partitions), selection)
 
 
 @dg.sensor(

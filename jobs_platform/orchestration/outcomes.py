@@ -8,6 +8,8 @@ our code never sees: a step process killed outright, which Dagster retries on it
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import dagster as dg
 
 from jobs_platform.engine.decisions import NextStep
@@ -73,35 +75,35 @@ def _failure_description(failed: FailedAttempt) -> str:
     return f"{where} quarantined: {failed.message}"
 
 
-def finish_range(
+def finish_step(
     context: dg.AssetExecutionContext,
-    asset: str,
+    assets: list[str],
     results: list[PartitionReport | FailedAttempt],
-) -> dg.MaterializeResult:
-    """End a ranged step: every partition was attempted on its own; now decide the step.
+) -> Iterator[dg.MaterializeResult]:
+    """End a backfill step: every (asset, partition) was attempted on its own; now decide.
 
-    A poison partition is quarantined alone and the others of the range commit. When the
-    step as a whole fails or retries, the partitions that did commit are reported one by
-    one, so the UI shows them materialized and only the others failed.
+    All done: one result per asset, and Dagster records each of its partitions. Otherwise
+    the partitions that committed are reported one by one, so the UI shows them
+    materialized and only the others failed, and the step retries (some partition will
+    be tried again after a delay) or fails for good. A poison partition is quarantined
+    alone, the other partitions of the range commit, and a downstream partition of the
+    same step runs unless it reads the poison one (then it is blocked, not attempted).
     """
     reports = [result for result in results if isinstance(result, PartitionReport)]
     failed = [result for result in results if isinstance(result, FailedAttempt)]
-    committed = [report.partition for report in reports]
     if not failed:
-        return dg.MaterializeResult(
-            metadata={
-                "partitions": len(reports),
-                "input_rows": sum(report.input_rows for report in reports),
-                "rows_written": sum(report.counts.written for report in reports),
-                "rows_swept": sum(report.rows_swept for report in reports),
-                "chunks_written": sum(report.chunks_written for report in reports),
-                "chunks_resumed": sum(report.chunks_resumed for report in reports),
-            }
-        )
+        for asset in assets:
+            own = [report for report in reports if report.asset == asset]
+            yield dg.MaterializeResult(asset_key=asset, metadata=_step_metadata(own))
+        return
+    causes = [f for f in failed if f.decision.next_step is not NextStep.BLOCKED]
+    if len(causes) == 1 and not reports and len({f.partition for f in failed}) == 1:
+        # One partition, failed on its own account (its downstream only blocked by it).
+        raise_for_dagster(causes[0], context.retry_number)
     for report in reports:
         context.log_event(
             dg.AssetMaterialization(
-                asset_key=asset, partition=report.partition, metadata=report_metadata(report)
+                asset_key=report.asset, partition=report.partition, metadata=report_metadata(report)
             )
         )
     again = [f for f in failed if f.decision.next_step in (NextStep.RETRY, NextStep.SNOOZE)]
@@ -110,19 +112,40 @@ def finish_range(
             max_retries=context.retry_number + 1,
             seconds_to_wait=round(min(f.decision.delay_seconds for f in again), 3),
         ) from again[0].error
-    quarantined = [f.partition for f in failed if f.decision.next_step is NextStep.QUARANTINE]
-    stopped = [f.partition for f in failed if f.decision.next_step is NextStep.GIVE_UP]
+    quarantined = _named(failed, NextStep.QUARANTINE)
+    stopped = _named(failed, NextStep.GIVE_UP)
+    blocked = _named(failed, NextStep.BLOCKED)
+    committed = [f"{report.asset}/{report.partition}" for report in reports]
     raise dg.Failure(
         description=(
-            f"{asset}: {len(quarantined)} of {len(results)} partitions quarantined "
-            f"({', '.join(quarantined) or 'none'}), {len(stopped)} failed before their "
-            f"attempt started; {len(committed)} committed"
+            f"{len(quarantined)} of {len(results)} partitions quarantined "
+            f"({', '.join(quarantined) or 'none'}), {len(blocked)} not attempted because a "
+            f"partition they read is not done ({', '.join(blocked) or 'none'}), "
+            f"{len(stopped)} failed before their attempt started; {len(committed)} committed"
         ),
         metadata={
             "committed": ", ".join(committed) or "none",
             "quarantined": ", ".join(quarantined) or "none",
+            "blocked_by_upstream": ", ".join(blocked) or "none",
             "failed_before_attempt": ", ".join(stopped) or "none",
-            "errors": "\n".join(f"{f.partition}: {f.message}" for f in failed)[:4000],
+            "errors": "\n".join(f"{f.asset}/{f.partition}: {f.message}" for f in failed)[:4000],
         },
         allow_retries=False,
     )
+
+
+def _named(failed: list[FailedAttempt], next_step: NextStep) -> list[str]:
+    return [f"{f.asset}/{f.partition}" for f in failed if f.decision.next_step is next_step]
+
+
+def _step_metadata(reports: list[PartitionReport]) -> dict:
+    if len(reports) == 1:
+        return report_metadata(reports[0])
+    return {
+        "partitions": len(reports),
+        "input_rows": sum(report.input_rows for report in reports),
+        "rows_written": sum(report.counts.written for report in reports),
+        "rows_swept": sum(report.rows_swept for report in reports),
+        "chunks_written": sum(report.chunks_written for report in reports),
+        "chunks_resumed": sum(report.chunks_resumed for report in reports),
+    }

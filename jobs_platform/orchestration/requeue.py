@@ -12,7 +12,7 @@ import dagster as dg
 
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
-from jobs_platform.orchestration.selections import BACKFILL_ASSETS
+from jobs_platform.orchestration.selections import BACKFILL_ASSETS, with_downstream_backfills
 from jobs_platform.orchestration.tags import PARTITION_TAG, requeue_run_key
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.db import warehouse_engine
@@ -63,7 +63,7 @@ def requeue_sensor(
             dg.RunRequest(
                 run_key=requeue_run_key(entry.id),
                 partition_key=entry.partition,
-                asset_selection=requeue_selection(graph, dg.AssetKey(entry.asset)),
+                asset_selection=with_downstream_backfills(graph, dg.AssetKey(entry.asset)),
             )
         )
     return dg.SensorResult(
@@ -75,21 +75,6 @@ def requeue_run(instance: dg.DagsterInstance, entry) -> dg.DagsterRun | None:
     """The launched run of a requeued entry (key `requeue-<entry id>`), if there is one."""
     run_key = requeue_run_key(entry.id)
     return launched_runs(instance, [run_key], {PARTITION_TAG: entry.partition}).get(run_key)
-
-
-def requeue_selection(graph, asset: dg.AssetKey) -> list[dg.AssetKey]:
-    """What a requeue of `asset` runs: it and the backfills it feeds, partitioned like it.
-
-    The same for `requeue_sensor` and `jobs-platform dead-letter requeue`.
-    """
-    backfills = BACKFILL_ASSETS.resolve(graph)
-    partitions_def = graph.get(asset).partitions_def
-    downstream = sorted(
-        child
-        for child in graph.get(asset).child_keys
-        if child in backfills and graph.get(child).partitions_def == partitions_def
-    )
-    return [asset, *downstream]
 
 
 class RequeueConfig(dg.Config):

@@ -6,3 +6,20 @@ from jobs_platform.orchestration.tags import BACKFILL_TAG
 
 BACKFILL_ASSETS = dg.AssetSelection.tag(BACKFILL_TAG, "true")
 """Every asset `backfill_asset` declared in the code location."""
+
+
+def with_downstream_backfills(graph, asset: dg.AssetKey) -> list[dg.AssetKey]:
+    """What a run of `asset` for some partitions selects: it and the backfills it feeds,
+    partitioned like it, so that each good partition's downstream is computed with it.
+
+    The same for a requeue (`requeue_sensor`, `jobs-platform dead-letter requeue`) and an
+    outbox request (`backfill_request_sensor`).
+    """
+    backfills = BACKFILL_ASSETS.resolve(graph)
+    partitions_def = graph.get(asset).partitions_def
+    downstream = sorted(
+        child
+        for child in graph.get(asset).child_keys
+        if child in backfills and graph.get(child).partitions_def == partitions_def
+    )
+    return [asset, *downstream]

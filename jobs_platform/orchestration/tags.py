@@ -7,6 +7,8 @@ Plain strings, no `import dagster`: the CLI and the tests use them too.
 
 BACKFILL_TAG = "jobs_platform/backfill"
 """Asset tag (`"true"`) of every asset `backfill_asset` declares."""
+STEP_ASSETS_TAG = "jobs_platform/assets"
+"""Op tag of a backfill step: the comma-separated backfill assets the step computes."""
 CORRELATION_TAG = "jobs_platform/correlation_id"
 """Run tag carried into every attempt's history, so a request can be followed end to end."""
 REQUEST_ID_TAG = "jobs_platform/request_id"

@@ -37,6 +37,25 @@ def done_record(connection: sa.Connection, asset: str, partition: str) -> sa.Row
     ).first()
 
 
+def unfinished(connection: sa.Connection, asset_partitions: list[tuple[str, str]]) -> dict:
+    """Of the given (asset, partition) pairs, those not done, with their status or `missing`."""
+    if not asset_partitions:
+        return {}
+    assets = sorted({asset for asset, _ in asset_partitions})
+    keys = sorted({partition for _, partition in asset_partitions})
+    rows = connection.execute(
+        sa.select(partitions.c.asset, partitions.c.partition, partitions.c.status).where(
+            partitions.c.asset.in_(assets), partitions.c.partition.in_(keys)
+        )
+    )
+    status = {(row.asset, row.partition): row.status for row in rows}
+    return {
+        pair: status.get(pair, "missing")
+        for pair in asset_partitions
+        if status.get(pair) != PartitionStatus.DONE
+    }
+
+
 def set_partition_status(
     connection: sa.Connection,
     asset: str,

@@ -17,7 +17,6 @@ import sqlalchemy as sa
 from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.examples.orders.assets import (
     daily_partitions,
-    daily_revenue,
     orders,
     orders_backfill,
     orders_of_day,
@@ -67,10 +66,13 @@ def test_backfills_run_a_month_of_partitions_per_run_unless_told_otherwise():
     assert one_run_each_orders.backfill_policy == dg.BackfillPolicy.multi_run(1)
 
 
-def test_a_downstream_backfill_has_its_own_policy_so_a_poison_day_fails_only_its_own_run():
-    # Equal policies would put both assets in one run, where a poison day of orders fails
-    # the step and with it every day of daily_revenue in that run.
-    assert daily_revenue.backfill_policy != orders.backfill_policy
+def test_backfills_that_read_one_another_run_as_one_step_a_month_per_run():
+    from jobs_platform.definitions import defs
+
+    chain = defs.get_assets_def(dg.AssetKey("daily_revenue"))
+    assert chain is defs.get_assets_def(dg.AssetKey("orders"))
+    assert chain.can_subset
+    assert chain.backfill_policy == DEFAULT_BACKFILL_POLICY
 
 
 def test_a_poison_day_in_a_ranged_run_is_quarantined_alone_and_shown_failed(platform_env):
@@ -102,34 +104,62 @@ def test_a_poison_day_in_a_ranged_run_is_quarantined_alone_and_shown_failed(plat
     }
 
 
-def test_a_ui_backfill_with_a_poison_day_quarantines_it_alone_and_computes_the_other_days(
+def ui_backfill(env, tmp_path, params: dict):
+    """Launch a backfill through the webserver's GraphQL as the UI does; wait for the end."""
+    from jobs_platform.bench.daemon import DagsterStack, wait_for_backfill
+
+    stack_env = {name: env[name] for name in env if name != "DAGSTER_HOME"}
+    with DagsterStack(tmp_path / "stack", stack_env) as stack:
+        backfill_id = stack.launch_backfill(params)
+        backfill, records, _ = wait_for_backfill(stack, backfill_id, timeout=600)
+        instance = dg.DagsterInstance.from_config(str(stack.home))
+        return backfill, records, instance
+
+
+def test_a_backfill_from_the_asset_graph_withholds_only_the_poison_days_revenue(
     pg_platform_env, tmp_path
 ):
-    from jobs_platform.bench.daemon import DagsterStack, ui_backfill_params, wait_for_backfill
+    from jobs_platform.bench.daemon import ui_backfill_params
+    from jobs_platform_tests.test_isolation import DAYS, assert_poison_day_alone_withheld
 
-    env = pg_platform_env
-    seed_orders(env["JOBS_PLATFORM_LANDING"], FIRST, LAST, orders_per_day=20, poison_days=[POISON])
-    stack_env = {name: env[name] for name in env if name != "DAGSTER_HOME"}
+    seed_with_poison(pg_platform_env)
+    backfill, records, instance = ui_backfill(
+        pg_platform_env, tmp_path, ui_backfill_params(DAYS, None)
+    )
+    with instance:
+        assert backfill.status.value == "COMPLETED_FAILED"
+        assert len(records) == 1  # both assets, five days: one run of one step
+        assert_poison_day_alone_withheld(pg_platform_env, instance)
 
-    with DagsterStack(tmp_path / "stack", stack_env) as stack:
-        backfill_id = stack.launch_backfill(ui_backfill_params(DAYS, None))
-        backfill, records, _ = wait_for_backfill(stack, backfill_id, timeout=600)
-        with dg.DagsterInstance.from_config(str(stack.home)) as instance:
-            orders_status = statuses(instance, "orders")
-            revenue_status = statuses(instance, "daily_revenue")
 
-    assert backfill.status.value == "COMPLETED_FAILED"
-    assert quarantined(env) == [("orders", POISON.isoformat())]
-    # One run for the three days of orders, then revenue runs for the days that are ready.
-    orders_runs = [
-        r for r in records if dg.AssetKey("orders") in (r.dagster_run.asset_selection or ())
-    ]
-    assert len(orders_runs) == 1
-    assert orders_status == {
-        FIRST.isoformat(): "MATERIALIZED",
-        POISON.isoformat(): "FAILED",
-        LAST.isoformat(): "MATERIALIZED",
+def test_a_backfill_from_the_job_page_withholds_only_the_poison_days_revenue(
+    pg_platform_env, tmp_path
+):
+    """ "Materialize all…" on Jobs → orders_backfill: a *job* backfill over the range."""
+    from jobs_platform_tests.test_isolation import DAYS, assert_poison_day_alone_withheld
+
+    seed_with_poison(pg_platform_env)
+    params = {
+        "selector": {
+            "partitionSetName": "orders_backfill_partition_set",
+            "repositorySelector": {
+                "repositoryLocationName": "jobs_platform.definitions",
+                "repositoryName": "__repository__",
+            },
+        },
+        "assetSelection": [{"path": ["orders"]}, {"path": ["daily_revenue"]}],
+        "partitionNames": DAYS,
+        "fromFailure": False,
+        "tags": [],
     }
-    assert revenue_status[FIRST.isoformat()] == "MATERIALIZED"
-    assert revenue_status[LAST.isoformat()] == "MATERIALIZED"
-    assert revenue_status[POISON.isoformat()] != "MATERIALIZED"
+    backfill, records, instance = ui_backfill(pg_platform_env, tmp_path, params)
+    with instance:
+        assert backfill.status.value == "COMPLETED_FAILED"
+        assert [record.dagster_run.job_name for record in records] == ["orders_backfill"]
+        assert_poison_day_alone_withheld(pg_platform_env, instance)
+
+
+def seed_with_poison(env) -> None:
+    from jobs_platform_tests.test_isolation import seed_with_poison as seed
+
+    seed(env)

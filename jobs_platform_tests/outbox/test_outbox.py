@@ -207,7 +207,8 @@ def test_request_launches_one_run_with_the_request_id_as_run_key(engine, instanc
 
     [run] = result.run_requests
     assert (run.run_key, run.partition_key) == (str(request_id), DAY)
-    assert run.asset_selection == [orders.key]
+    # The asset and the backfills it feeds, so each day's revenue is computed with it.
+    assert run.asset_selection == [orders.key, dg.AssetKey("daily_revenue")]
     assert our_tags(run) == {CORRELATION_TAG: "inv-7", REQUEST_ID_TAG: str(request_id)}
     row = stored(engine, request_id)
     assert (row.status, row.error) == ("claimed", None)  # launched once its run exists

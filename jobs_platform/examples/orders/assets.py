@@ -8,7 +8,6 @@ of a day that left the input are swept when the day finalizes.
 from __future__ import annotations
 
 import datetime as dt
-import warnings
 from collections.abc import Iterator
 
 import dagster as dg
@@ -60,6 +59,10 @@ def seed_example_orders(settings: Settings) -> list[str]:
 )
 def orders(source: PartitionInput) -> Iterator[pd.DataFrame]:
     """Orders of one day from the landing zone, validated line by line."""
+    yield from orders_of_landing_day(source)
+
+
+def orders_of_landing_day(source: PartitionInput) -> Iterator[pd.DataFrame]:
     path = landing_file(source.settings.landing_root, source.partition_key)
     yield from read_order_chunks(path, source.partition_key, source.chunk_rows)
 
@@ -69,16 +72,17 @@ def orders(source: PartitionInput) -> Iterator[pd.DataFrame]:
     partitions_def=daily_partitions,
     partition_scope=revenue_of_day,
     seed_example=seed_example_orders,
+    # Reads orders of the same day: in the code location both run as one step (a chain,
+    # `platform_definitions`), each day's revenue after its orders, and a poison day of
+    # orders withholds only its own revenue, however the run was launched.
     deps=["orders"],
-    # A policy of its own, not the default `orders` has: Dagster puts assets with equal
-    # policies in the same run, where one poison day of `orders` fails that step and so
-    # marks every day of the run's `daily_revenue` failed. With its own policy, a UI or
-    # schedule backfill runs a day's revenue once that day's orders are materialized: a
-    # poison day fails only its own revenue. One run per ready range: it is cheap SQL.
-    backfill_policy=dg.BackfillPolicy.single_run(),
 )
 def daily_revenue(source: PartitionInput) -> Iterator[pd.DataFrame]:
     """Paid revenue and order count per currency for one day, recomputed from `orders`."""
+    yield from revenue_of_orders_day(source)
+
+
+def revenue_of_orders_day(source: PartitionInput) -> Iterator[pd.DataFrame]:
     start, end = _day_bounds(source.partition_key)
     query = (
         sa.select(
@@ -108,21 +112,13 @@ def daily_revenue(source: PartitionInput) -> Iterator[pd.DataFrame]:
         yield frame
 
 
-# The job holds both assets, so Dagster resolves it to the smaller of their policies (30
-# days per run) and says so in a warning each time the code location loads; that is the
-# intent here (see `daily_revenue`), not a mistake to report.
-warnings.filterwarnings(
-    "ignore",
-    message="Asset job orders_backfill materializes assets with varying BackfillPolicies",
-    category=UserWarning,
-)
 orders_backfill = dg.define_asset_job(
     "orders_backfill",
     # Without the asset checks: each would add a step (a process) to every partition's
     # run. The no_quarantined_partitions checks run with platform_health instead.
     selection=dg.AssetSelection.assets(orders, daily_revenue).without_checks(),
-    description="Backfill orders and their daily revenue; each day is its own partition, "
-    "up to 30 days per run.",
+    description="Backfill orders and their daily revenue; each day is its own partition "
+    "(a poison day withholds only its own revenue), up to 30 days per run.",
 )
 
 # The same asset serves scheduled runs and historical backfills: each day, shortly after
