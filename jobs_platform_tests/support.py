@@ -106,12 +106,7 @@ def materialize(
 
     run_config = {}
     if chunk_rows is not None:
-        run_config = {
-            "ops": {
-                asset.key.to_python_identifier(): {"config": {"chunk_rows": chunk_rows}}
-                for asset in assets
-            }
-        }
+        run_config = chunk_rows_config([asset.op.name for asset in assets], chunk_rows)
     return dg.materialize(
         assets,
         partition_key=partition,
@@ -206,8 +201,16 @@ def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict:
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 
 
-def chunk_rows_config(assets: list[str], chunk_rows: int) -> dict:
-    return {"ops": {name: {"config": {"chunk_rows": chunk_rows}} for name in assets}}
+def chunk_rows_config(ops: list[str], chunk_rows: int) -> dict:
+    """Run config giving each op (a backfill, or a chain of them) `chunk_rows`."""
+    return {"ops": {name: {"config": {"chunk_rows": chunk_rows}} for name in ops}}
+
+
+def ops_of(assets: list[str]) -> list[str]:
+    """The ops of the bundled code location that compute `assets` (a chain is one op)."""
+    from jobs_platform.definitions import defs
+
+    return sorted({defs.get_assets_def(dg.AssetKey(name)).op.name for name in assets})
 
 
 def dagster_asset_materialize(
@@ -226,7 +229,7 @@ def dagster_asset_materialize(
         partition,
     ]
     if chunk_rows is not None:
-        args += ["--config-json", json.dumps(chunk_rows_config(assets, chunk_rows))]
+        args += ["--config-json", json.dumps(chunk_rows_config(ops_of(assets), chunk_rows))]
     return run_cli(args, env)
 
 
@@ -304,8 +307,7 @@ def materialize_into(
 
     run_config = {}
     if chunk_rows is not None:
-        names = [asset.key.to_python_identifier() for asset in assets]
-        run_config = chunk_rows_config(names, chunk_rows)
+        run_config = chunk_rows_config([asset.op.name for asset in assets], chunk_rows)
     with dg.DagsterInstance.ephemeral() as instance:
         return dg.materialize(
             assets,

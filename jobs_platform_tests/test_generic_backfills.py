@@ -2,16 +2,21 @@
 
 The suite enumerates the assets of `jobs_platform.definitions.defs` tagged as backfills and
 is parametrized by their names, so a new job type is covered the day it is declared: it
-only has to provide `seed_example` (sample input and its partitions).
+only has to be given a seeder in `SEEDERS` (it writes a small sample input and returns
+its partitions).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import dagster as dg
 import pytest
 
 from jobs_platform.definitions import defs
 from jobs_platform.engine.spec import BackfillSpec
+from jobs_platform.examples.customers.assets import seed_example_customers
+from jobs_platform.examples.orders.assets import seed_example_orders
 from jobs_platform.orchestration.registry import backfill_specs
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.settings import Settings
@@ -39,15 +44,22 @@ def test_the_code_location_declares_backfills():
     assert BACKFILL_ASSETS, "no asset of jobs_platform.definitions is tagged as a backfill"
 
 
+SEEDERS: dict[str, Callable[[Settings], list[str]]] = {
+    "orders": seed_example_orders,
+    "daily_revenue": seed_example_orders,
+    "customer_order_history": seed_example_customers,
+}
+
+
 def _spec(asset: str) -> BackfillSpec:
     spec = backfill_specs().get(asset)
     if spec is None:
         pytest.fail(f"asset {asset!r} is tagged {BACKFILL_TAG} but has no registered spec")
-    if spec.seed_example is None:
+    if asset not in SEEDERS:
         pytest.fail(
-            f"backfill {asset!r} has no seed_example: pass seed_example= to @backfill_asset "
-            "(write a small sample input, return its partition keys) so that the generic "
-            "idempotency suite can cover it",
+            f"backfill {asset!r} has no seeder: add one to SEEDERS (write a small sample "
+            "input, return its partition keys) so that the generic idempotency suite can "
+            "cover it",
             pytrace=False,
         )
     return spec
@@ -68,21 +80,21 @@ def _lineage(asset: str) -> list[str]:
 
 
 def _seed(env: dict[str, str], spec: BackfillSpec) -> list[str]:
-    partitions = spec.seed_example(Settings.from_env(env))
-    assert partitions, f"seed_example of {spec.asset!r} returned no partitions"
+    partitions = SEEDERS[spec.asset](Settings.from_env(env))
+    assert partitions, f"the seeder of {spec.asset!r} returned no partitions"
     return partitions
 
 
 def _assets_def(name: str) -> dg.AssetsDefinition:
-    """The asset as declared (before Definitions binds resources to it)."""
+    """The definition computing the asset (a chain of backfills computes several)."""
     for candidate in defs.assets or ():
-        if isinstance(candidate, dg.AssetsDefinition) and candidate.key.to_user_string() == name:
+        if isinstance(candidate, dg.AssetsDefinition) and dg.AssetKey(name) in candidate.keys:
             return candidate
     pytest.fail(f"backfill {name!r} is not among the assets of jobs_platform.definitions")
 
 
 def _materialize_all(lineage: list[str], partitions: list[str]) -> None:
-    assets = [_assets_def(name) for name in lineage]
+    assets = list({id(d): d for d in (_assets_def(name) for name in lineage)}.values())
     for partition in partitions:
         result = materialize(assets, partition, chunk_rows=CHUNK_ROWS)
         assert result.success, f"{lineage} failed for partition {partition}"

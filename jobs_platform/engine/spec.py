@@ -31,7 +31,6 @@ class PartitionInput:
 ChunkReader = Callable[[PartitionInput], Iterable[pd.DataFrame]]
 Fingerprinter = Callable[[PartitionInput], str]
 PartitionScope = Callable[[sa.Table, str], sa.ColumnElement[bool]]
-ExampleSeeder = Callable[[Settings], list[str]]
 
 
 @dataclass(frozen=True)
@@ -43,8 +42,7 @@ class BackfillSpec:
     identifies the input (e.g. a file hash): a done partition whose fingerprint is unchanged
     finishes without reading its input again; bump `version` after changing the reader so
     that it is recomputed. Without a fingerprint, chunks are matched on their content.
-    `seed_example(settings)` writes a small sample input and returns its partitions, so
-    the generic idempotency suite covers every backfill without new tests.
+    `upstream` names the backfills it reads (its `deps`).
     """
 
     asset: str
@@ -53,7 +51,6 @@ class BackfillSpec:
     read_chunks: ChunkReader
     partition_scope: PartitionScope
     fingerprint: Fingerprinter | None = None
-    seed_example: ExampleSeeder | None = None
     upstream: tuple[str, ...] = ()
     version: str = ""
 

@@ -1,9 +1,16 @@
 """`backfill_asset`: one decorator turns a chunk reader into a safe partitioned asset."""
 
+import dataclasses
+import functools
+import inspect
+import typing
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 import dagster as dg
+import pandas as pd
 import sqlalchemy as sa
 from dagster._core.errors import DagsterExecutionInterruptedError
 
@@ -11,8 +18,6 @@ from jobs_platform.engine.runner import AttemptInfo, PartitionRunner
 from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
-    ChunkReader,
-    ExampleSeeder,
     Fingerprinter,
     PartitionScope,
 )
@@ -51,40 +56,59 @@ def backfill_asset(
     table: sa.Table,
     partitions_def: dg.PartitionsDefinition,
     partition_scope: PartitionScope,
-    key: Sequence[str] | None = None,
+    natural_key: Sequence[str] | None = None,
     fingerprint: Fingerprinter | None = None,
-    seed_example: ExampleSeeder | None = None,
-    deps: Sequence[str] = (),
+    deps: Sequence[dg.AssetKey | str | dg.AssetsDefinition | dg.AssetSpec] = (),
     name: str | None = None,
+    code_version: str | None = None,
+    backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
+    retry_policy: dg.RetryPolicy | None = None,
     group_name: str = "backfills",
     description: str | None = None,
-    backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
-    version: str = "",
-) -> Callable[[ChunkReader], dg.AssetsDefinition]:
+    tags: Mapping[str, str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    kinds: AbstractSet[str] | None = None,
+    **asset_kwargs: Any,
+) -> Callable[[Callable[..., Iterable[pd.DataFrame]]], dg.AssetsDefinition]:
     """Declare a backfill: the decorated function yields DataFrame chunks of a partition.
 
-    The framework owns the rest: chunk checkpoints, upserts by `key` (the table's primary
-    key by default), the sweep of rows no longer in the input, fencing, the error
-    taxonomy, bounded retries and quarantine. By default a backfill launched from the UI
-    or a schedule runs up to 30 partitions per run (`DEFAULT_BACKFILL_POLICY`), each still
-    its own unit of checkpoint, attempt count, quarantine and status in the UI. Pass
-    `backfill_policy=BackfillPolicy.multi_run(1)` for one run per partition, or
-    `single_run()` for one run over the whole range. Assets of one job should share a
-    policy: a job takes the smallest among its assets.
-    """
+    The framework owns the rest: chunk checkpoints, upserts by `natural_key` (columns of
+    `table`; its primary key when omitted), the sweep of rows no longer in the input,
+    fencing, the error taxonomy, bounded retries and quarantine. The function's first
+    parameter is the `PartitionInput`; each further parameter annotated with a
+    `dg.ConfigurableResource` subclass is the resource of that name, as in an `@dg.asset`
+    function (`def events(source: PartitionInput, landing: CsvLanding)`).
 
-    def decorator(read_chunks: ChunkReader) -> dg.AssetsDefinition:
+    Dagster's vocabulary: `code_version` (bump it after changing the reader, and done
+    partitions are recomputed), `deps` (asset keys, names or assets), and every other
+    `@dg.asset` argument passed through (`owners`, `pool`, `automation_condition`, …).
+    `pool=` bounds how many steps of the backfill run at once across runs (Dagster's pool
+    limits: size it to what the downstream system can take). A `retry_policy` sets the
+    delay of the step retries Dagster makes after a step process died; the framework keeps
+    enough of them for its own cross-run attempt ceiling to be what stops a crash loop.
+
+    By default a backfill launched from the UI or a schedule runs up to 30 partitions per
+    run (`DEFAULT_BACKFILL_POLICY`), each still its own unit of checkpoint, attempt count,
+    quarantine and status in the UI. Pass `backfill_policy=BackfillPolicy.multi_run(1)`
+    for one run per partition, or `single_run()` for one run over the whole range.
+    """
+    for reserved in ("partitions_def", "required_resource_keys", "hooks", "op_tags", "key"):
+        if reserved in asset_kwargs:
+            raise TypeError(f"backfill_asset() sets {reserved}= itself")
+    upstream = tuple(_asset_key(dep).to_user_string() for dep in deps)
+
+    def decorator(read_chunks: Callable[..., Iterable[pd.DataFrame]]) -> dg.AssetsDefinition:
         asset_name = name or read_chunks.__name__
+        resource_keys = resource_parameters(read_chunks)
         spec = BackfillSpec(
             asset=asset_name,
             table=table,
-            key=tuple(key) if key else tuple(column.name for column in table.primary_key),
+            key=tuple(natural_key or (column.name for column in table.primary_key)),
             read_chunks=read_chunks,
             partition_scope=partition_scope,
             fingerprint=fingerprint,
-            seed_example=seed_example,
-            upstream=tuple(deps),
-            version=version,
+            upstream=upstream,
+            version=code_version or "",
         )
         register_backfill(spec, partitions_def)
 
@@ -98,20 +122,74 @@ def backfill_asset(
             return dg.asset(
                 name=asset_name,
                 partitions_def=partitions_def,
-                deps=list(deps),
-                retry_policy=CRASH_RETRY_POLICY,
+                deps=[_asset_key(dep) for dep in deps],
+                code_version=code_version,
+                retry_policy=with_crash_retries(retry_policy),
                 hooks={quarantine_on_failure},
                 group_name=group_name,
                 description=description or (read_chunks.__doc__ or "").strip() or None,
-                kinds={"sql"},
-                tags={BACKFILL_TAG: "true"},
-                metadata={"table": table.name, "key": ", ".join(spec.key)},
-                required_resource_keys={RESOURCE_KEY},
+                kinds=set(kinds) if kinds is not None else {"sql"},
+                tags={**(tags or {}), BACKFILL_TAG: "true"},
+                metadata={
+                    **(metadata or {}),
+                    "table": table.name,
+                    "natural_key": ", ".join(spec.key),
+                },
+                required_resource_keys={RESOURCE_KEY, *resource_keys},
                 backfill_policy=backfill_policy,
                 op_tags={STEP_ASSETS_TAG: asset_name},
+                **asset_kwargs,
             )(_backfill)
 
     return decorator
+
+
+def resource_parameters(read_chunks: Callable) -> tuple[str, ...]:
+    """The reader's parameters after the first that name a `ConfigurableResource`."""
+    hints = typing.get_type_hints(read_chunks)
+    names = list(inspect.signature(read_chunks).parameters)[1:]
+    wrong = [n for n in names if not _is_resource(hints.get(n))]
+    if wrong:
+        raise TypeError(
+            f"backfill reader {read_chunks.__name__}: parameters after the PartitionInput must "
+            f"be annotated with a dg.ConfigurableResource subclass; {wrong} are not"
+        )
+    return tuple(names)
+
+
+def _is_resource(annotation) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, dg.ConfigurableResource)
+
+
+def with_resources(spec: BackfillSpec, context: dg.AssetExecutionContext) -> BackfillSpec:
+    """The spec whose reader gets its resources from the step, as an asset function would."""
+    names = resource_parameters(spec.read_chunks)
+    if not names:
+        return spec
+    resources = {name: getattr(context.resources, name) for name in names}
+    return dataclasses.replace(spec, read_chunks=functools.partial(spec.read_chunks, **resources))
+
+
+def with_crash_retries(policy: dg.RetryPolicy | None) -> dg.RetryPolicy:
+    """A user's retry policy, with at least the step retries the framework's ceiling needs."""
+    if policy is None:
+        return CRASH_RETRY_POLICY
+    return dg.RetryPolicy(
+        max_retries=max(policy.max_retries, CRASH_RETRY_POLICY.max_retries),
+        delay=policy.delay,
+        backoff=policy.backoff,
+        jitter=policy.jitter,
+    )
+
+
+def _asset_key(dep) -> dg.AssetKey:
+    if isinstance(dep, dg.AssetsDefinition):
+        return dep.key
+    if isinstance(dep, dg.AssetSpec):
+        return dep.key
+    if isinstance(dep, str):
+        return dg.AssetKey.from_user_string(dep)
+    return dg.AssetKey.from_coercible(dep)
 
 
 def run_backfill_step(
@@ -146,6 +224,7 @@ def run_backfill_step(
     partitions = list(context.partition_keys)
     results = []
     for spec in chosen:
+        spec = with_resources(spec, context)
         # A warehouse behind on its schema fails each attempt before it exists (terminal:
         # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
         runner = PartitionRunner(

@@ -26,7 +26,6 @@ from jobs_platform.orchestration.backfill_asset import (
     run_backfill_step,
 )
 from jobs_platform.orchestration.hooks import quarantine_on_failure
-from jobs_platform.orchestration.outcomes import CRASH_RETRY_POLICY
 from jobs_platform.orchestration.registry import backfill_specs, upstream_partitioned_alike
 from jobs_platform.orchestration.tags import STEP_ASSETS_TAG
 
@@ -82,12 +81,15 @@ def _dependency_order(names: list[str], reads: dict[str, list[str]]) -> list[str
 
 
 def _chain(members: list[dg.AssetsDefinition], specs: list[BackfillSpec]) -> dg.AssetsDefinition:
+    names = [spec.asset for spec in specs]
     pools = {member.op.pool for member in members} - {None}
-    if len(pools) > 1:
-        raise ValueError(
-            f"backfills {[spec.asset for spec in specs]} read one another partition for "
-            f"partition and so run in one step, which has one pool; they name {sorted(pools)}"
-        )
+    retry_policies = {member.op.retry_policy for member in members}
+    for what, found in (("pool", pools), ("retry_policy", retry_policies)):
+        if len(found) > 1:
+            raise ValueError(
+                f"backfills {names} read one another partition for partition and so run in "
+                f"one step, which has one {what}; they name {sorted(map(str, found))}"
+            )
 
     def _backfill_chain(context: dg.AssetExecutionContext, config: BackfillConfig):
         yield from run_backfill_step(context, specs, config.chunk_rows)
@@ -101,11 +103,13 @@ def _chain(members: list[dg.AssetsDefinition], specs: list[BackfillSpec]) -> dg.
             specs=[next(iter(member.specs)) for member in members],
             partitions_def=members[0].partitions_def,
             can_subset=True,
-            retry_policy=CRASH_RETRY_POLICY,
+            retry_policy=next(iter(retry_policies)),
             hooks={quarantine_on_failure},
-            required_resource_keys={RESOURCE_KEY},
+            required_resource_keys={RESOURCE_KEY}.union(
+                *(member.op.required_resource_keys for member in members)
+            ),
             backfill_policy=_smallest_policy([member.backfill_policy for member in members]),
-            op_tags={STEP_ASSETS_TAG: ",".join(spec.asset for spec in specs)},
+            op_tags={STEP_ASSETS_TAG: ",".join(names)},
             pool=next(iter(pools), None),
         )(_backfill_chain)
 

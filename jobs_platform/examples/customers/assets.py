@@ -17,7 +17,7 @@ import dagster as dg
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.engine.spec import PartitionInput
+from jobs_platform import PartitionInput, Settings, backfill_asset
 from jobs_platform.examples.customers.history import (
     busiest_customers,
     customer_history,
@@ -25,8 +25,6 @@ from jobs_platform.examples.customers.history import (
 )
 from jobs_platform.examples.customers.tables import customer_order_history_table
 from jobs_platform.examples.orders.assets import seed_example_orders
-from jobs_platform.orchestration.backfill_asset import backfill_asset
-from jobs_platform.settings import Settings
 
 customer_partitions = dg.DynamicPartitionsDefinition(name="customers")
 
@@ -56,7 +54,6 @@ def seed_example_customers(settings: Settings) -> list[str]:
     table=customer_order_history_table,
     partitions_def=customer_partitions,
     partition_scope=rows_of_customer,
-    seed_example=seed_example_customers,
 )
 def customer_order_history(source: PartitionInput) -> Iterator[pd.DataFrame]:
     """Paid orders and revenue per day and currency of one customer, re-synced from landing."""

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import fsspec
 import pandas as pd
 
-from jobs_platform.errors import TerminalError
+from jobs_platform import TerminalError
 from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
 
 HISTORY_COLUMNS = ("customer_id", "day", "currency", "order_count", "revenue_cents")

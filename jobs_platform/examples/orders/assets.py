@@ -14,12 +14,10 @@ import dagster as dg
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.engine.spec import PartitionInput
+from jobs_platform import PartitionInput, Settings, backfill_asset
 from jobs_platform.examples.orders.landing import input_fingerprint, landing_file, read_order_chunks
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
-from jobs_platform.orchestration.backfill_asset import backfill_asset
-from jobs_platform.settings import Settings
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date="2024-01-01")
 
@@ -55,7 +53,6 @@ def seed_example_orders(settings: Settings) -> list[str]:
     partitions_def=daily_partitions,
     partition_scope=orders_of_day,
     fingerprint=_orders_file_fingerprint,
-    seed_example=seed_example_orders,
 )
 def orders(source: PartitionInput) -> Iterator[pd.DataFrame]:
     """Orders of one day from the landing zone, validated line by line."""
@@ -71,7 +68,6 @@ def orders_of_landing_day(source: PartitionInput) -> Iterator[pd.DataFrame]:
     table=daily_revenue_table,
     partitions_def=daily_partitions,
     partition_scope=revenue_of_day,
-    seed_example=seed_example_orders,
     # Reads orders of the same day: in the code location both run as one step (a chain,
     # `platform_definitions`), each day's revenue after its orders, and a poison day of
     # orders withholds only its own revenue, however the run was launched.

@@ -19,7 +19,7 @@ import fsspec
 import numpy as np
 import pandas as pd
 
-from jobs_platform.errors import InputValidationError, TerminalError
+from jobs_platform import InputValidationError, TerminalError
 
 __all__ = [
     "CURRENCIES",

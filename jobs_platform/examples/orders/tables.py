@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from jobs_platform.store.schema import UtcDateTime
+from jobs_platform import UtcDateTime
 
 orders_metadata = sa.MetaData()
 

@@ -1,0 +1,120 @@
+"""The public surface: what a code location imports is `jobs_platform.__all__`, and the
+bundled examples — a code location like any user's — import nothing else of the package."""
+
+from __future__ import annotations
+
+import ast
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+import jobs_platform
+from jobs_platform_tests.test_import_graph import PACKAGE_ROOT, module_files
+
+ALLOWED_PREFIXES = ("jobs_platform.examples",)
+
+
+def test_every_public_name_resolves():
+    for name in jobs_platform.__all__:
+        assert getattr(jobs_platform, name) is not None, name
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'engine_internals'"):
+        jobs_platform.engine_internals  # noqa: B018
+
+
+def framework_imports(path) -> list[str]:
+    """The package's modules a file imports, other than `jobs_platform` and the examples."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found += [
+            name
+            for name in names
+            if name.startswith("jobs_platform.") and not name.startswith(ALLOWED_PREFIXES)
+        ]
+    return found
+
+
+def test_the_examples_import_only_the_public_surface():
+    examples = {
+        name: path for name, path in module_files().items() if name.startswith(ALLOWED_PREFIXES)
+    }
+    assert examples, f"no examples found under {PACKAGE_ROOT}"
+    reaching_in = {name: framework_imports(path) for name, path in examples.items()}
+    assert {name: found for name, found in reaching_in.items() if found} == {}
+
+
+def test_the_check_sees_an_import_of_an_internal_module(tmp_path):
+    source = tmp_path / "user.py"
+    source.write_text("from jobs_platform.store.schema import UtcDateTime\nimport jobs_platform\n")
+    assert framework_imports(source) == ["jobs_platform.store.schema"]
+
+
+class Landing(dg.ConfigurableResource):
+    root: str = "/landing"
+
+
+def test_backfill_asset_speaks_dagsters_vocabulary():
+    table = sa.Table(
+        "vocabulary_events",
+        sa.MetaData(),
+        sa.Column("tenant", sa.String, primary_key=True),
+        sa.Column("event_id", sa.Integer, primary_key=True),
+        sa.Column("value", sa.Integer),
+    )
+    upstream = dg.AssetSpec("raw_events")
+
+    @jobs_platform.backfill_asset(
+        table=table,
+        partitions_def=dg.DailyPartitionsDefinition(start_date="2024-01-01"),
+        partition_scope=lambda t, partition: t.c.tenant == partition,
+        natural_key=["tenant", "event_id"],
+        code_version="3",
+        deps=[upstream, "other/asset"],
+        owners=["team:data-platform"],
+        tags={"domain": "events"},
+        metadata={"source": "landing"},
+        kinds={"postgres"},
+        pool="warehouse_writes",
+        retry_policy=dg.RetryPolicy(max_retries=2, delay=7),
+    )
+    def vocabulary_events(source: jobs_platform.PartitionInput, landing: Landing):
+        """Events of one day."""
+        yield from ()
+
+    spec = vocabulary_events.specs_by_key[dg.AssetKey("vocabulary_events")]
+    assert spec.code_version == "3"
+    assert {dep.asset_key for dep in spec.deps} == {
+        dg.AssetKey("raw_events"),
+        dg.AssetKey(["other", "asset"]),
+    }
+    assert spec.owners == ["team:data-platform"]
+    assert spec.tags["domain"] == "events" and spec.tags["jobs_platform/backfill"] == "true"
+    assert spec.metadata["natural_key"] == "tenant, event_id"
+    assert spec.metadata["source"] == "landing"
+    assert spec.kinds == {"postgres"}
+    assert vocabulary_events.op.pool == "warehouse_writes"
+    assert vocabulary_events.op.retry_policy.delay == 7
+    assert vocabulary_events.op.retry_policy.max_retries >= 25  # the crash ceiling's share
+    assert "landing" in vocabulary_events.op.required_resource_keys
+
+
+def test_a_reader_parameter_that_is_not_a_resource_is_refused():
+    table = sa.Table("refused_events", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True))
+
+    with pytest.raises(TypeError, match=r"\['limit'\] are not"):
+
+        @jobs_platform.backfill_asset(
+            table=table,
+            partitions_def=dg.StaticPartitionsDefinition(["a"]),
+            partition_scope=lambda t, partition: t.c.id > 0,
+        )
+        def refused_events(source: jobs_platform.PartitionInput, limit: int):
+            yield from ()
