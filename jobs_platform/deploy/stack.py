@@ -1,10 +1,11 @@
 """`bin/stack up|down`: the distributed topology on one machine.
 
 `up` checks that the broker and PostgreSQL answer, writes the instance's `dagster.yaml`
-and the workers' `worker.yaml` from `templates/` beside this module, then starts the
-Dagster daemon, the webserver and N Celery workers, each in its own process group with a
-pid file and a log file under `.jobs_platform/stack/`. `down` stops what `up` started, by
-those pids. A deployment runs the same processes on many machines (`deploy/docker-compose.yaml`).
+and the workers' `worker.yaml` from `templates/` beside this module, creates the
+instance's storage once (`dagster instance migrate`), then starts the Dagster daemon, the
+webserver and N Celery workers, each in its own process group with a pid file and a log
+file under `.jobs_platform/stack/`. `down` stops what `up` started, by those pids. A
+deployment runs the same processes on many machines (`deploy/docker-compose.yaml`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -41,6 +43,10 @@ DEFAULT_WAREHOUSE_URL = "postgresql://postgres@127.0.0.1:5432/jobs_platform"
 DEFAULT_INSTANCE_URL = "postgresql://postgres@127.0.0.1:5432/jobs_platform_dagster"
 RUNS_PER_WORKER = 2  # a run process mostly waits for its steps; two keep a worker busy
 START_TIMEOUT_SECONDS = 120.0
+MIGRATE_TIMEOUT_SECONDS = 120.0  # about 3 s on an empty database, 2 s on a current one
+MIGRATE_LOG = "instance-migrate"
+# The daemon logs this once it has opened the instance and started its daemon threads.
+DAEMON_READY = "Instance is configured with the following daemons"
 STOP_TIMEOUT_SECONDS = 60.0  # a worker finishes its step on SIGTERM (warm shutdown)
 POLL_SECONDS = 0.5
 KILL_WAIT_SECONDS = 10.0
@@ -108,6 +114,43 @@ def write_instance(home: Path, instance_url: str, *, max_concurrent_runs: int) -
     home.mkdir(parents=True, exist_ok=True)
     config = render_instance_config(instance_url, max_concurrent_runs=max_concurrent_runs)
     (home / "dagster.yaml").write_text(config)
+
+
+def create_instance_storage(layout: StackLayout, instance_url: str, env: dict[str, str]) -> float:
+    """Create or upgrade the instance's tables, once, before any process opens the instance.
+
+    The daemon, the webserver and every worker create a missing storage when they open the
+    instance; started together on a fresh database they race on its CREATE TABLEs (`duplicate
+    key value violates unique constraint "pg_type_typname_nsp_index"`) and one of them dies.
+    On a storage at the latest schema the migrate changes nothing. Returns its seconds.
+    """
+    layout.folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    try:
+        migrated = subprocess.run(
+            [str(BIN / "dagster"), "instance", "migrate"],
+            env=env,
+            cwd=layout.folder,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=MIGRATE_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise StackError(
+            f"`dagster instance migrate` on {redact_url(instance_url)} took over "
+            f"{MIGRATE_TIMEOUT_SECONDS:g}s"
+        ) from None
+    output = migrated.stdout + migrated.stderr
+    with open(layout.log_file(MIGRATE_LOG), "a") as log:
+        log.write(output)
+    if migrated.returncode != 0:
+        raise StackError(
+            f"`dagster instance migrate` failed on {redact_url(instance_url)}: "
+            f"{_last_error_line(output, instance_url)} (log: {layout.log_file(MIGRATE_LOG)})"
+        )
+    return time.monotonic() - started
 
 
 def ensure_database(url: str) -> None:
@@ -261,13 +304,14 @@ def up(args: argparse.Namespace) -> int:
     prepare_warehouse(settings.database_url)
     print(f"broker {args.broker} answers; warehouse {redact_url(settings.database_url)}")
     _warn_on_short_consumer_timeout(settings)
-    print(f"instance on PostgreSQL {redact_url(args.instance_db)}")
     write_instance(
         layout.dagster_home, args.instance_db, max_concurrent_runs=RUNS_PER_WORKER * args.workers
     )
     layout.worker_config.write_text(render_worker_config(settings))
     _write_env_file(layout, stack_env)
     env = process_environment(stack_env)
+    seconds = create_instance_storage(layout, args.instance_db, env)
+    print(f"instance on PostgreSQL {redact_url(args.instance_db)}: storage ready ({seconds:.1f}s)")
     workspace = str(REPO_ROOT / "workspace.yaml")
     start_process(layout, "daemon", [str(BIN / "dagster-daemon"), "run", "-w", workspace], env)
     start_process(
@@ -283,6 +327,7 @@ def up(args: argparse.Namespace) -> int:
         for name in workers:
             wait_for_log(layout, name, " ready.", START_TIMEOUT_SECONDS)
         wait_for_log(layout, "webserver", "Serving dagster-webserver", START_TIMEOUT_SECONDS)
+        wait_for_log(layout, "daemon", DAEMON_READY, START_TIMEOUT_SECONDS)
     except StackError as error:
         print(error, file=sys.stderr)
         down(args)
@@ -333,6 +378,15 @@ def _write_env_file(layout: StackLayout, stack_env: dict[str, str]) -> None:
 
 def _shell_quote(value: str) -> str:
     return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def _last_error_line(output: str, url: str) -> str:
+    """The line of a traceback that names the error, without the URL's password."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Failure)\b", line)]
+    line = (errors or lines or ["no output"])[-1]
+    password = sa.make_url(url).password
+    return line.replace(str(password), "***") if password else line
 
 
 def _group_alive(pgid: int) -> bool:

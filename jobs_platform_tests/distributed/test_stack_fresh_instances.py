@@ -1,0 +1,73 @@
+"""`bin/stack up` on fresh databases starts every process, every time.
+
+The daemon, the webserver and the workers each create a missing instance storage when they
+open the instance; started together on an empty database they raced on its CREATE TABLEs
+and one of them died (`duplicate key value violates unique constraint
+"pg_type_typname_nsp_index"`, 1 start in 3). `up` now creates the storage first.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from jobs_platform.deploy.stack import DAEMON_READY, StackLayout, wait_for_log
+from jobs_platform_tests.conftest import PG_ADMIN_URL
+from jobs_platform_tests.distributed.cluster import postgres_database, process_group_of
+from jobs_platform_tests.distributed.test_stack import bin_stack, free_port
+
+CYCLES = 10
+DAEMON_READY_SECONDS = 60.0
+
+
+def test_ten_fresh_stacks_in_a_row_start_every_process(rabbitmq_url, tmp_path):
+    started = time.monotonic()
+    for cycle in range(1, CYCLES + 1):
+        with (
+            postgres_database(PG_ADMIN_URL, "jp_stack_warehouse") as warehouse_url,
+            postgres_database(PG_ADMIN_URL, "jp_stack_instance") as instance_url,
+        ):
+            start_and_stop_a_fresh_stack(
+                cycle, tmp_path / f"stack{cycle}", warehouse_url, instance_url, rabbitmq_url
+            )
+    print(f"{CYCLES} fresh up/down cycles in {time.monotonic() - started:.0f}s")
+
+
+def start_and_stop_a_fresh_stack(
+    cycle: int, folder, warehouse_url: str, instance_url: str, broker_url: str
+) -> None:
+    port = free_port()
+    env = {
+        "JOBS_PLATFORM_DATABASE_URL": warehouse_url,
+        "JOBS_PLATFORM_CELERY_BROKER": broker_url,
+        "JOBS_PLATFORM_LANDING": str(folder / "landing"),
+    }
+    layout = StackLayout(folder)
+    up = bin_stack(
+        "--folder", str(folder), "up", "--workers", "1", "--port", str(port),
+        "--instance-db", instance_url, env=env,
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, f"cycle {cycle}: {up.stdout}{up.stderr}{logs_of(layout)}"
+        assert layout.running() == ["daemon", "w1", "webserver"], f"cycle {cycle}"
+        wait_for_log(layout, "daemon", DAEMON_READY, DAEMON_READY_SECONDS)
+        leaders = {name: int(layout.pid_file(name).read_text()) for name in layout.running()}
+        dead = [name for name, pid in leaders.items() if process_group_of(pid) != pid]
+        assert not dead, f"cycle {cycle}: {dead} exited after up{logs_of(layout)}"
+        served = httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=10)
+        assert served.status_code == 200, f"cycle {cycle}: {served.status_code}"
+    finally:
+        down = bin_stack("--folder", str(folder), "down", env=env)
+    assert down.returncode == 0, f"cycle {cycle}: {down.stdout}{down.stderr}"
+    assert layout.running() == [], f"cycle {cycle}"
+
+
+def logs_of(layout: StackLayout) -> str:
+    """Each log of the stack that mentions an error, for the failure message."""
+    shown = []
+    for log in sorted(layout.folder.glob("*.log")):
+        text = log.read_text(errors="replace")
+        if "Error" in text or "Traceback" in text:
+            shown.append(f"\n--- {log.name} (tail)\n" + "\n".join(text.splitlines()[-15:]))
+    return "".join(shown)
