@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import bench, db, dead_letter, demo, outbox, seed, status
+    from jobs_platform.cli import bench, db, dead_letter, demo, metrics, outbox, seed, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
@@ -44,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     outbox.register(commands)
     bench.register(commands)
     db.register(commands)
+    metrics.register(commands)
     return parser
 
 

@@ -35,6 +35,7 @@ from jobs_platform.engine.finalize import finalize, finish_if_unchanged
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.results import AttemptInfo, FailedAttempt, PartitionReport
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
+from jobs_platform.engine.tracing import traced_attempt
 from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError
 from jobs_platform.settings import Settings
 from jobs_platform.store import checkpoints as checkpoint_store
@@ -75,6 +76,7 @@ class PartitionRunner:
             spec, settings, self.engine, clock, rng or random.Random(), self.log, upstream
         )
 
+    @traced_attempt  # a span per attempt when OpenTelemetry is on (engine/tracing.py)
     def attempt(
         self, partition: str, info: AttemptInfo, chunk_rows: int = DEFAULT_CHUNK_ROWS
     ) -> PartitionReport | FailedAttempt:

@@ -1,0 +1,223 @@
+"""Traces of partition attempts: one OpenTelemetry span per attempt, off and free by default.
+
+On when the `otel` extra is installed (`pip install 'jobs_platform[otel]'`) and
+`OTEL_EXPORTER_OTLP_ENDPOINT` is set; spans go to that OTLP endpoint (`http/protobuf`, the
+protocol OpenTelemetry specifies as the default, or `grpc` by
+`OTEL_EXPORTER_OTLP_PROTOCOL`), the exporter reading its own `OTEL_*` variables. Off, an
+attempt costs one check of a cached None; nothing of OpenTelemetry is imported.
+
+One trace per request, derived rather than propagated: the trace id is a hash of the
+correlation id (`trace_id_for`), and every attempt span is a child of a span id derived
+the same way, which stands for the request. The correlation id is the one thing already
+carried end to end: `request_backfill` stores it in the outbox row, the outbox sensor puts
+it in each run's tags, each step reads it into `AttemptInfo`, and the attempt history
+keeps it. Deriving the trace from it needs no new column, tag or migration, and every
+process computes the same trace on its own: the application that wrote the request
+inside its transaction, the daemon, step processes on any host, retries, re-requested
+runs of a sensor tick that died, all without a context to lose on the way. A traceparent
+in the run tags instead would start the trace at the sensor, cut off from the request
+(the outbox row holds no trace context), and a repeated tick would give the same
+request's runs different parents. A person holding a correlation id, from a log line or
+`jobs-platform outbox list`, finds its trace by computing the id. The cost: the request
+itself is not a recorded span, so a trace viewer shows the attempts under a root span it
+never received. A run without a correlation id (the UI, a schedule) gets one trace per
+run, derived from the run id. When the caller already is inside a span (OpenTelemetry
+instrumentation of its own), the attempt span links to it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from jobs_platform.engine.decisions import NextStep
+from jobs_platform.engine.results import AttemptInfo, FailedAttempt, PartitionReport
+
+ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
+SPAN_NAME = "jobs_platform.attempt"
+TRACER_NAME = "jobs_platform"
+DEFAULT_SERVICE_NAME = "jobs_platform"  # unless OTEL_SERVICE_NAME names another
+# The spec's default; `grpc` needs a collector's gRPC port (4317) instead of 4318.
+DEFAULT_PROTOCOL = "http/protobuf"
+
+_UNSET = object()
+_tracer: Any = _UNSET
+_provider: Any = None  # the provider this module made, kept so its exporter lives
+_lock = threading.Lock()
+
+
+def trace_id_for(key: str) -> int:
+    """The 128-bit trace id of a correlation id (or `run:<run id>`)."""
+    return int.from_bytes(_digest(key)[:16], "big") or 1
+
+
+def request_span_id_for(key: str) -> int:
+    """The 64-bit span id that stands for the request: every attempt span's parent."""
+    return int.from_bytes(_digest(key)[16:24], "big") or 1
+
+
+def trace_key(info: AttemptInfo) -> str | None:
+    """What an attempt's trace is derived from: its correlation id, else its run."""
+    if info.correlation_id:
+        return info.correlation_id
+    return f"run:{info.run_id}" if info.run_id else None
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(f"jobs_platform/trace/{key}".encode()).digest()
+
+
+def traced_attempt(attempt: Callable) -> Callable:
+    """Wrap `PartitionRunner.attempt` in a span when tracing is on; else call it as is."""
+
+    @functools.wraps(attempt)
+    def traced(runner, partition: str, info: AttemptInfo, *args, **kwargs):
+        tracer = active_tracer()
+        if tracer is None:
+            return attempt(runner, partition, info, *args, **kwargs)
+        with _attempt_span(tracer, runner.spec.asset, partition, info) as span:
+            try:
+                result = attempt(runner, partition, info, *args, **kwargs)
+            except BaseException:
+                # A shutdown the runner re-raises; the span records the exception itself.
+                span.set_attribute("jobs_platform.outcome", "interrupted")
+                raise
+            _describe(span, result)
+            return result
+
+    return traced
+
+
+def outcome_attributes(result: PartitionReport | FailedAttempt) -> dict[str, str | int]:
+    """What an attempt's span says of its result (its outcome, attempt number, rows)."""
+    if isinstance(result, PartitionReport):
+        return {
+            "jobs_platform.outcome": "succeeded",
+            "jobs_platform.attempt": result.attempt,
+            "jobs_platform.rows": result.input_rows,
+            "jobs_platform.rows_inserted": result.counts.inserted,
+            "jobs_platform.rows_updated": result.counts.updated,
+        }
+    if result.gated:
+        outcome = "gated"  # already quarantined: refused before any work
+    elif result.decision.next_step is NextStep.BLOCKED:
+        outcome = "blocked"  # an upstream partition is not done: not attempted
+    elif result.verdict is None:
+        outcome = "busy"  # another live worker holds the lease
+    else:
+        outcome = "failed"
+    attributes: dict[str, str | int] = {
+        "jobs_platform.outcome": outcome,
+        "jobs_platform.next_step": str(result.decision.next_step),
+    }
+    if result.attempt is not None:
+        attributes["jobs_platform.attempt"] = result.attempt
+    if result.verdict is not None:
+        attributes["jobs_platform.error_class"] = str(result.verdict.classification)
+    return attributes
+
+
+def _attempt_span(tracer, asset: str, partition: str, info: AttemptInfo):
+    from opentelemetry import trace
+
+    attributes = {"jobs_platform.asset": asset, "jobs_platform.partition": partition}
+    if info.correlation_id:
+        attributes["jobs_platform.correlation_id"] = info.correlation_id
+    if info.run_id:
+        attributes["jobs_platform.run_id"] = info.run_id
+    current = trace.get_current_span().get_span_context()
+    links = [trace.Link(current)] if current.is_valid else []
+    key = trace_key(info)
+    parent = None
+    if key is not None:
+        request = trace.SpanContext(
+            trace_id=trace_id_for(key),
+            span_id=request_span_id_for(key),
+            is_remote=True,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        )
+        parent = trace.set_span_in_context(trace.NonRecordingSpan(request))
+    return tracer.start_as_current_span(
+        SPAN_NAME, context=parent, attributes=attributes, links=links
+    )
+
+
+def _describe(span, result: PartitionReport | FailedAttempt) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    attributes = outcome_attributes(result)
+    span.set_attributes(attributes)
+    if attributes["jobs_platform.outcome"] == "failed":
+        span.set_status(Status(StatusCode.ERROR, result.message[:500]))
+
+
+def active_tracer():
+    """The tracer attempts report to, or None when tracing is off (decided once a process)."""
+    global _tracer
+    if _tracer is _UNSET:
+        with _lock:
+            if _tracer is _UNSET:
+                _tracer = _tracer_from_environment()
+    return _tracer
+
+
+def use_tracer_provider(provider) -> None:
+    """Report attempts to `provider` (tests, or a process that set OpenTelemetry up itself);
+    None goes back to deciding from the environment."""
+    global _tracer
+    with _lock:
+        _tracer = _UNSET if provider is None else provider.get_tracer(TRACER_NAME)
+
+
+def _tracer_from_environment():
+    global _provider
+    # OpenTelemetry's own variables, read where they are used, as its SDK reads them.
+    if not os.environ.get(ENDPOINT_VARIABLE):
+        return None
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        exporter = _otlp_exporter()
+    except ImportError:
+        return None  # the `otel` extra is not installed: off
+    resource = Resource.create()
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": DEFAULT_SERVICE_NAME}))
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    _flush_at_exit(provider)
+    _provider = provider
+    return provider.get_tracer(TRACER_NAME)
+
+
+def _otlp_exporter():
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or DEFAULT_PROTOCOL
+    ).strip()
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    return OTLPSpanExporter()
+
+
+def _flush_at_exit(provider) -> None:
+    """Export what is batched before the process ends.
+
+    The provider flushes at interpreter exit (atexit); a multiprocessing child, which is
+    what a step process of the multiprocess executor is, ends with os._exit and runs no
+    atexit handler, only multiprocessing's own finalizers: flush there too.
+    """
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, provider.force_flush, exitpriority=100)

@@ -1,0 +1,165 @@
+"""Specifications of `/metrics`: the contract's names, its labels, the cache, the server."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import urllib.error
+import urllib.request
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from jobs_platform.metrics.exposition import (
+    METRIC_NAMES,
+    CachedReading,
+    metric_families,
+    metrics_registry,
+)
+from jobs_platform.metrics.reader import read_metrics
+from jobs_platform.metrics.server import bind, metrics_app
+from jobs_platform_tests.store.factories import AT, SECOND, a_partition, an_attempt
+
+NOW = AT + 3600 * SECOND
+KEYS = {"items": ["2024-01-01", "2024-01-02"]}
+ALLOWED_LABELS = {"asset", "status", "outcome", "error_class", "le"}
+
+
+def exposed(reading) -> dict[str, list]:
+    """Each family's samples as Prometheus parses the text `/metrics` serves."""
+    text = generate_latest(metrics_registry(CachedReading(lambda: reading))).decode()
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
+def test_the_families_are_the_contracts_names(connection):
+    reading = read_metrics(connection, KEYS, now=NOW)
+
+    names = [family.name for family in metric_families(reading)]
+
+    # prometheus_client names a counter family without `_total`; its samples have it.
+    assert [f"{n}_total" if n in ("jobs_platform_attempts", "jobs_platform_rows_written")
+            else n for n in names] == list(METRIC_NAMES)  # fmt: skip
+
+
+def test_partition_keys_are_never_labels(connection):
+    for day in KEYS["items"]:
+        a_partition(connection, partition=day, status="done", row_count=10)
+        an_attempt(connection, partition=day, outcome="succeeded")
+
+    families = exposed(read_metrics(connection, KEYS, now=NOW))
+
+    labels = {name for samples in families.values() for s in samples for name in s.labels}
+    assert labels <= ALLOWED_LABELS
+    values = {
+        value for samples in families.values() for s in samples for value in s.labels.values()
+    }
+    assert not values & set(KEYS["items"])
+
+
+def test_the_exposition_reads_back_the_figures(connection):
+    a_partition(connection, partition="2024-01-01", status="done", row_count=10)
+    an_attempt(connection, partition="2024-01-01", outcome="succeeded")
+    an_attempt(connection, partition="2024-01-02", outcome="failed", error_class="terminal")
+
+    families = exposed(read_metrics(connection, KEYS, now=NOW))
+
+    partitions = {s.labels["status"]: s.value for s in families["jobs_platform_partitions"]}
+    assert partitions == {"done": 1, "failed": 0, "quarantined": 0, "missing": 1, "in_flight": 0}
+    attempts = {
+        (s.labels["outcome"], s.labels["error_class"]): s.value
+        for s in families["jobs_platform_attempts"]
+        if s.name == "jobs_platform_attempts_total"
+    }
+    assert attempts == {("succeeded", "none"): 1, ("failed", "terminal"): 1}
+    durations = {s.name: s.value for s in families["jobs_platform_attempt_duration_seconds"]
+                 if "le" not in s.labels}  # fmt: skip
+    assert durations == {
+        "jobs_platform_attempt_duration_seconds_count": 2,
+        "jobs_platform_attempt_duration_seconds_sum": 2.0,
+    }
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_scrapes_within_the_cache_age_cost_one_reading():
+    reads = []
+    clock = Clock()
+    cache = CachedReading(lambda: reads.append(1) or len(reads), max_age_seconds=5, clock=clock)
+
+    first = [cache.get() for _ in range(10)]
+    clock.now = 5.0
+    after = cache.get()
+
+    assert (first, after) == ([1] * 10, 2)
+
+
+def test_concurrent_scrapes_wait_for_one_reading_instead_of_starting_their_own():
+    started, release, reads = threading.Event(), threading.Event(), []
+
+    def slow_read():
+        reads.append(1)
+        started.set()
+        release.wait(10)
+        return len(reads)
+
+    cache = CachedReading(slow_read, max_age_seconds=60)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get())) for _ in range(8)]
+    threads[0].start()
+    assert started.wait(10)
+    for thread in threads[1:]:
+        thread.start()
+    release.set()
+    for thread in threads:
+        thread.join(10)
+
+    assert (len(reads), results) == (1, [1] * 8)
+
+
+def test_a_failed_reading_is_not_kept():
+    outcomes = iter([RuntimeError("warehouse down"), 7])
+
+    def read():
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    cache = CachedReading(read, max_age_seconds=60)
+    with contextlib.suppress(RuntimeError):
+        cache.get()
+
+    assert cache.get() == 7
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_a_reading_the_warehouse_refuses_answers_503_naming_why_and_nothing_else():
+    def refused():
+        raise RuntimeError("connection refused by 127.0.0.1:5432\nsecond line of the error")
+
+    server = bind(metrics_app(metrics_registry(CachedReading(refused))), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        responses = {path: get(base + path) for path in ("/metrics", "/", "/other")}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert responses["/metrics"] == (503, "connection refused by 127.0.0.1:5432\n")
+    assert responses["/"][0] == 200 and "/metrics" in responses["/"][1]
+    assert responses["/other"][0] == 404
