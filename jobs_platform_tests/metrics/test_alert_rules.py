@@ -7,11 +7,13 @@ import re
 import subprocess
 
 from jobs_platform.metrics.exposition import METRIC_NAMES
-from jobs_platform_tests.metrics.prometheus_tools import required_binary
-from jobs_platform_tests.support import REPO_ROOT
+from jobs_platform_tests.metrics.prometheus_tools import (
+    DASHBOARD,
+    PROMETHEUS_DIR,
+    dashboard_expressions,
+    required_binary,
+)
 
-PROMETHEUS_DIR = REPO_ROOT / "deploy" / "prometheus"
-DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "jobs_platform.json"
 METRIC_NAME = re.compile(r"\bjobs_platform_[a-z_]+")
 HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
 
@@ -50,11 +52,6 @@ def test_every_alert_names_only_metrics_of_the_contract():
     names = set(METRIC_NAME.findall((PROMETHEUS_DIR / "alerts.yaml").read_text()))
 
     assert names and names <= set(METRIC_NAMES)
-
-
-def dashboard_expressions() -> list[str]:
-    dashboard = json.loads(DASHBOARD.read_text())
-    return [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
 
 
 def test_the_dashboard_is_json_grafana_can_import():

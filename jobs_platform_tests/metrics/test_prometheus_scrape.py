@@ -26,8 +26,11 @@ import pytest
 
 from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform_tests.metrics.prometheus_tools import required_binary
-from jobs_platform_tests.metrics.test_alert_rules import PROMETHEUS_DIR, dashboard_expressions
+from jobs_platform_tests.metrics.prometheus_tools import (
+    PROMETHEUS_DIR,
+    dashboard_expressions,
+    required_binary,
+)
 from jobs_platform_tests.support import materialize
 
 GOOD = dt.date(2024, 6, 1)
