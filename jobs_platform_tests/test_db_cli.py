@@ -1,4 +1,5 @@
-"""`jobs-platform db upgrade [--sql] | current | check`, and read commands on a warehouse behind.
+"""`jobs-platform db upgrade [-m MODULE] [--sql] | current | check`, and read commands on a
+warehouse behind.
 
 Real subprocesses, as a deploy script, a CI job or a DBA runs them.
 """
@@ -27,6 +28,9 @@ from jobs_platform_tests.support import run_cli, wait_for
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 UPGRADE_LINE = "run: jobs-platform db upgrade"
 PASSWORD = "hunter2"  # the test server trusts local connections: any password is accepted
+# A user's code location with one backfill over its own table; loaded by the CLI only.
+ACME = "jobs_platform_tests.locations.acme"
+EXAMPLE_TABLES = {"orders", "daily_revenue", "customer_order_history"}
 
 
 @pytest.fixture
@@ -38,8 +42,8 @@ def url(warehouse_url) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def jobs_platform(url: str, *args: str) -> subprocess.CompletedProcess:
-    finished = run_cli([JOBS_PLATFORM, *args], {"JOBS_PLATFORM_DATABASE_URL": url})
+def jobs_platform(url: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    finished = run_cli([JOBS_PLATFORM, *args], {"JOBS_PLATFORM_DATABASE_URL": url, **env})
     assert PASSWORD not in finished.stdout + finished.stderr
     return finished
 
@@ -66,6 +70,7 @@ def test_db_check_exits_1_on_an_empty_warehouse_and_0_after_db_upgrade(url):
     assert f"upgraded from an empty schema to {head_revision()}" in upgraded.stdout
     assert at_head.returncode == 0
     assert f"is at head {head_revision()}" in at_head.stdout
+    assert table_names(url) >= EXAMPLE_TABLES  # without -m: the bundled example's tables
 
 
 def test_db_check_exits_1_on_a_warehouse_one_revision_behind(url):
@@ -107,7 +112,7 @@ def test_db_upgrade_sql_holds_only_what_the_warehouse_lacks(url):
 
     assert printed.returncode == 0, printed.stderr
     assert "CREATE INDEX IF NOT EXISTS ix_jp_quarantine_status" in printed.stdout
-    assert "CREATE TABLE" not in printed.stdout
+    assert "CREATE TABLE jp_" not in printed.stdout
     index_names = {
         i["name"] for i in sa.inspect(warehouse_engine(url)).get_indexes("jp_quarantine")
     }
@@ -138,11 +143,15 @@ def test_two_db_upgrades_at_once_on_postgresql_make_one_upgrade_and_both_succeed
         outputs = [upgrader.communicate(timeout=120) for upgrader in upgraders]
 
     assert [upgrader.returncode for upgrader in upgraders] == [0, 0], outputs
-    said = sorted(stdout.splitlines()[-1] for stdout, _ in outputs)
+    said = sorted(stdout.splitlines()[2] for stdout, _ in outputs)
     assert said == [
         f"already at head {head_revision()}",
         f"upgraded from an empty schema to {head_revision()}",
     ]
+    created = [line for stdout, _ in outputs for line in stdout.splitlines() if "created" in line]
+    assert sorted(created) == sorted(
+        f"created table {name} (backfill {name})" for name in EXAMPLE_TABLES
+    )  # each backfill table by one of them
     with engine.connect() as connection:
         versions = connection.execute(sa.text("SELECT version_num FROM jp_alembic_version"))
         assert list(versions.scalars()) == [head_revision()]
@@ -195,3 +204,77 @@ def test_the_demo_needs_no_set_up_on_the_embedded_default(tmp_path):
         [JOBS_PLATFORM, "db", "current"], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert f"{head_revision()} (head)" in current.stdout
+
+
+def test_db_check_with_a_module_exits_1_naming_its_missing_table_and_0_after_db_upgrade(pg_url):
+    jobs_platform(pg_url, "db", "upgrade", "-m", "jobs_platform_tests.locations.single_run")
+    lacking = jobs_platform(pg_url, "db", "check", "-m", ACME)
+    upgraded = jobs_platform(pg_url, "db", "upgrade", "-m", ACME)
+    at_head = jobs_platform(pg_url, "db", "check", "-m", ACME)
+
+    assert lacking.returncode == 1
+    assert f"lacks the table acme_events of backfill acme_events (code location {ACME})" in (
+        lacking.stdout
+    )
+    assert f"run: jobs-platform db upgrade -m {ACME}" in lacking.stdout
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "created table acme_events (backfill acme_events)" in upgraded.stdout
+    assert at_head.returncode == 0, at_head.stdout
+    assert "acme_events" in table_names(pg_url)
+    assert "customer_order_history" not in table_names(pg_url)  # only the locations' tables
+
+
+def test_db_upgrade_sql_with_a_module_prints_its_create_table_and_changes_nothing(url):
+    printed = jobs_platform(url, "db", "upgrade", "-m", ACME, "--sql")
+
+    assert printed.returncode == 0, printed.stderr
+    script = printed.stdout
+    assert "CREATE TABLE acme_events" in script
+    assert "PRIMARY KEY (day, source, event_id)" in script
+    assert script.index("CREATE TABLE jp_alembic_version") < script.index("CREATE TABLE acme")
+    assert "CREATE TABLE orders" not in script
+    assert "missing backfill table(s)" in printed.stderr and "nothing was changed" in printed.stderr
+    assert table_names(url) == set()
+
+
+def test_db_upgrade_with_a_module_leaves_an_existing_backfill_table_as_it_is(pg_url):
+    with warehouse_engine(pg_url).begin() as connection:
+        connection.execute(sa.text("CREATE TABLE acme_events (day date, note text)"))
+
+    upgraded = jobs_platform(pg_url, "db", "upgrade", "-m", ACME)
+
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "backfill tables already there, left as they are: acme_events" in upgraded.stdout
+    columns = sa.inspect(warehouse_engine(pg_url)).get_columns("acme_events")
+    assert [column["name"] for column in columns] == ["day", "note"]
+
+
+def test_jobs_platform_module_is_the_code_location_when_m_is_not_given(pg_url):
+    upgraded = jobs_platform(pg_url, "db", "upgrade", JOBS_PLATFORM_MODULE=ACME)
+
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"code location: {ACME}" in upgraded.stdout
+    assert "acme_events" in table_names(pg_url)
+    assert not EXAMPLE_TABLES & table_names(pg_url)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["db", "upgrade"],
+        ["db", "check"],
+        ["status"],
+        ["dead-letter", "list"],
+        ["dead-letter", "requeue", "acme_events", "2024-01-03"],
+        ["outbox", "list"],
+    ],
+)
+def test_a_module_that_does_not_exist_gives_one_line_and_exit_2(pg_url, command):
+    upgrade_warehouse(warehouse_engine(pg_url))
+
+    finished = jobs_platform(pg_url, *command, "-m", "acme_typo.defs")
+
+    assert finished.returncode == 2
+    [line] = finished.stderr.strip().splitlines()
+    assert line.startswith("error: cannot import code location 'acme_typo.defs'")
+    assert "pass -m MODULE" in line

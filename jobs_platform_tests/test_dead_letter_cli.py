@@ -14,17 +14,25 @@ from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
 from jobs_platform.store.quarantine import mark_requeue_launched, requeue_partition
+from jobs_platform_tests.store.factories import a_quarantine_entry
 from jobs_platform_tests.support import (
     engine_from,
     materialize,
+    platform_environment,
     record_requested_run,
     run_cli,
     table_snapshot,
+    upgraded_warehouse,
 )
 
 DAY = dt.date(2024, 8, 1)
 PARTITION = DAY.isoformat()
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
+DAGSTER = str(Path(sys.executable).with_name("dagster"))
+# A user's code location with one backfill, `acme_events` over its own table (natural key
+# day, source, event_id) from `<landing>/acme_events/DAY.csv`; loaded by subprocesses only.
+ACME = "jobs_platform_tests.locations.acme"
+ACME_DAY = "2024-01-03"
 LIST_FIELDS = {
     "asset", "partition", "status", "attempts", "error_class", "last_error",
     "first_failed_at", "last_failed_at",
@@ -112,3 +120,61 @@ def test_a_second_requeue_is_refused_while_the_first_ones_run_exists(pg_platform
 
     assert finished.returncode == 2
     assert f"is already requeued: its run {run.run_id} is started" in finished.stderr
+
+
+def write_acme_events(env, lines: list[str]) -> None:
+    path = Path(env["JOBS_PLATFORM_LANDING"]) / "acme_events" / f"{ACME_DAY}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(["source,event_id,amount_cents", *lines]) + "\n")
+
+
+def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_partition(
+    pg_url, tmp_path
+):
+    env = platform_environment(pg_url, tmp_path)
+    deployed = run_cli([JOBS_PLATFORM, "db", "upgrade", "-m", ACME], env)
+    assert deployed.returncode == 0, deployed.stderr
+    write_acme_events(env, ["web,1,100", "web,2,oops"])  # a poison day
+    poisoned = run_cli(
+        [DAGSTER, "asset", "materialize", "-m", ACME, "--select", "acme_events",
+         "--partition", ACME_DAY],
+        env,
+    )  # fmt: skip
+    assert poisoned.returncode != 0
+
+    (listed,) = json.loads(cli(env, "list", "-m", ACME, "--json").stdout)
+    shown = json.loads(cli(env, "show", "-m", ACME, "acme_events", ACME_DAY, "--json").stdout)
+    write_acme_events(env, ["web,1,100", "web,2,200", "app,1,5"])  # the input is fixed
+    requeued = cli(env, "requeue", "-m", ACME, "acme_events", ACME_DAY)
+
+    assert (listed["asset"], listed["partition"], listed["attempts"]) == (
+        "acme_events",
+        ACME_DAY,
+        1,
+    )
+    assert "line 3, field 'amount_cents'" in listed["last_error"]
+    assert f"acme_events/{ACME_DAY} succeeded" in requeued.stdout
+    assert json.loads(cli(env, "list", "-m", ACME, "--json").stdout) == []
+    day = dt.date.fromisoformat(ACME_DAY)
+    assert table_snapshot(engine_from(env), "acme_events") == [
+        (day, "app", 1, 5),
+        (day, "web", 1, 100),
+        (day, "web", 2, 200),
+    ]
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        [run] = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: requeue_run_key(shown["id"])}))
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_requeue_in_a_location_without_the_asset_releases_nothing(pg_url, tmp_path):
+    env = platform_environment(pg_url, tmp_path)
+    with upgraded_warehouse(pg_url).begin() as connection:
+        a_quarantine_entry(connection, asset="acme_events", partition=ACME_DAY)
+
+    refused = run_cli([JOBS_PLATFORM, "dead-letter", "requeue", "acme_events", ACME_DAY], env)
+
+    assert refused.returncode == 2
+    [line] = refused.stderr.strip().splitlines()
+    assert "code location jobs_platform.definitions has no backfill 'acme_events'" in line
+    (entry,) = json.loads(cli(env, "list", "--json").stdout)
+    assert (entry["asset"], entry["status"]) == ("acme_events", "quarantined")

@@ -9,8 +9,16 @@ from pathlib import Path
 
 from jobs_platform.examples.orders.assets import daily_partitions, daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform_tests.support import materialize, run_cli
+from jobs_platform_tests.support import (
+    materialize,
+    platform_environment,
+    run_cli,
+    upgraded_warehouse,
+)
 
+JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
+# A user's code location with one backfill, `acme_events`; loaded by the CLI only.
+ACME = "jobs_platform_tests.locations.acme"
 FIRST = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 3)
 
@@ -67,3 +75,15 @@ def test_platform_health_schedule_refreshes_figures_and_quarantine_checks(platfo
     assert checks[("platform_health", "nothing_quarantined")] is False
     health = result.get_asset_materialization_events()[0].materialization.metadata
     assert health["orders/quarantined"].value == 1
+
+
+def test_status_with_a_module_reports_that_locations_backfills(pg_url, tmp_path):
+    upgraded_warehouse(pg_url)
+    env = platform_environment(pg_url, tmp_path)
+
+    finished = run_cli([JOBS_PLATFORM, "status", "-m", ACME, "--json"], env)
+
+    assert finished.returncode == 0, finished.stderr
+    report = json.loads(finished.stdout)
+    assert list(report["assets"]) == ["acme_events"]
+    assert report["assets"]["acme_events"]["done"] == 0

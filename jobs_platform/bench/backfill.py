@@ -44,6 +44,7 @@ from jobs_platform.bench.database import (
     server_facts,
     snapshot_row_versions,
 )
+from jobs_platform.cli.code_location import code_location_module
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
 from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
 from jobs_platform.examples.orders.seed import ORDER_ID_EPOCH, iter_days, seed_orders
@@ -82,8 +83,13 @@ def run_backfill_bench(
     via: str = "process",
     execution: str = "default",
     rerun: bool = True,
+    module: str | None = None,
 ) -> dict:
-    """Time both ways of loading the same days; the DESIGN §4 JSON shape plus "notes"."""
+    """Time both ways of loading the same days; the DESIGN §4 JSON shape plus "notes".
+
+    `module`: with `via="daemon"`, the code location the webserver and daemon load (its
+    `orders` and `daily_revenue` backfills run); the in-process path materializes the
+    example's `orders` asset itself and loads no location."""
     if partitions < 1 or rows_per_partition < 1 or chunk_rows < 1:
         raise ValueError("--partitions, --rows-per-partition and --chunk-rows must be >= 1")
     if runs not in RUN_MODES:
@@ -92,6 +98,8 @@ def run_backfill_bench(
         raise ValueError(f"--via must be one of {', '.join(VIA)}, got {via!r}")
     if execution not in UI_EXECUTION:
         raise ValueError(f"--execution must be one of {', '.join(UI_EXECUTION)}")
+    if module is not None and via != "daemon":
+        raise ValueError("-m applies to --via daemon: --via process loads no code location")
     load_before = _load_average()
     last_day = ORDER_ID_EPOCH + dt.timedelta(days=partitions - 1)
     days = [day.isoformat() for day in iter_days(ORDER_ID_EPOCH, last_day)]
@@ -115,8 +123,9 @@ def run_backfill_bench(
                 create_user_tables(warehouse, orders_table, daily_revenue_table)
                 run_config = _ui_run_config(chunk_rows, execution)
                 ui = run_daemon_bench(
-                    url, landing, Path(folder) / "daemon", days, run_config, rerun=rerun
-                )
+                    url, landing, Path(folder) / "daemon", days, run_config, rerun=rerun,
+                    module=code_location_module(module),
+                )  # fmt: skip
                 _expect_rows(url, expected_rows, "UI-path backfill")
             figures = _daemon_figures(
                 ui, plain_seconds, partitions, rows_per_partition, chunk_rows, rss,

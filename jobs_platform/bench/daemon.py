@@ -41,6 +41,8 @@ from jobs_platform.bench.database import new_row_versions, snapshot_row_versions
 from jobs_platform.store.db import normalize_url
 
 ASSETS = ("orders", "daily_revenue")
+# The bundled example; `bench backfill -m MODULE` names another location serving the
+# same `orders` and `daily_revenue` backfills (e.g. one with another backfill policy).
 LOCATION_MODULE = "jobs_platform.definitions"
 BACKFILL_TAG = "dagster/backfill"
 # The repository's own instance settings, as `dagster dev` in the repo root uses them.
@@ -97,8 +99,9 @@ def ui_backfill_params(days: list[str], run_config: dict | None) -> dict:
 class DagsterStack:
     """A webserver and a daemon on a scratch instance, stopped (process groups) on exit."""
 
-    def __init__(self, folder: Path, env: dict[str, str]):
+    def __init__(self, folder: Path, env: dict[str, str], module: str = LOCATION_MODULE):
         self.folder = folder
+        self.module = module
         self.home = folder / "dagster_home"
         self.home.mkdir(parents=True)
         if REPO_DAGSTER_YAML.exists():
@@ -117,7 +120,7 @@ class DagsterStack:
         with dg.DagsterInstance.from_config(str(self.home)):
             pass
         bin_dir = Path(sys.executable).parent
-        location = ["-m", LOCATION_MODULE]
+        location = ["-m", self.module]
         self._start("daemon", [str(bin_dir / "dagster-daemon"), "run", *location])
         self._start(
             "webserver",
@@ -295,11 +298,14 @@ def run_daemon_bench(
     run_config: dict | None,
     *,
     rerun: bool = True,
+    module: str = LOCATION_MODULE,
 ) -> dict:
-    """The UI-path backfill into the (empty) schema at `url`, then its unchanged re-run."""
+    """The UI-path backfill into the (empty) schema at `url`, then its unchanged re-run.
+
+    The webserver and the daemon load the code location `module`."""
     env = {"JOBS_PLATFORM_DATABASE_URL": url, "JOBS_PLATFORM_LANDING": landing}
     rerun_figures, rewritten = None, None
-    with DagsterStack(folder, env) as stack:
+    with DagsterStack(folder, env, module) as stack:
         first = timed_ui_backfill(stack, days, run_config)
         if rerun:
             engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)

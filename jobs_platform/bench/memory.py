@@ -2,14 +2,14 @@
 
 One day of `rows` orders is seeded, then materialized with
 `dagster asset materialize -m jobs_platform.definitions --select orders --partition D`
-(the step in its own process, under the multiprocess executor) with `chunk_rows`, under
-`/usr/bin/time -f %M`: the kernel's peak RSS over that command and the processes it
-waited for (the step process is the largest), as `/usr/bin/time -v` reports it. Seeding
-runs in a process of its own: a child started from a large parent would inherit the
-parent's peak in its `ru_maxrss` (vfork + exec records the parent's high-water mark).
-The step process's own VmHWM, sampled from /proc, is reported beside it. Run it at two
-or more sizes and read the slope: a worker bounded by the chunk does not grow with the
-partition.
+(or `-m` another code location serving `orders`; the step in its own process, under the
+multiprocess executor) with `chunk_rows`, under `/usr/bin/time -f %M`: the kernel's peak
+RSS over that command and the processes it waited for (the step process is the largest),
+as `/usr/bin/time -v` reports it. Seeding runs in a process of its own: a child started
+from a large parent would inherit the parent's peak in its `ru_maxrss` (vfork + exec
+records the parent's high-water mark). The step process's own VmHWM, sampled from /proc,
+is reported beside it. Run it at two or more sizes and read the slope: a worker bounded
+by the chunk does not grow with the partition.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ DAY = dt.date(2024, 3, 1)
 TIME = "/usr/bin/time"  # GNU time (Debian's `time` package)
 
 
-def run_memory_bench(database_url: str, rows: int, chunk_rows: int) -> dict:
+def run_memory_bench(
+    database_url: str, rows: int, chunk_rows: int, module: str = "jobs_platform.definitions"
+) -> dict:
     if rows < 1 or chunk_rows < 1:
         raise ValueError("--rows and --chunk-rows must be >= 1")
     import dagster as dg
@@ -72,7 +74,7 @@ def run_memory_bench(database_url: str, rows: int, chunk_rows: int) -> dict:
             command = [
                 TIME, "-f", "%M", "-o", str(peak_file),
                 str(bin_dir / "dagster"), "asset", "materialize",
-                "-m", "jobs_platform.definitions", "--select", "orders",
+                "-m", module, "--select", "orders",
                 "--partition", DAY.isoformat(),
                 "--config-json", json.dumps(config),
             ]  # fmt: skip

@@ -42,16 +42,27 @@ IN_FLIGHT = 3  # partitions per asset with a live lease
 INSERT_BATCH = 5_000
 
 
-def run_status_bench(database_url: str, partition_count: int, quarantined: int, repeats: int = 3):
-    """Build the warehouse, time the commands; a JSON-ready dict."""
+def run_status_bench(
+    database_url: str,
+    partition_count: int,
+    quarantined: int,
+    repeats: int = 3,
+    module: str | None = None,
+):
+    """Build the warehouse, time the commands; a JSON-ready dict.
+
+    `module`: the code location whose backfills get the partition rows and whose `status`
+    is timed (resolved as `-m` is: then $JOBS_PLATFORM_MODULE, then the bundled example).
+    """
     if partition_count < 1 or quarantined < 0 or quarantined > partition_count or repeats < 1:
         raise ValueError("need --partitions >= 1, 0 <= --quarantined <= --partitions, repeats >= 1")
     import dagster as dg
 
-    from jobs_platform.cli.code_location import load_definitions
+    from jobs_platform.cli.code_location import code_location_module, load_definitions
     from jobs_platform.orchestration.tags import BACKFILL_TAG
 
-    defs = load_definitions()
+    module = code_location_module(module)
+    defs = load_definitions(module)
 
     assets = sorted(
         spec.key.to_user_string()
@@ -78,12 +89,14 @@ def run_status_bench(database_url: str, partition_count: int, quarantined: int, 
         env.pop("JOBS_PLATFORM_FAILPOINTS", None)
         cli = str(Path(sys.executable).with_name("jobs-platform"))
         results = {
-            "status_cli": _timed(repeats, lambda: _run([cli, "status", "--json"], env, folder)),
+            "status_cli": _timed(
+                repeats, lambda: _run([cli, "status", "-m", module, "--json"], env, folder)
+            ),
             "dead_letter_list_cli": _timed(
                 repeats, lambda: _run([cli, "dead-letter", "list", "--json"], env, folder)
             ),
         }
-        results.update(_in_process(url, home, repeats))
+        results.update(_in_process(url, home, repeats, module))
         listed = _run([cli, "dead-letter", "list", "--json"], env, folder)
     return {
         "partitions_per_asset": partition_count,
@@ -184,7 +197,7 @@ def _attempt(asset: str, key: str, number: int, at: dt.datetime, error_class: st
     }  # fmt: skip
 
 
-def _in_process(url: str, home: Path, repeats: int) -> dict[str, dict]:
+def _in_process(url: str, home: Path, repeats: int, module: str) -> dict[str, dict]:
     import dagster as dg
 
     from jobs_platform.cli.code_location import load_definitions
@@ -194,7 +207,7 @@ def _in_process(url: str, home: Path, repeats: int) -> dict[str, dict]:
     from jobs_platform.settings import Settings
     from jobs_platform.store import quarantine as quarantine_store
 
-    defs = load_definitions()
+    defs = load_definitions(module)
     # The asset as the code location declares it (not resolved: that one has the
     # location's resources bound, and this run brings its own).
     platform_health = next(

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from jobs_platform.cli.code_location import add_module_option
+
 # Targets the figures are read against (docs/BENCHMARKS.md says why these).
 UPSERT_TARGETS = (
     ("raw_copy_append", 0.5, "framework upsert >= 0.5 x raw COPY append"),
@@ -29,6 +31,7 @@ def register(commands) -> None:
     upsert.set_defaults(handler=run_upsert)
 
     backfill = kinds.add_parser("backfill", help="the orders backfill through Dagster vs a script")
+    add_module_option(backfill)  # with --via daemon: a location serving orders, daily_revenue
     backfill.add_argument("--partitions", type=int, required=True, metavar="P")
     backfill.add_argument("--rows-per-partition", type=int, required=True, metavar="R")
     # The default is the asset's (engine.spec.DEFAULT_CHUNK_ROWS), looked up when the
@@ -72,6 +75,7 @@ def register(commands) -> None:
     memory = kinds.add_parser(
         "memory", help="peak RSS of one large orders partition (dagster asset materialize)"
     )
+    add_module_option(memory)  # a location serving `orders`
     memory.add_argument("--rows", type=int, required=True, metavar="N")
     memory.add_argument("--chunk-rows", type=int, default=50_000, metavar="C",
                         help="rows per chunk (default 50,000)")  # fmt: skip
@@ -81,6 +85,7 @@ def register(commands) -> None:
     status = kinds.add_parser(
         "status", help="status, dead-letter list and platform_health on a large warehouse"
     )
+    add_module_option(status)
     status.add_argument("--partitions", type=int, default=10_000, metavar="N",
                         help="partition rows per backfill asset (default 10,000)")  # fmt: skip
     status.add_argument("--quarantined", type=int, default=1_000, metavar="Q",
@@ -111,6 +116,9 @@ def run_backfill(args: argparse.Namespace) -> int:
     from jobs_platform.bench.backfill import run_backfill_bench
     from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
 
+    if args.module and args.via != "daemon":  # before a scratch database is made
+        raise ValueError("-m applies to --via daemon: --via process loads no code location")
+
     def bench(url: str) -> dict:
         return run_backfill_bench(
             url,
@@ -121,6 +129,7 @@ def run_backfill(args: argparse.Namespace) -> int:
             via=args.via,
             execution=args.execution,
             rerun=not args.no_rerun,
+            module=args.module,
         )
 
     return _run(args, bench, _print_backfill)
@@ -128,8 +137,12 @@ def run_backfill(args: argparse.Namespace) -> int:
 
 def run_memory(args: argparse.Namespace) -> int:
     from jobs_platform.bench.memory import run_memory_bench
+    from jobs_platform.cli.code_location import code_location_module
 
-    return _run(args, lambda url: run_memory_bench(url, args.rows, args.chunk_rows), _print_memory)
+    module = code_location_module(args.module)
+    return _run(
+        args, lambda url: run_memory_bench(url, args.rows, args.chunk_rows, module), _print_memory
+    )
 
 
 def _print_memory(figures: dict) -> None:
@@ -146,7 +159,9 @@ def run_status(args: argparse.Namespace) -> int:
     from jobs_platform.bench.status import run_status_bench
 
     def bench(url: str) -> dict:
-        return run_status_bench(url, args.partitions, args.quarantined, args.repeats)
+        return run_status_bench(
+            url, args.partitions, args.quarantined, args.repeats, module=args.module
+        )
 
     return _run(args, bench, _print_status)
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import dagster as dg
+
+    from jobs_platform.engine.spec import BackfillSpec
 
 CODE_LOCATION_MODULE = "jobs_platform.definitions"
 MODULE_VARIABLE = "JOBS_PLATFORM_MODULE"
@@ -38,20 +42,80 @@ def code_location_module(module: str | None = None) -> str:
     return module or os.environ.get(MODULE_VARIABLE) or CODE_LOCATION_MODULE
 
 
+def named_module(module: str | None = None) -> str | None:
+    """The code location `-m` or $JOBS_PLATFORM_MODULE names; None when neither names one.
+
+    For the commands that read the whole warehouse unless told which location to look at.
+    """
+    return module or os.environ.get(MODULE_VARIABLE) or None
+
+
 def load_definitions(module: str | None = None) -> dg.Definitions:
     """The code location's module-level `defs`; a clear error when there is none."""
     name = code_location_module(module)
+    _search_working_directory()
     try:
         loaded = importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        raise LookupError(
-            f"cannot import code location {name!r}: {exc}; pass -m MODULE (a module with "
-            f"`defs`) or set {MODULE_VARIABLE}"
-        ) from None
+        raise _not_found(name, exc) from None
     defs = getattr(loaded, "defs", None)
     if defs is None:
         raise LookupError(f"code location {name!r} has no module-level `defs`")
     return defs
+
+
+def require_module(module: str | None = None) -> str:
+    """The code location's name, once found; its code is not run (so Dagster not imported).
+
+    For a command that takes `-m` but does not need the location's definitions: a
+    mistyped name still fails in one line.
+    """
+    name = code_location_module(module)
+    _search_working_directory()
+    try:
+        found = importlib.util.find_spec(name)
+    except ModuleNotFoundError as exc:  # a missing parent package
+        raise _not_found(name, exc) from None
+    if found is None:
+        raise _not_found(name, f"No module named {name!r}")
+    return name
+
+
+def _search_working_directory() -> None:
+    # As `dagster … -m` finds a module of the working directory, so does the CLI (a
+    # console script's path holds its own folder, not the working directory). Appended,
+    # so that an installed package is never shadowed by a folder of the same name.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+
+
+def _not_found(name: str, reason: object) -> LookupError:
+    return LookupError(
+        f"cannot import code location {name!r}: {reason}; pass -m MODULE (a module with "
+        f"`defs`) or set {MODULE_VARIABLE}"
+    )
+
+
+def location_backfills(definitions: dg.Definitions) -> list[BackfillSpec]:
+    """The backfills of a loaded code location (its `backfill_asset` assets), in its order.
+
+    The process's registry holds every backfill declared by the modules imported so far,
+    which may be more than the location serves (a location importing another's module);
+    only the location's own assets count.
+    """
+    from jobs_platform.orchestration.registry import backfill_specs
+    from jobs_platform.orchestration.tags import BACKFILL_TAG
+
+    declared = backfill_specs()
+    names = [
+        spec.key.to_user_string()
+        for spec in definitions.resolve_all_asset_specs()
+        if spec.tags.get(BACKFILL_TAG) == "true"
+    ]
+    unknown = [name for name in names if name not in declared]
+    if unknown:
+        raise LookupError(f"backfill assets {unknown} were not declared by backfill_asset")
+    return [declared[name] for name in names]
 
 
 def dagster_instance() -> dg.DagsterInstance:

@@ -1,102 +1,202 @@
-"""`jobs-platform db upgrade [--sql] | current | check`: the framework's tables at deploy time."""
+"""`jobs-platform db upgrade [-m MODULE] [--sql] | current | check`: the deploy step.
+
+The framework's tables are migrated (Alembic); then the code location's backfills get
+their tables created when missing, never altered: a backfill's table is the user's, and
+a change to it is the user's own migration.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-# `db check`: 0 at head, 1 behind (or at a revision this version does not know).
+from jobs_platform.cli.code_location import add_module_option
+
+if TYPE_CHECKING:
+    from jobs_platform.engine.spec import BackfillSpec
+
+# `db check`: 0 at head with every backfill table there; 1 behind (or at a revision this
+# version does not know) or a backfill table missing.
 EXIT_BEHIND = 1
 EXIT_UNREACHABLE = 2
 
 
 def register(commands) -> None:
-    parser = commands.add_parser("db", help="migrate the framework's tables (a deploy step)")
+    parser = commands.add_parser(
+        "db", help="migrate the framework's tables, create the backfills' (a deploy step)"
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     upgrade = actions.add_parser(
-        "upgrade", help="upgrade the warehouse's framework tables to this version's head"
+        "upgrade",
+        help="upgrade the framework's tables to this version's head, then create the code "
+        "location's missing backfill tables (an existing table is never altered)",
     )
+    add_module_option(upgrade)
     upgrade.add_argument(
         "--sql", action="store_true", help="print the SQL for a DBA to run instead; change nothing"
     )
     upgrade.set_defaults(handler=run_upgrade)
-    current = actions.add_parser("current", help="show the warehouse's schema revision")
+    current = actions.add_parser(
+        "current", help="show the warehouse's schema revision and the backfill tables it lacks"
+    )
+    add_module_option(current)
     current.set_defaults(handler=run_current)
-    check = actions.add_parser("check", help="exit 1 when the warehouse is behind, 0 at head")
+    check = actions.add_parser(
+        "check", help="exit 1 when the warehouse is behind or lacks a backfill table, else 0"
+    )
+    add_module_option(check)
     check.set_defaults(handler=run_check)
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
-    from jobs_platform.store.migrate import upgrade_warehouse, write_upgrade_sql
+    from jobs_platform.store.migrate import (
+        deploy_warehouse,
+        write_upgrade_sql,
+        write_user_tables_sql,
+    )
 
-    engine, url = _warehouse()
+    # The code location is loaded first: a mistyped module changes nothing.
+    module, backfills = _location(args.module)
+    tables = [spec.table for spec in backfills]
+    engine, url = _warehouse(changes=not args.sql)
     try:
         if args.sql:
             # stdout is the script alone, so that it can be piped to psql or saved for review.
             state = write_upgrade_sql(engine, sys.stdout)
-            note = "nothing to do" if state.at_head else "nothing was changed"
+            missing = write_user_tables_sql(engine, tables, sys.stdout)
+            note = "nothing to do" if state.at_head and not missing else "nothing was changed"
             print(
-                f"-- warehouse {url} is at revision {state.describe_revision()}, "
-                f"head is {state.head}: {note}",
+                f"-- warehouse {url} is at revision {state.describe_revision()}, head is "
+                f"{state.head}; {_missing_note(missing, backfills, module)}: {note}",
                 file=sys.stderr,
             )
             return 0
-        print(f"warehouse: {url}")
-        done = upgrade_warehouse(engine)
+        print(f"warehouse:     {url}")
+        print(f"code location: {module}")
+        deployed = deploy_warehouse(engine, tables)
     except sa.exc.OperationalError as exc:
         return _unreachable(url, exc)
+    done, created = deployed.upgrade, deployed.created
     if done.adopted:
         print("found the unversioned tables of jobs_platform 0.1.0: adopted them as the baseline")
     if done.before == done.after:
         print(f"already at head {done.after}")
     else:
         print(f"upgraded from {done.before or 'an empty schema'} to {done.after}")
+    for table in created:
+        print(f"created table {table.name} ({_backfills_of(table, backfills)})")
+    existing = sorted({spec.table.name for spec in backfills} - {t.name for t in created})
+    if existing:
+        print(f"backfill tables already there, left as they are: {', '.join(existing)}")
+    if not backfills:
+        print(f"code location {module} declares no backfill: no table to create")
     return 0
 
 
 def run_current(args: argparse.Namespace) -> int:
-    read = _read_schema_state()
+    read = _read_warehouse(args.module)
     if isinstance(read, int):
         return read
-    state, url = read
+    state, missing, backfills, module, url = read
     print(f"warehouse: {url}")
     where = "head" if state.at_head else f"behind head {state.head}"
     if not state.known:
         where = f"unknown to this version, whose head is {state.head}"
     print(f"revision:  {state.describe_revision()} ({where})")
+    print(f"backfills: {_missing_note(missing, backfills, module)}")
     return 0
 
 
 def run_check(args: argparse.Namespace) -> int:
-    read = _read_schema_state()
+    from jobs_platform.cli.code_location import named_module
+
+    read = _read_warehouse(args.module)
     if isinstance(read, int):
         return read
-    state, url = read
-    if state.at_head:
-        print(f"ok: warehouse {url} is at head {state.head}")
+    state, missing, backfills, module, url = read
+    if state.at_head and not missing:
+        print(
+            f"ok: warehouse {url} is at head {state.head}; "
+            f"{_missing_note(missing, backfills, module)}"
+        )
         return 0
-    print(state.not_ready_message())
+    # The remedy names the location when one was named: without -m, `db upgrade` would
+    # create the bundled example's tables instead.
+    upgrade = "jobs-platform db upgrade" + (f" -m {module}" if named_module(args.module) else "")
+    if not state.at_head:
+        print(state.not_ready_message(upgrade))
+    for table in missing:
+        print(
+            f"warehouse {url} lacks the table {table.name} of "
+            f"{_backfills_of(table, backfills)} (code location {module}); run: {upgrade}"
+        )
     return EXIT_BEHIND
 
 
-def _read_schema_state():
-    """(the warehouse's schema state, its redacted URL), or the exit code when unreachable."""
-    from jobs_platform.store.migrate import schema_state
+def _location(module: str | None) -> tuple[str, list[BackfillSpec]]:
+    """The code location's name and its backfills (loading it declares them)."""
+    from jobs_platform.cli.code_location import (
+        code_location_module,
+        load_definitions,
+        location_backfills,
+    )
 
-    engine, url = _warehouse()
+    return code_location_module(module), location_backfills(load_definitions(module))
+
+
+def _read_warehouse(module: str | None):
+    """(schema state, missing backfill tables, backfills, module, redacted URL), or the
+    exit code when the warehouse is unreachable."""
+    from jobs_platform.store.migrate import missing_user_tables, schema_state
+
+    name, backfills = _location(module)
+    engine, url = _warehouse(changes=False)
     try:
-        return schema_state(engine), url
+        state = dataclasses.replace(schema_state(engine), url=url)
+        missing = missing_user_tables(engine, [spec.table for spec in backfills])
     except sa.exc.OperationalError as exc:
         return _unreachable(url, exc)
+    return state, missing, backfills, name, url
 
 
-def _warehouse() -> tuple[sa.Engine, str]:
+def _missing_note(missing: list[sa.Table], backfills: list[BackfillSpec], module: str) -> str:
+    if not backfills:
+        return f"code location {module} declares no backfill"
+    if not missing:
+        count = len({spec.table.name for spec in backfills})
+        return f"every backfill table of {module} is there ({count})"
+    return f"missing backfill table(s) of {module}: {', '.join(table.name for table in missing)}"
+
+
+def _backfills_of(table: sa.Table, backfills: list[BackfillSpec]) -> str:
+    names = [spec.asset for spec in backfills if spec.table.name == table.name]
+    return f"backfill {', '.join(names)}"
+
+
+def _warehouse(*, changes: bool) -> tuple[sa.Engine, str]:
+    """The warehouse's engine and its URL, password hidden.
+
+    A SQLite file that does not exist yet (the embedded default in a new folder, say) is
+    read as the empty database it would be: opening it would create it, and `--sql`,
+    `current` and `check` change nothing.
+    """
     from jobs_platform.settings import Settings
-    from jobs_platform.store.db import redact_url, warehouse_engine
+    from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
 
     database_url = Settings.from_env().database_url
+    parsed = normalize_url(database_url)
+    sqlite_file = parsed.get_backend_name() == "sqlite" and parsed.database not in (
+        None,
+        "",
+        ":memory:",
+    )
+    if not changes and sqlite_file and not Path(parsed.database).exists():
+        return sa.create_engine("sqlite://", poolclass=sa.StaticPool), redact_url(database_url)
     return warehouse_engine(database_url), redact_url(database_url)
 
 

@@ -8,14 +8,19 @@ import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
+from jobs_platform.cli.code_location import add_module_option, named_module, require_module
 from jobs_platform.cli.warehouse import open_warehouse
 from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 LIST_FIELDS = (
     "asset", "partition", "status", "attempts", "error_class", "last_error",
@@ -26,15 +31,22 @@ LIST_FIELDS = (
 def register(commands) -> None:
     parser = commands.add_parser("dead-letter", help="inspect and requeue quarantined partitions")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="quarantined partitions")
+    listing = actions.add_parser(
+        "list", help="quarantined partitions: the warehouse's, whatever the code location"
+    )
+    add_module_option(listing)
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=run_list)
     show = actions.add_parser("show", help="one entry with its whole failure history")
+    add_module_option(show)
     show.add_argument("asset")
     show.add_argument("partition")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(handler=run_show)
-    requeue = actions.add_parser("requeue", help="release an entry and launch a run for it")
+    requeue = actions.add_parser(
+        "requeue", help="release an entry and launch a run of it in the code location"
+    )
+    add_module_option(requeue)
     requeue.add_argument("asset")
     requeue.add_argument("partition")
     requeue.add_argument(
@@ -55,6 +67,13 @@ def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[
 
 
 def run_list(args: argparse.Namespace) -> int:
+    # The dead letter is the warehouse's, shared by every code location writing to it, and
+    # each entry names its asset: every entry is listed, whatever the location. Narrowing
+    # it to a location's backfills would import Dagster and the location (seconds, for a
+    # command that answers in a fraction of one) and could hide an entry of an asset no
+    # location serves any more. A named location is only checked to exist, without
+    # running it, and carried into the commands the listing suggests.
+    module = named_module(args.module) and require_module(args.module)
     with open_warehouse().connect() as connection:
         entries = [entry_summary(row) for row in quarantine_store.list_entries(connection)]
     if args.json:
@@ -69,11 +88,17 @@ def run_list(args: argparse.Namespace) -> int:
             f"{entry['attempts']} attempt(s), last at {entry['last_failed_at']}\n"
             f"    {_one_line(entry['last_error'])}"
         )
-    print(f"\n{len(entries)} quarantined. Details: jobs-platform dead-letter show ASSET PARTITION")
+    print(
+        f"\n{len(entries)} quarantined. Details: jobs-platform dead-letter show"
+        f"{_module_option(module)} ASSET PARTITION"
+    )
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
+    # An entry is read by its asset's name, whatever the location; a named location is
+    # only checked to exist (without importing Dagster) and carried into the requeue hint.
+    module = named_module(args.module) and require_module(args.module)
     with open_warehouse().connect() as connection:
         row = quarantine_store.latest_entry(connection, args.asset, args.partition)
         entry = {"id": row.id, "episode": row.episode, **entry_summary(row)}
@@ -95,7 +120,10 @@ def run_show(args: argparse.Namespace) -> int:
         if attempt["message"]:
             print(f"      {_one_line(attempt['message'])}")
     if entry["status"] == quarantine_store.QuarantineStatus.QUARANTINED:
-        print(f"\nrequeue with: jobs-platform dead-letter requeue {args.asset} {args.partition}")
+        print(
+            "\nrequeue with: jobs-platform dead-letter requeue"
+            f"{_module_option(module)} {args.asset} {args.partition}"
+        )
     return 0
 
 
@@ -104,6 +132,9 @@ def run_requeue(args: argparse.Namespace) -> int:
     # requeue sensor launches it through the instance (daemon, run launcher, executor).
     through_instance = args.no_launch or Settings.from_env().executor == "celery"
     engine = open_warehouse()
+    # The location is loaded, and must serve the asset, before anything is released: an
+    # entry released with no run to launch would wait for a sensor that may never see it.
+    definitions = None if through_instance else _definitions_serving(args.module, args.asset)
     with engine.connect() as connection:
         lost = quarantine_store.requeue_awaiting_run(connection, args.asset, args.partition)
     if lost is not None:
@@ -126,7 +157,7 @@ def run_requeue(args: argparse.Namespace) -> int:
     if through_instance:
         print("the requeue sensor will launch a run for it through the Dagster instance")
         return 0
-    return launch_requeue_run(entry)
+    return launch_requeue_run(entry, definitions, args.module)
 
 
 def _refuse_when_its_run_exists(entry: sa.Row) -> None:
@@ -142,29 +173,54 @@ def _refuse_when_its_run_exists(entry: sa.Row) -> None:
         )
 
 
-def launch_requeue_run(entry: sa.Row) -> int:
+def _definitions_serving(module: str | None, asset: str) -> dg.Definitions:
+    """The code location's definitions, when one of its backfills is `asset`."""
+    from jobs_platform.cli.code_location import (
+        code_location_module,
+        load_definitions,
+        location_backfills,
+    )
+
+    definitions = load_definitions(module)
+    if asset not in {spec.asset for spec in location_backfills(definitions)}:
+        raise LookupError(
+            f"code location {code_location_module(module)} has no backfill {asset!r}: pass "
+            "the location that serves it with -m MODULE (or set JOBS_PLATFORM_MODULE); "
+            "nothing was released"
+        )
+    return definitions
+
+
+def _module_option(module: str | None) -> str:
+    return f" -m {module}" if module else ""
+
+
+def launch_requeue_run(
+    entry: sa.Row, definitions: dg.Definitions, module: str | None = None
+) -> int:
     """Run the entry's partition of its asset and the backfills it feeds, under its run key.
 
-    The run key `requeue-<entry id>` is what the requeue sensor looks for: with it, a run
-    this command launched is never launched again by the sensor, and one that never got
-    created is.
+    `definitions` are those of the code location `module` (resolved as `-m` is), which the
+    run loads as `dagster job execute -m` does. The run key `requeue-<entry id>` is what
+    the requeue sensor looks for: with it, a run this command launched is never launched
+    again by the sensor, and one that never got created is.
     """
     import dagster as dg
 
-    from jobs_platform.cli.code_location import CODE_LOCATION_MODULE, load_definitions
+    from jobs_platform.cli.code_location import code_location_module
     from jobs_platform.orchestration.selections import with_downstream_backfills
     from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG, requeue_run_key
 
-    definitions = load_definitions()
     graph = definitions.get_repository_def().asset_graph
     keys = with_downstream_backfills(graph, dg.AssetKey.from_user_string(entry.asset))
     selection = ",".join(key.to_user_string() for key in keys)
     # The ops computing those assets: a chain of backfills is one op (`chain_backfills`).
     ops = sorted({definitions.get_assets_def(key).op.name for key in keys})
     tags = {PARTITION_TAG: entry.partition, RUN_KEY_TAG: requeue_run_key(entry.id)}
+    job = definitions.resolve_implicit_global_asset_job_def().name
     command = [
         str(Path(sys.executable).with_name("dagster")), "job", "execute",
-        "-m", CODE_LOCATION_MODULE, "-j", definitions.resolve_implicit_global_asset_job_def().name,
+        "-m", code_location_module(module), "-j", job,
         "--op-selection", ",".join(ops), "--tags", json.dumps(tags),
     ]  # fmt: skip
     print(f"launching {selection} for {entry.partition} (run key {tags[RUN_KEY_TAG]})")

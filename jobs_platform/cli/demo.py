@@ -15,6 +15,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from jobs_platform.cli.code_location import add_module_option
 from jobs_platform.settings import Settings
 
 DEMO_START = dt.date(2024, 1, 1)
@@ -22,10 +23,12 @@ DEMO_END = dt.date(2024, 1, 7)
 DEMO_POISON = dt.date(2024, 1, 4)
 DEMO_FLAKY = dt.date(2024, 1, 2)
 DEMO_CHUNK_ROWS = 100
+DEMO_JOB = "orders_backfill"
 
 
 def register(commands) -> None:
     parser = commands.add_parser("demo", help="run the demo backfill on the embedded default")
+    add_module_option(parser)
     parser.add_argument("--orders-per-day", type=int, default=400, metavar="N")
     parser.set_defaults(handler=run)
 
@@ -35,11 +38,19 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     import dagster as dg
 
-    from jobs_platform.cli.code_location import load_definitions
+    from jobs_platform.cli.code_location import code_location_module, load_definitions
     from jobs_platform.examples.orders.seed import iter_days, seed_orders
     from jobs_platform.store.db import redact_url, warehouse_engine
     from jobs_platform.store.migrate import require_current_schema
 
+    # The demo seeds orders and runs their job: a location of its own (`-m`) must serve
+    # `orders_backfill`, as the bundled example does. Checked before anything is written.
+    definitions = load_definitions(args.module)
+    if not definitions.get_repository_def().has_job(DEMO_JOB):
+        raise LookupError(
+            f"code location {code_location_module(args.module)} has no job {DEMO_JOB!r}: "
+            "the demo runs the orders example's job (the bundled jobs_platform.definitions)"
+        )
     days = [day.isoformat() for day in iter_days(DEMO_START, DEMO_END)]
     # The embedded default upgrades itself here; another warehouse must have been upgraded.
     require_current_schema(warehouse_engine(settings.database_url))
@@ -54,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         f"seeded {len(days)} days x {args.orders_per_day} orders; {DEMO_POISON} has malformed "
         f"lines; {DEMO_FLAKY} fails twice with a transient fault, then recovers\n"
     )
-    job = load_definitions().resolve_job_def("orders_backfill")
+    job = definitions.resolve_job_def(DEMO_JOB)
     run_config = {
         "ops": {"orders": {"config": {"chunk_rows": DEMO_CHUNK_ROWS}}},
         # The run's full event log is in the UI; the terminal gets one line per day.

@@ -7,6 +7,7 @@ import json
 
 import sqlalchemy as sa
 
+from jobs_platform.cli.code_location import add_module_option, named_module, require_module
 from jobs_platform.cli.warehouse import open_warehouse
 from jobs_platform.outbox.store import OutboxStatus, list_requests, queue_stats
 
@@ -20,7 +21,10 @@ DEFAULT_LIMIT = 100
 def register(commands) -> None:
     parser = commands.add_parser("outbox", help="inspect backfill requests (the outbox)")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="backfill requests, newest last")
+    listing = actions.add_parser(
+        "list", help="backfill requests, newest last: the warehouse's, whatever the location"
+    )
+    add_module_option(listing)
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.add_argument(
         "--status", choices=[str(status) for status in OutboxStatus], help="only this status"
@@ -47,6 +51,12 @@ def request_summary(row: sa.Row) -> dict:
 def run_list(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
+    # The outbox is the warehouse's: the location whose sensor drains it claims every
+    # request and rejects those for assets it does not serve, so every request is listed
+    # (a filtered list would hide why a request was rejected). A named location is only
+    # checked to exist, without importing Dagster.
+    if named_module(args.module):
+        require_module(args.module)
     engine = open_warehouse()
     statuses = [OutboxStatus(args.status)] if args.status else None
     with engine.connect() as connection:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from jobs_platform.cli.code_location import add_module_option
+
 
 def register(commands) -> None:
     parser = commands.add_parser("status", help="health of every backfill at a glance")
+    add_module_option(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(handler=run)
 
@@ -20,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from jobs_platform.store.health import health_as_dict
 
     open_warehouse()  # fails in one line when it cannot be opened, before any work
-    specs = load_definitions().resolve_all_asset_specs()
+    specs = load_definitions(args.module).resolve_all_asset_specs()
     with dagster_instance() as instance:
         report = status_report(specs, instance, Settings.from_env())
     assets = health_as_dict(report["assets"])

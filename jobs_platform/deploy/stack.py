@@ -1,11 +1,13 @@
 """`bin/stack up|down`: the distributed topology on one machine.
 
-`up` checks that the broker and PostgreSQL answer, writes the instance's `dagster.yaml`
-and the workers' `worker.yaml` from `templates/` beside this module, creates the
-instance's storage once (`dagster instance migrate`), then starts the Dagster daemon, the
-webserver and N Celery workers, each in its own process group with a pid file and a log
-file under `.jobs_platform/stack/`. `down` stops what `up` started, by those pids. A
-deployment runs the same processes on many machines (`deploy/docker-compose.yaml`).
+`up [-m MODULE]` checks that the broker and PostgreSQL answer, deploys the warehouse for
+the code location MODULE (as `jobs-platform db upgrade -m`), writes the instance's
+`dagster.yaml` and the workers' `worker.yaml` from `templates/` beside this module,
+creates the instance's storage once (`dagster instance migrate`), then starts the Dagster
+daemon and the webserver on MODULE and N Celery workers, each in its own process group
+with a pid file and a log file under `.jobs_platform/stack/`. `down` stops what `up`
+started, by those pids. A deployment runs the same processes on many machines
+(`deploy/docker-compose.yaml`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from string import Template
 
 import sqlalchemy as sa
 
+from jobs_platform.cli.code_location import add_module_option, code_location_module
 from jobs_platform.orchestration.executors import celery_app_settings, step_deadline_seconds
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import normalize_url, redact_url
@@ -174,22 +177,22 @@ def ensure_database(url: str) -> None:
         admin.dispose()
 
 
-def prepare_warehouse(url: str) -> None:
-    """The deploy step: `db upgrade` of the framework's tables, then the backfills' tables.
+def prepare_warehouse(url: str, module: str | None = None) -> list[str]:
+    """The deploy step, as `jobs-platform db upgrade -m MODULE`: the framework's tables,
+    then the missing tables of the code location's backfills (never altered once there).
 
-    The code location's backfills (the examples here) get their tables created when
-    missing, never altered; a deployment with its own tables runs its own migrations.
+    Returns the names of the tables it created.
     """
-    from jobs_platform.cli.code_location import load_definitions
-    from jobs_platform.orchestration.registry import backfill_specs
+    from jobs_platform.cli.code_location import load_definitions, location_backfills
     from jobs_platform.store.db import warehouse_engine
-    from jobs_platform.store.migrate import upgrade_warehouse
-    from jobs_platform.store.schema import create_user_tables
+    from jobs_platform.store.migrate import deploy_warehouse
 
-    load_definitions()  # declares the code location's backfills
-    engine = warehouse_engine(url)
-    upgrade_warehouse(engine)
-    create_user_tables(engine, *(spec.table for spec in backfill_specs().values()))
+    try:
+        backfills = location_backfills(load_definitions(module))
+    except LookupError as error:  # a mistyped module: one line, nothing started
+        raise StackError(str(error)) from None
+    deployed = deploy_warehouse(warehouse_engine(url), [spec.table for spec in backfills])
+    return [table.name for table in deployed.created]
 
 
 def check_broker(url: str, timeout: float = 5.0) -> None:
@@ -280,6 +283,7 @@ def process_environment(extra: dict[str, str]) -> dict[str, str]:
 
 def up(args: argparse.Namespace) -> int:
     layout = StackLayout(Path(args.folder).resolve())
+    module = code_location_module(args.module)
     if layout.running():
         print(f"already running: {', '.join(layout.running())}; `bin/stack down` first")
         return 1
@@ -296,13 +300,16 @@ def up(args: argparse.Namespace) -> int:
         "JOBS_PLATFORM_LANDING": os.environ.get("JOBS_PLATFORM_LANDING")
         or str((Path.cwd() / ".jobs_platform" / "landing").resolve()),
         **instance_environment(args.instance_db),
+        # Every process, and a shell that sources the env file, works on this location.
+        "JOBS_PLATFORM_MODULE": module,
     }
     settings = Settings.from_env(process_environment(stack_env))
     check_broker(settings.celery_broker)
     ensure_database(settings.database_url)
     ensure_database(args.instance_db)
-    prepare_warehouse(settings.database_url)
+    created = prepare_warehouse(settings.database_url, module)
     print(f"broker {args.broker} answers; warehouse {redact_url(settings.database_url)}")
+    print(f"code location {module}; tables created: {', '.join(created) or 'none missing'}")
     _warn_on_short_consumer_timeout(settings)
     write_instance(
         layout.dagster_home, args.instance_db, max_concurrent_runs=RUNS_PER_WORKER * args.workers
@@ -312,12 +319,15 @@ def up(args: argparse.Namespace) -> int:
     env = process_environment(stack_env)
     seconds = create_instance_storage(layout, args.instance_db, env)
     print(f"instance on PostgreSQL {redact_url(args.instance_db)}: storage ready ({seconds:.1f}s)")
-    workspace = str(REPO_ROOT / "workspace.yaml")
-    start_process(layout, "daemon", [str(BIN / "dagster-daemon"), "run", "-w", workspace], env)
+    # The location by module, as `dagster … -m`; a run's steps, on the workers, load the
+    # code pointer the run carries, so they follow. The module must be importable from
+    # here (installed, or on PYTHONPATH).
+    location = ["-m", module]
+    start_process(layout, "daemon", [str(BIN / "dagster-daemon"), "run", *location], env)
     start_process(
         layout,
         "webserver",
-        [str(BIN / "dagster-webserver"), "-w", workspace, "-h", args.host, "-p", str(args.port)],
+        [str(BIN / "dagster-webserver"), *location, "-h", args.host, "-p", str(args.port)],
         env,
     )
     workers = [f"w{index}" for index in range(1, args.workers + 1)]
@@ -424,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", default=".jobs_platform/stack", help="pids, logs, configs")
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("up", help="start daemon, webserver and Celery workers")
+    add_module_option(start)
     start.add_argument("--workers", type=int, default=2)
     start.add_argument("--broker", choices=sorted(BROKERS), default="rabbitmq")
     start.add_argument("--instance-db", default=DEFAULT_INSTANCE_URL, help="instance database")

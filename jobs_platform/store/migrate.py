@@ -20,11 +20,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from jobs_platform.errors import TerminalError
 from jobs_platform.settings import embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url
-from jobs_platform.store.schema import create_user_tables
+from jobs_platform.store.schema import create_user_tables, in_creation_order
 
 # Not alembic's default `alembic_version`: a warehouse may well hold the user's own.
 VERSION_TABLE = "jp_alembic_version"
@@ -78,7 +79,7 @@ class SchemaState:
             return self.revision
         return "none (0.1.0 tables, unversioned)" if self.unversioned else "none (empty)"
 
-    def not_ready_message(self) -> str:
+    def not_ready_message(self, upgrade_command: str = UPGRADE_COMMAND) -> str:
         if not self.known:
             return (
                 f"warehouse {self.url} is at revision {self.revision}, which this jobs_platform "
@@ -87,7 +88,7 @@ class SchemaState:
             )
         return (
             f"warehouse {self.url} is at revision {self.describe_revision()}, this "
-            f"jobs_platform needs {self.head}; run: {UPGRADE_COMMAND}"
+            f"jobs_platform needs {self.head}; run: {upgrade_command}"
         )
 
 
@@ -208,6 +209,58 @@ def write_upgrade_sql(engine: sa.Engine, out: TextIO) -> SchemaState:
     start = state.revision or (BASELINE_REVISION if state.unversioned else None)
     command.upgrade(config, f"{start}:head" if start else "head", sql=True)
     return state
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """What `deploy_warehouse` did."""
+
+    upgrade: Upgrade
+    created: tuple[sa.Table, ...]
+    """The backfill tables it created (the others were there)."""
+
+
+def deploy_warehouse(engine: sa.Engine, backfill_tables: Iterable[sa.Table]) -> Deploy:
+    """The deploy step (`jobs-platform db upgrade`, `bin/stack up`): the framework's tables
+    to head, then the code location's backfill tables that are missing.
+
+    Each in its own transaction, the framework's first: when its migration fails, nothing
+    of the location is created. A table that exists is left as it is (the user's own
+    migrations change it), so a second deploy, or one racing this one, creates nothing.
+    """
+    upgrade = upgrade_warehouse(engine)
+    return Deploy(upgrade, tuple(create_user_tables(engine, *backfill_tables)))
+
+
+def missing_user_tables(engine: sa.Engine, tables: Iterable[sa.Table]) -> list[sa.Table]:
+    """Those of a code location's backfill tables the warehouse lacks; changes nothing.
+
+    Only their existence is checked: a backfill's table is the user's, created once and
+    never altered by the framework (`create_user_tables`), so its columns are not compared.
+    """
+    with engine.connect() as connection:
+        inspector = sa.inspect(connection)
+        return [
+            table
+            for table in in_creation_order(tables)
+            if not inspector.has_table(table.name, schema=table.schema)
+        ]
+
+
+def write_user_tables_sql(
+    engine: sa.Engine, tables: Iterable[sa.Table], out: TextIO
+) -> list[sa.Table]:
+    """Write the DDL `create_user_tables` would run for the missing tables; changes nothing.
+
+    Returns the missing tables. The statements are compiled for the warehouse's dialect,
+    in the order they must run (a referenced table first), each table with its indexes.
+    """
+    missing = missing_user_tables(engine, tables)
+    for table in missing:
+        statements = [CreateTable(table), *(CreateIndex(index) for index in table.indexes)]
+        for statement in statements:
+            out.write(f"{str(statement.compile(dialect=engine.dialect)).strip()};\n\n")
+    return missing
 
 
 _ready: set[str] = set()

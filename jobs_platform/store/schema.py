@@ -9,6 +9,7 @@ upgrade`); a change here needs a new revision there, which the suite checks.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 
 import sqlalchemy as sa
 
@@ -169,7 +170,7 @@ outbox = sa.Table(
 _CREATE_TABLES_LOCK_ID = 7_415_902_311
 
 
-def create_user_tables(engine: sa.Engine, *tables: sa.Table) -> None:
+def create_user_tables(engine: sa.Engine, *tables: sa.Table) -> list[sa.Table]:
     """Create a backfill's target tables when missing: a deploy step, like `db upgrade`.
 
     A backfill's tables are the user's: create them with your own migrations, or call this
@@ -177,13 +178,29 @@ def create_user_tables(engine: sa.Engine, *tables: sa.Table) -> None:
     are not created here; `jobs-platform db upgrade` migrates them. Safe when many
     processes start at once: on PostgreSQL a transaction-scoped advisory lock serialises
     the creators (concurrent CREATE TABLE races on the catalog); SQLite's BEGIN IMMEDIATE
-    already does.
+    already does. Returns the tables it created (a table referenced by a foreign key
+    comes before the tables referencing it).
     """
+    created = []
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             connection.execute(
                 sa.text("SELECT pg_advisory_xact_lock(:lock_id)"),
                 {"lock_id": _CREATE_TABLES_LOCK_ID},
             )
-        for table in tables:
-            table.create(connection, checkfirst=True)
+        for table in in_creation_order(tables):
+            # Looked up under the lock, so that of many concurrent creators only the one
+            # that created a table reports it.
+            if not sa.inspect(connection).has_table(table.name, schema=table.schema):
+                table.create(connection)
+                created.append(table)
+    return created
+
+
+def in_creation_order(tables: Iterable[sa.Table]) -> list[sa.Table]:
+    """Each table once, by name, a table referenced by a foreign key before those that
+    reference it: the same DDL, in the same order, every time."""
+    by_name: dict[str, sa.Table] = {}
+    for table in tables:
+        by_name.setdefault(table.fullname, table)
+    return sa.schema.sort_tables([by_name[name] for name in sorted(by_name)])
