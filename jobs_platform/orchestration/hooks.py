@@ -2,9 +2,9 @@
 
 The runner already quarantines what it decides to quarantine; the hook covers a step that
 failed some other way (Dagster's own retry budget spent on crashes) and is idempotent, so
-both reporting the same failure make one entry. A ranged run has no single partition
-tag: every partition of the asset that the run attempted is considered, and only those
-whose budget is spent are quarantined. The decision stays in the core
+both reporting the same failure make one entry. Every partition of the step's assets
+that the run attempted is considered, and only those whose budget is spent are
+quarantined. The decision stays in the core
 (`engine.failure.quarantine_if_spent`, fenced by the partition's lease): an interrupted
 attempt, a partition with budget left or one a live worker holds is not quarantined.
 """
@@ -15,7 +15,7 @@ import dagster as dg
 
 from jobs_platform.engine.failure import quarantine_if_spent
 from jobs_platform.errors import WarehouseNotShared
-from jobs_platform.orchestration.tags import PARTITION_TAG, STEP_ASSETS_TAG
+from jobs_platform.orchestration.tags import STEP_ASSETS_TAG
 from jobs_platform.store.attempts import partitions_attempted_in_run
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import this_holder
@@ -28,7 +28,6 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
         # The step refused to guess its warehouse; writing the entry would guess it here.
         context.log.error("failure hook: no shared warehouse on this worker; nothing recorded")
         return
-    run = context.instance.get_run_by_id(context.run_id)
     settings = context.resources.jobs_platform.settings()
     engine = warehouse_engine(settings.database_url)
     try:
@@ -37,14 +36,12 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
         # The step failed on the same check before any attempt: nothing to quarantine.
         context.log.error(str(exc))
         return
-    partition = run.tags.get(PARTITION_TAG) if run else None
-    # The backfills the step computes: one, or a chain of them (`chain_backfills`).
+    # The backfills the step computes (one, or a chain of them: `chain_backfills`), and of
+    # each the partitions this run attempted: a partition the step never reached (blocked
+    # behind its upstream, or after the failure) has nothing to quarantine.
     for asset in context.op.tags[STEP_ASSETS_TAG].split(","):
-        if partition is not None:
-            partitions = [partition]
-        else:
-            with engine.connect() as connection:
-                partitions = partitions_attempted_in_run(connection, asset, context.run_id)
+        with engine.connect() as connection:
+            partitions = partitions_attempted_in_run(connection, asset, context.run_id)
         for key in partitions:
             entry_id = quarantine_if_spent(engine, settings, asset, key, holder=this_holder())
             if entry_id is not None:

@@ -98,8 +98,8 @@ def test_bench_backfill_via_daemon_launches_through_graphql_and_reports_the_ui_p
     for field in ("dagster_backfill_seconds", "plain_script_seconds", "ratio"):
         assert figures[field] > 0
     assert figures["via"] == "daemon"
-    # orders' runs (2 days in one), then daily_revenue's (its own policy): at least two.
-    assert figures["runs_created"] >= 2
+    # orders and daily_revenue are one chain, so one run holds both days of both.
+    assert figures["runs_created"] >= 1
     assert figures["end_to_end_seconds"] >= figures["first_run_created_to_last_run_ended_seconds"]
     assert figures["wait_for_first_run_seconds"] >= 0
     assert figures["ratio_end_to_end"] >= figures["ratio"]

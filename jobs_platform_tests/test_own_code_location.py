@@ -1,0 +1,160 @@
+"""A team's own code location, outside this repository, with only the README's commands.
+
+The test writes the package `acme` of README "Use it in your own project" into a
+temporary folder — its own table with a composite natural key, its input read through a
+`ConfigurableResource`, its code location built with `platform_definitions` — and drives
+it with `jobs-platform … -m acme.defs` and `dagster … -m acme.defs` in real processes on
+PostgreSQL: deploy, a crash after a committed chunk, a poison day, status, requeue.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from jobs_platform_tests.support import attempts_of, run_cli
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BIN = Path(sys.executable).parent
+MODULE = "acme.defs"
+ASSET = "acme_events_backfill"
+GOOD, POISON = "2024-01-02", "2024-01-03"
+CHUNK_ROWS = 4
+
+
+def readme_code_location() -> str:
+    """The `acme/defs.py` README shows, as written there."""
+    section = README.read_text().split("## Use it in your own project", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+
+
+def events(day: str, count: int, *, tenants=("north", "south")) -> list[dict]:
+    """A day's events; (tenant, event_id) is unique across days, as a natural key must be."""
+    first_id = int(day.replace("-", "")) * 1000
+    return [
+        {"tenant": tenants[n % 2], "event_id": first_id + n // 2, "amount_cents": 100 + n}
+        for n in range(count)
+    ]
+
+
+def write_csv(landing: Path, day: str, rows: list[dict], *, poison_line: int | None = None):
+    path = landing / "events" / f"{day}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["tenant", "event_id", "amount_cents"])
+        writer.writeheader()
+        for index, row in enumerate(rows):
+            bad = index == poison_line
+            writer.writerow({**row, "amount_cents": "twelve" if bad else row["amount_cents"]})
+
+
+@pytest.fixture
+def acme(pg_url, tmp_path) -> dict[str, str]:
+    """The package on PYTHONPATH, a warehouse, a landing folder and a Dagster home."""
+    package = tmp_path / "project" / "acme"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "defs.py").write_text(readme_code_location())
+    (tmp_path / "project" / "workspace.yaml").write_text(
+        f"load_from:\n  - python_module: {MODULE}\n"
+    )
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    return {
+        "PYTHONPATH": os.pathsep.join(
+            [str(tmp_path / "project"), os.environ.get("PYTHONPATH", "")]
+        ),
+        "JOBS_PLATFORM_DATABASE_URL": pg_url,
+        "ACME_LANDING": str(tmp_path / "landing"),
+        "DAGSTER_HOME": str(home),
+        "JOBS_PLATFORM_LEASE_SECONDS": "10",
+        "JOBS_PLATFORM_RETRY_DELAY_SECONDS": "0.2",
+    }
+
+
+def jobs_platform(env, *args: str):
+    return run_cli([str(BIN / "jobs-platform"), *args], env)
+
+
+def materialize(env, day: str, **extra: str):
+    config = {"ops": {ASSET: {"config": {"chunk_rows": CHUNK_ROWS}}}}
+    return run_cli(
+        [
+            str(BIN / "dagster"), "asset", "materialize", "-m", MODULE, "--select", ASSET,
+            "--partition", day, "--config-json", json.dumps(config),
+        ],
+        {**env, **extra},
+    )  # fmt: skip
+
+
+def table_rows(url: str) -> list[tuple]:
+    with sa.create_engine(url).connect() as connection:
+        return [
+            tuple(row)
+            for row in connection.execute(
+                sa.text(
+                    "SELECT tenant, event_id, day::text, amount_cents FROM acme_events "
+                    "ORDER BY day, tenant, event_id"  # days apart, then as `expected_rows`
+                )
+            )
+        ]
+
+
+def expected_rows(day: str, rows: list[dict]) -> list[tuple]:
+    """The table's rows for a day's input, in `table_rows`' order."""
+    return sorted((r["tenant"], r["event_id"], day, r["amount_cents"]) for r in rows)
+
+
+def ok(completed) -> str:
+    assert completed.returncode == 0, (
+        f"{completed.args}\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
+    )
+    return completed.stdout
+
+
+def test_a_code_location_of_its_own_gets_every_guarantee_with_the_readme_commands(acme, pg_url):
+    env = acme
+    # Deploy: the framework's tables, then the location's own.
+    assert "acme_events" in ok(jobs_platform(env, "db", "upgrade", "-m", MODULE))
+    ok(jobs_platform(env, "db", "check", "-m", MODULE))
+
+    listed = ok(run_cli([str(BIN / "dagster"), "asset", "list", "-m", MODULE], env))
+    assert {"dead_letter", "platform_health", ASSET} <= set(listed.split())
+    sensors = ok(run_cli([str(BIN / "dagster"), "sensor", "list", "-m", MODULE], env))
+    assert "dead_letter_sensor" in sensors
+
+    # A crash right after the first chunk committed: Dagster retries the step in a new
+    # process, which resumes after that chunk; every row lands once.
+    landing = Path(env["ACME_LANDING"])
+    good_rows = events(GOOD, 10)
+    write_csv(landing, GOOD, good_rows)
+    ok(materialize(env, GOOD, JOBS_PLATFORM_FAILPOINTS=f"after_commit@{ASSET}#0=crash*1"))
+    assert table_rows(pg_url) == expected_rows(GOOD, good_rows)
+    engine = sa.create_engine(pg_url)
+    history = [(row.outcome, row.error_class) for row in attempts_of(engine, ASSET, GOOD)]
+    assert history[0][1] == "crash" and history[1][0] == "succeeded", history
+    assert len(history) == 2  # the killed attempt, then the one that resumed and finished
+
+    # A poison day: quarantined after one attempt, listed, shown in status.
+    poison_rows = events(POISON, 6)
+    write_csv(landing, POISON, poison_rows, poison_line=3)
+    assert materialize(env, POISON).returncode == 1
+    assert len(attempts_of(engine, ASSET, POISON)) == 1
+    (entry,) = json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json")))
+    assert (entry["asset"], entry["partition"], entry["attempts"]) == (ASSET, POISON, 1)
+    assert entry["error_class"] == "terminal"
+    status = json.loads(ok(jobs_platform(env, "status", "-m", MODULE, "--json")))
+    assert ASSET in json.dumps(status) and "orders" not in json.dumps(status)
+
+    # The input is fixed; a requeue completes the partition.
+    write_csv(landing, POISON, poison_rows)
+    ok(jobs_platform(env, "dead-letter", "requeue", "-m", MODULE, ASSET, POISON))
+    assert json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json"))) == []
+    assert table_rows(pg_url) == expected_rows(GOOD, good_rows) + expected_rows(POISON, poison_rows)
