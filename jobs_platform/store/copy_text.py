@@ -83,7 +83,9 @@ def _timestamps(series: pd.Series) -> list[str]:
     # numpy rounds down to whole microseconds, as a stdlib datetime would; PostgreSQL
     # keeps microseconds. NaT becomes "NaT" here and NULL below.
     micros = utc.astype("datetime64[us]")
-    text = np.char.add(np.datetime_as_string(micros, unit="us"), "+00:00").tolist()
+    # `timezone="UTC"` spells the instant with a `Z`, which PostgreSQL reads as UTC: a
+    # third of the time of appending "+00:00" to each string (docs/BENCHMARKS.md).
+    text = np.datetime_as_string(micros, unit="us", timezone="UTC").tolist()
     return _with_nulls(text, np.isnat(micros))
 
 
