@@ -220,7 +220,8 @@ class DagsterStack:
 def wait_for_backfill(stack: DagsterStack, backfill_id: str, timeout: float):
     """Poll until the backfill is done and its runs have ended; (backfill, run records, at)."""
     import dagster as dg
-    from dagster._core.execution.backfill import BulkActionStatus
+
+    from jobs_platform.orchestration._compat import backfill_is_busy
 
     began = time.time()
     with dg.DagsterInstance.from_config(str(stack.home)) as instance:
@@ -228,12 +229,7 @@ def wait_for_backfill(stack: DagsterStack, backfill_id: str, timeout: float):
             backfill = instance.get_backfill(backfill_id)
             records = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_TAG: backfill_id}))
             finished = all(record.dagster_run.is_finished for record in records)
-            busy = (
-                BulkActionStatus.REQUESTED,
-                BulkActionStatus.CANCELING,
-                BulkActionStatus.FAILING,
-            )
-            if backfill.status not in busy and finished:
+            if not backfill_is_busy(backfill) and finished:
                 return backfill, records, time.time()
             if time.time() - began > timeout:
                 raise DaemonBenchFailed(
@@ -245,13 +241,13 @@ def wait_for_backfill(stack: DagsterStack, backfill_id: str, timeout: float):
 
 def timed_ui_backfill(stack: DagsterStack, days: list[str], run_config: dict | None) -> dict:
     """Launch the backfill through GraphQL and wait for it; its timeline in seconds."""
-    from dagster._core.execution.backfill import BulkActionStatus
+    from jobs_platform.orchestration._compat import backfill_succeeded
 
     launched_at = time.time()
     backfill_id = stack.launch_backfill(ui_backfill_params(days, run_config))
     backfill, records, done_at = wait_for_backfill(stack, backfill_id, stack_timeout(days))
     failed = [r.dagster_run.run_id for r in records if not r.dagster_run.is_success]
-    if backfill.status != BulkActionStatus.COMPLETED_SUCCESS or failed or not records:
+    if not backfill_succeeded(backfill) or failed or not records:
         raise DaemonBenchFailed(
             f"backfill {backfill_id} ended {backfill.status.value} with "
             f"{len(records)} run(s), failed: {failed or 'none'}"

@@ -1,38 +1,61 @@
-"""Shims over Dagster's private API (`dagster._…`): the framework's code imports it here.
+"""Shims over Dagster's private API (`dagster._…`, dagster-celery's internals): the
+framework's code imports them here and nowhere else.
 
 Dagster may change these names in any release. Each shim says which Dagster version it was
-read against, and `jobs_platform_tests/orchestration/test_compat.py` fails, naming the
-installed version, when a name or a shape a shim relies on is missing or has changed.
-Keep each one small and named for what it gives.
+written for, and `jobs_platform_tests/orchestration/test_compat.py` has a test per shim
+that fails, naming the installed version, when a name or a shape it relies on is missing
+or has changed. Keep each one small and named for what it gives.
+
+dagster-celery is the `celery` extra's: its shims import it when called (or, for the names
+a subclass needs, on first use through `__getattr__`), so this module loads without it.
 """
 
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
+import dagster as dg
+from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.execution.plan.active import ActiveExecution
+from dagster._core.execution.retries import RetryMode
 from dagster._core.executor.multiprocess import MultiprocessExecutor
 
+if TYPE_CHECKING:
+    from dagster._core.execution.backfill import PartitionBackfill
+    from dagster_celery.executor import CELERY_CONFIG, CeleryExecutor
+
 __all__ = [
+    "CELERY_CONFIG",
     "DAGSTER_VERSION_READ",
     "ActiveExecution",
+    "CeleryExecutor",
     "MultiprocessExecutor",
+    "RetryMode",
+    "backfill_is_busy",
+    "backfill_succeeded",
+    "celery_execution_loop",
+    "failed_step_cause",
+    "job_module_name",
     "multiprocess_execute_with",
+    "retry_mode_from_config",
+    "submit_celery_task",
 ]
 
-# The Dagster release the shims below were read against.
+# The Dagster release the shims below were written for (dagster-celery 0.29.27 alike).
 DAGSTER_VERSION_READ = "1.13.27"
 
 
 def multiprocess_execute_with(active_execution_class: type[ActiveExecution]) -> Callable:
     """`MultiprocessExecutor.execute`, whose loop keeps its plan state in `active_execution_class`.
 
-    Dagster 1.13.27: `execute` builds `ActiveExecution(...)` by its module-level name and
-    has no hook for another class. This is the same code with that one name bound to the
-    subclass; the loop, its step processes and its termination stay Dagster's. Its loop
-    calls `get_steps_to_execute(limit=…)` and launches a process for each step returned,
-    and calls `verify_complete(plan_context, key)` as each step's process is done with.
+    Written for Dagster 1.13.27: `execute` builds `ActiveExecution(...)` by its
+    module-level name and has no hook for another class. This is the same code with that
+    one name bound to the subclass; the loop, its step processes and its termination stay
+    Dagster's. Its loop calls `get_steps_to_execute(limit=…)` and launches a process for
+    each step returned, and calls `verify_complete(plan_context, key)` as each step's
+    process is done with.
     """
     execute = MultiprocessExecutor.execute
     rebound = types.FunctionType(
@@ -46,3 +69,102 @@ def multiprocess_execute_with(active_execution_class: type[ActiveExecution]) -> 
     rebound.__qualname__ = execute.__qualname__
     rebound.__doc__ = execute.__doc__
     return rebound
+
+
+def job_module_name(job: object) -> str | None:
+    """The module a run's job was loaded from, or None for a job not loaded from one.
+
+    Written for Dagster 1.13.27: an executor's `InitExecutorContext.job` is a
+    `ReconstructableJob` (whose `get_module()` names the code location's module, None for
+    a file) when the run was launched from a code location, and an in-memory job without
+    `get_module` under `execute_in_process`.
+    """
+    get_module = getattr(job, "get_module", None)
+    return get_module() if get_module is not None else None
+
+
+def failed_step_cause(context: dg.HookContext) -> BaseException | None:
+    """The `__cause__` of the exception a failed step raised, seen from a failure hook.
+
+    Written for Dagster 1.13.27: `HookContext.op_exception` is the very exception the
+    step's code raised (a `dg.Failure` as raised, a user error unwrapped from Dagster's
+    `DagsterExecutionStepExecutionError`), in the process that ran the step, so its
+    `__cause__` is the exception the framework chained with `raise … from`.
+    """
+    return getattr(context.op_exception, "__cause__", None)
+
+
+def backfill_is_busy(backfill: PartitionBackfill) -> bool:
+    """The backfill's daemon still launches, cancels or fails its runs.
+
+    Written for Dagster 1.13.27: `BulkActionStatus` (`dagster._core.execution.backfill`)
+    marks those as REQUESTED, CANCELING and FAILING; every other status is an end.
+    """
+    busy = (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING)
+    return backfill.status in busy
+
+
+def backfill_succeeded(backfill: PartitionBackfill) -> bool:
+    """The backfill ended with every run it launched successful.
+
+    Written for Dagster 1.13.27: `BulkActionStatus.COMPLETED_SUCCESS` (COMPLETED is a
+    deprecated status no daemon of this version sets).
+    """
+    return backfill.status == BulkActionStatus.COMPLETED_SUCCESS
+
+
+def retry_mode_from_config(retries: Mapping[str, Any]) -> RetryMode:
+    """The `RetryMode` an executor's `retries` config (`{"enabled": {}}`, …) asks for.
+
+    Written for Dagster 1.13.27, as dagster-celery 0.29.27's own `celery_executor` reads
+    it: `RetryMode.from_config` of `get_retries_config()`'s value (never None there, the
+    field has a default).
+    """
+    mode = RetryMode.from_config(retries)
+    if mode is None:
+        raise ValueError(f"no retry mode in executor config {dict(retries)!r}")
+    return mode
+
+
+def celery_execution_loop(plan_context, execution_plan, step_execution_fn: Callable):
+    """dagster-celery's run loop, submitting each step with `step_execution_fn`.
+
+    Written for dagster-celery 0.29.27 (Dagster 1.13.27): `core_celery_execution_loop`
+    calls `step_execution_fn(app, plan_context, step, queue, priority, known_state)` and
+    polls what it returns with `ready()`, `get()` and, on termination, `revoke()`.
+    """
+    from dagster_celery.core_execution_loop import core_celery_execution_loop
+
+    return core_celery_execution_loop(
+        plan_context, execution_plan, step_execution_fn=step_execution_fn
+    )
+
+
+def submit_celery_task(app, plan_context, step, queue, priority, known_state):
+    """Send one step to the Celery workers; its Celery `AsyncResult`.
+
+    Written for dagster-celery 0.29.27 (Dagster 1.13.27): the module-private
+    `dagster_celery.executor._submit_task`, the step submission of its own executor.
+    """
+    from dagster_celery.executor import _submit_task
+
+    return _submit_task(app, plan_context, step, queue, priority, known_state)
+
+
+# Names a subclass or a config schema needs as they are: loaded on first use.
+_CELERY_NAMES = {
+    # dagster-celery 0.29.27: the executor's config fields (broker, backend, include,
+    # config_source, retries), which the bounded executor extends.
+    "CELERY_CONFIG": "dagster_celery.executor",
+    # dagster-celery 0.29.27: the executor class, built with (retries, broker, backend,
+    # include, config_source); the bounded executor overrides only `execute`.
+    "CeleryExecutor": "dagster_celery.executor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CELERY_NAMES:
+        import importlib
+
+        return getattr(importlib.import_module(_CELERY_NAMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

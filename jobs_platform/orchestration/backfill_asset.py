@@ -12,9 +12,8 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 import sqlalchemy as sa
-from dagster._core.errors import DagsterExecutionInterruptedError
 
-from jobs_platform.engine.runner import AttemptInfo, PartitionRunner
+from jobs_platform.engine.runner import Attempter, PartitionRunner
 from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
@@ -213,7 +212,7 @@ def run_backfill_step(
             metadata={"error_class": "terminal", "error_type": type(error).__name__},
             allow_retries=False,
         ) from error
-    info = AttemptInfo(
+    attempter = Attempter(
         run_id=context.run.run_id,
         step_retry=context.retry_number,
         correlation_id=context.run.tags.get(CORRELATION_TAG),
@@ -231,13 +230,13 @@ def run_backfill_step(
             spec,
             settings,
             log=context.log,
-            interrupt_types=(DagsterExecutionInterruptedError,),
+            interrupt_types=(dg.DagsterExecutionInterruptedError,),
             upstream=upstream_partitioned_alike(spec),
         )
         for partition in partitions:
             try:
-                results.append(runner.attempt(partition, info, chunk_rows=chunk_rows))
-            except DagsterExecutionInterruptedError:
+                results.append(runner.attempt(partition, attempter, chunk_rows=chunk_rows))
+            except dg.DagsterExecutionInterruptedError:
                 # Shutdown (SIGTERM, or the run terminated from the UI): the runner rolled
                 # back the in-flight chunk, recorded the attempt as interrupted and released
                 # the lease. Stop; a retry policy must not restart work the operator asked

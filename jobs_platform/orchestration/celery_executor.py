@@ -15,14 +15,17 @@ from collections.abc import Callable
 
 import dagster as dg
 from celery.exceptions import TaskRevokedError
-from dagster._core.execution.retries import RetryMode
-
-# Private helpers of dagster-celery 0.29.27 (pinned in the `celery` extra): the task
-# submission and the polling loop we reuse as they are.
-from dagster_celery.core_execution_loop import core_celery_execution_loop
-from dagster_celery.executor import CELERY_CONFIG, CeleryExecutor, _submit_task
 
 from jobs_platform.errors import JobsPlatformError
+
+# dagster-celery's task submission and polling loop, reused as they are (private: shims).
+from jobs_platform.orchestration._compat import (
+    CELERY_CONFIG,
+    CeleryExecutor,
+    celery_execution_loop,
+    retry_mode_from_config,
+    submit_celery_task,
+)
 from jobs_platform.orchestration.step_bounds import STEP_OVERHEAD_SECONDS, STOP_GRACE_SECONDS
 from jobs_platform.settings import DEFAULT_ATTEMPT_TIMEOUT_SECONDS, DEFAULT_LEASE_SECONDS
 
@@ -111,13 +114,11 @@ class BoundedCeleryExecutor(CeleryExecutor):
         self.stop_grace_seconds = stop_grace_seconds
 
     def execute(self, plan_context, execution_plan):
-        return core_celery_execution_loop(
-            plan_context, execution_plan, step_execution_fn=self._submit_bounded
-        )
+        return celery_execution_loop(plan_context, execution_plan, self._submit_bounded)
 
     def _submit_bounded(self, app, plan_context, step, queue, priority, known_state):
         return BoundedResult(
-            _submit_task(app, plan_context, step, queue, priority, known_state),
+            submit_celery_task(app, plan_context, step, queue, priority, known_state),
             step_key=step.key,
             timeout_seconds=self.result_timeout_seconds,
             stop_grace_seconds=self.stop_grace_seconds,
@@ -137,7 +138,7 @@ def bounded_celery_executor(init_context: dg.InitExecutorContext) -> BoundedCele
         backend=config.get("backend"),
         config_source=config.get("config_source"),
         include=config.get("include"),
-        retries=RetryMode.from_config(config["retries"]),
+        retries=retry_mode_from_config(config["retries"]),
         result_timeout_seconds=config["result_timeout_seconds"],
         stop_grace_seconds=config["stop_grace_seconds"],
     )

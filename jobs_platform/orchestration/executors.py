@@ -25,6 +25,7 @@ import dagster as dg
 from jobs_platform.orchestration._compat import (
     ActiveExecution,
     MultiprocessExecutor,
+    job_module_name,
     multiprocess_execute_with,
 )
 from jobs_platform.orchestration.step_bounds import STEP_OVERHEAD_SECONDS, STOP_GRACE_SECONDS
@@ -172,11 +173,17 @@ def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext
     step, so a SIGKILLed step is retried in a new one. And while its steps only wait for
     their retry time, the run process sleeps instead of spinning a core.
     """
-    get_module = getattr(init_context.job, "get_module", None)
     config = with_forkserver_by_default(
-        init_context.executor_config, get_module() if get_module else None
+        init_context.executor_config, job_module_name(init_context.job)
     )
-    executor = _DAGSTER_DEFAULT.executor_creation_fn(init_context._replace(executor_config=config))
+    executor = _DAGSTER_DEFAULT.executor_creation_fn(
+        dg.InitExecutorContext(
+            job=init_context.job,
+            executor_def=init_context.executor_def,
+            executor_config=config,
+            instance=init_context.instance,
+        )
+    )
     if type(executor) is MultiprocessExecutor:
         # Configured by Dagster from the run's config; only how its loop waits changes.
         executor.__class__ = SleepingMultiprocessExecutor

@@ -15,23 +15,22 @@ import dagster as dg
 
 from jobs_platform.engine.failure import quarantine_if_spent
 from jobs_platform.errors import WarehouseNotShared
+from jobs_platform.orchestration._compat import failed_step_cause
 from jobs_platform.orchestration.tags import STEP_ASSETS_TAG
 from jobs_platform.store.attempts import partitions_attempted_in_run
-from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import this_holder
-from jobs_platform.store.migrate import SchemaNotReady, require_current_schema
+from jobs_platform.store.migrate import SchemaNotReady
 
 
 @dg.failure_hook(required_resource_keys={"jobs_platform"})
 def quarantine_on_failure(context: dg.HookContext) -> None:
-    if isinstance(getattr(context.op_exception, "__cause__", None), WarehouseNotShared):
+    if isinstance(failed_step_cause(context), WarehouseNotShared):
         # The step refused to guess its warehouse; writing the entry would guess it here.
         context.log.error("failure hook: no shared warehouse on this worker; nothing recorded")
         return
     settings = context.resources.jobs_platform.settings()
-    engine = warehouse_engine(settings.database_url)
     try:
-        require_current_schema(engine)
+        engine = context.resources.jobs_platform.ready_warehouse()
     except SchemaNotReady as exc:
         # The step failed on the same check before any attempt: nothing to quarantine.
         context.log.error(str(exc))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import types
 
 import dagster as dg
 import pytest
@@ -16,7 +17,19 @@ import pytest
 PRIVATE_NAMES = {
     "dagster._core.executor.multiprocess": ["MultiprocessExecutor"],
     "dagster._core.execution.plan.active": ["ActiveExecution"],
+    "dagster._core.execution.backfill": ["BulkActionStatus", "PartitionBackfill"],
+    "dagster._core.execution.retries": ["RetryMode"],
 }
+# dagster-celery's (the `celery` extra): module → names the celery shims load from it.
+CELERY_PRIVATE_NAMES = {
+    "dagster_celery.executor": ["CELERY_CONFIG", "CeleryExecutor", "_submit_task"],
+    "dagster_celery.core_execution_loop": ["core_celery_execution_loop"],
+}
+# Every status of a Dagster 1.13.27 backfill: a new one may be a state the bench must wait in.
+BULK_ACTION_STATUSES = {
+    "REQUESTED", "COMPLETED", "FAILED", "CANCELING", "CANCELED", "COMPLETED_SUCCESS",
+    "COMPLETED_FAILED", "FAILING",
+}  # fmt: skip
 # Method → the parameters the framework's subclass of ActiveExecution overrides it with.
 ACTIVE_EXECUTION_METHODS = {
     "get_steps_to_execute": ["self", "limit"],
@@ -28,8 +41,18 @@ ACTIVE_EXECUTION_METHODS = {
 def changed(what: str) -> str:
     return (
         f"Dagster {dg.__version__} changed {what}, which jobs_platform/orchestration/_compat.py "
-        "relies on (its shims name the Dagster version they were read against)"
+        "relies on (its shims name the Dagster version they were written for)"
     )
+
+
+def celery_changed(what: str) -> str:
+    import dagster_celery
+
+    return changed(f"(with dagster-celery {dagster_celery.__version__}) {what}")
+
+
+def parameters(function) -> list[str]:
+    return list(inspect.signature(function).parameters)
 
 
 @pytest.mark.parametrize("module_name", sorted(PRIVATE_NAMES))
@@ -41,6 +64,18 @@ def test_the_private_names_the_shims_import_exist(module_name):
     for name in PRIVATE_NAMES[module_name]:
         if not hasattr(module, name):
             pytest.fail(changed(f"{module_name}.{name}: it is gone"), pytrace=False)
+
+
+@pytest.mark.parametrize("module_name", sorted(CELERY_PRIVATE_NAMES))
+def test_the_private_dagster_celery_names_the_shims_import_exist(module_name):
+    pytest.importorskip("dagster_celery")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as missing:
+        pytest.fail(celery_changed(f"the module {module_name} ({missing})"), pytrace=False)
+    for name in CELERY_PRIVATE_NAMES[module_name]:
+        if not hasattr(module, name):
+            pytest.fail(celery_changed(f"{module_name}.{name}: it is gone"), pytrace=False)
 
 
 def test_the_multiprocess_loop_builds_its_plan_state_by_the_module_level_name():
@@ -107,6 +142,88 @@ def test_the_rebound_loop_keeps_its_plan_state_in_the_given_class():
     assert MultiprocessExecutor.execute.__globals__["ActiveExecution"] is ActiveExecution
 
 
+def test_a_job_loaded_from_a_module_names_it_and_an_in_memory_one_none():
+    from jobs_platform.orchestration._compat import job_module_name
+
+    reconstructable = dg.reconstructable(empty_job)
+
+    assert hasattr(reconstructable, "get_module"), changed("ReconstructableJob: no get_module")
+    assert job_module_name(reconstructable) == __name__, changed(
+        f"ReconstructableJob.get_module(): {reconstructable.get_module()!r}"
+    )
+    assert job_module_name(empty_job) is None
+
+
+def test_a_failure_hook_sees_the_cause_the_step_chained():
+    seen.clear()
+    result = failing_job.execute_in_process(raise_on_error=False)
+
+    assert not result.success
+    assert len(seen) == 1, changed("when a failure hook runs: it did not run once")
+    assert type(seen[0]) is ChainedCause and str(seen[0]) == "the cause", changed(
+        f"HookContext.op_exception: its __cause__ is {seen[0]!r}, not the step's own"
+    )
+
+
+def test_the_backfill_statuses_the_bench_waits_in_are_still_all_there():
+    from jobs_platform.orchestration._compat import (
+        BulkActionStatus,
+        backfill_is_busy,
+        backfill_succeeded,
+    )
+
+    statuses = {status.name for status in BulkActionStatus}
+
+    assert statuses == BULK_ACTION_STATUSES, changed(f"BulkActionStatus: now {sorted(statuses)}")
+    busy = {s.name for s in BulkActionStatus if backfill_is_busy(types.SimpleNamespace(status=s))}
+    assert busy == {"REQUESTED", "CANCELING", "FAILING"}
+    succeeded = [
+        s.name for s in BulkActionStatus if backfill_succeeded(types.SimpleNamespace(status=s))
+    ]
+    assert succeeded == ["COMPLETED_SUCCESS"]
+
+
+@pytest.mark.parametrize(
+    ("config", "mode"), [({"enabled": {}}, "ENABLED"), ({"disabled": {}}, "DISABLED")]
+)
+def test_an_executor_retries_config_reads_as_its_retry_mode(config, mode):
+    from jobs_platform.orchestration._compat import RetryMode, retry_mode_from_config
+
+    assert hasattr(RetryMode, mode), changed(f"RetryMode: no {mode}")
+    assert retry_mode_from_config(config) is getattr(RetryMode, mode), changed(
+        f"RetryMode.from_config({config})"
+    )
+
+
+def test_dagster_celery_submits_and_polls_steps_as_the_bounded_executor_expects():
+    pytest.importorskip("dagster_celery")
+    from dagster_celery.core_execution_loop import core_celery_execution_loop
+    from dagster_celery.executor import _submit_task
+
+    loop = core_celery_execution_loop
+    expected = ["job_context", "execution_plan", "step_execution_fn"]
+    assert parameters(loop) == expected, celery_changed(f"{loop.__name__}{inspect.signature(loop)}")
+    expected = ["app", "plan_context", "step", "queue", "priority", "known_state"]
+    assert parameters(_submit_task) == expected, celery_changed(
+        f"_submit_task{inspect.signature(_submit_task)}"
+    )
+    # The loop polls what the submission returns with these (BoundedResult has them).
+    missing = {"ready", "get", "revoke"} - set(loop.__code__.co_names)
+    assert not missing, celery_changed(f"how {loop.__name__} polls a result: no {missing}")
+
+
+def test_dagster_celery_builds_its_executor_from_the_config_the_bounded_one_extends():
+    pytest.importorskip("dagster_celery")
+    from jobs_platform.orchestration._compat import CELERY_CONFIG, CeleryExecutor
+
+    fields = {"broker", "backend", "include", "config_source", "retries"}
+    assert fields <= set(CELERY_CONFIG), celery_changed(f"CELERY_CONFIG: {sorted(CELERY_CONFIG)}")
+    expected = ["self", "retries", "broker", "backend", "include", "config_source"]
+    assert parameters(CeleryExecutor.__init__) == expected, celery_changed(
+        f"CeleryExecutor{inspect.signature(CeleryExecutor.__init__)}"
+    )
+
+
 @dg.op
 def nothing() -> None:
     pass
@@ -115,3 +232,30 @@ def nothing() -> None:
 @dg.job
 def empty_job():
     nothing()
+
+
+class ChainedCause(Exception):
+    pass
+
+
+seen: list[BaseException | None] = []
+
+
+@dg.failure_hook
+def record_cause(context: dg.HookContext) -> None:
+    from jobs_platform.orchestration._compat import failed_step_cause
+
+    seen.append(failed_step_cause(context))
+
+
+@dg.op
+def fails_with_a_cause() -> None:
+    try:
+        raise ChainedCause("the cause")
+    except ChainedCause as cause:
+        raise dg.Failure(description="chained", allow_retries=False) from cause
+
+
+@dg.job(hooks={record_cause})
+def failing_job():
+    fails_with_a_cause()
