@@ -6,7 +6,13 @@ empty table of the orders shape (primary key and `ordered_at` index included):
 
 - framework_upsert            `upsert_frame`, 50,000-row chunks, one transaction each
 - framework_upsert_unchanged  the same chunks again; must write no new row versions
-- raw_copy_append             psycopg COPY of the same rows, same chunks: the floor
+- best_plain_script           the baseline: per chunk, COPY into a stage and one merging
+                              `INSERT … ON CONFLICT DO UPDATE … WHERE … IS DISTINCT FROM`
+                              (`bench.baselines`, no code shared with the framework)
+- best_plain_script_unchanged the same again over the loaded table
+- copy_floor                  an independent psycopg COPY of text prepared beforehand:
+                              the physical floor (only the COPY is timed)
+- raw_copy_append             COPY of the framework's own COPY text (its cost of staging)
 - pandas_to_sql_multi         `DataFrame.to_sql(method="multi")` append, on a sample
 - executemany_upsert          SQLAlchemy executemany `INSERT … ON CONFLICT DO UPDATE`
 
@@ -24,6 +30,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from jobs_platform.bench import baselines
 from jobs_platform.bench.database import (
     fresh_schema,
     new_row_versions,
@@ -74,6 +81,7 @@ def run_upsert_bench(database_url: str, rows: int) -> dict:
         engine = sa.create_engine(normalize_url(url))
         try:
             results, checks = _measure_all(engine, frame, sample_rows)
+            results.update(_measure_baselines(engine, libpq_dsn(url), frame))
         finally:
             engine.dispose()
     framework = results["framework_upsert"]["rows_per_s"]
@@ -98,7 +106,7 @@ def _measure_all(
     rows = len(frame)
     results: dict[str, dict] = {}
 
-    target = _orders_shaped(engine, "bench_framework")
+    target = orders_shaped(engine, "bench_framework")
     seconds, counts = _timed(engine, lambda: _framework_upsert(engine, target, frame))
     _expect(counts == UpsertCounts(inserted=rows), "framework_upsert", counts)
     results["framework_upsert"] = _result(rows, seconds)
@@ -124,21 +132,48 @@ def _measure_all(
         ("executemany_upsert", _executemany_upsert, frame),
     )
     for name, method, data in methods:
-        target = _orders_shaped(engine, f"bench_{name}")
+        target = orders_shaped(engine, f"bench_{name}")
         seconds, _ = _timed(engine, lambda m=method, t=target, d=data: m(engine, t, d))
         results[name] = _result(len(data), seconds)
         _drop_checked(engine, target, len(data))
     return results, checks
 
 
-def _chunks(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
+def _measure_baselines(engine: sa.Engine, dsn: str, frame: pd.DataFrame) -> dict[str, dict]:
+    rows, results = len(frame), {}
+    target = orders_shaped(engine, "bench_best_plain_script")
+    checkpoint(engine)
+    results["best_plain_script"] = _result(
+        rows, baselines.best_plain_script(dsn, target.name, KEY, frame, CHUNK_ROWS)
+    )
+    checkpoint(engine)
+    results["best_plain_script_unchanged"] = _result(
+        rows, baselines.best_plain_script(dsn, target.name, KEY, frame, CHUNK_ROWS)
+    )
+    _drop_checked(engine, target, rows)
+    target = orders_shaped(engine, "bench_copy_floor")
+    texts = baselines.prepared_copy_text(frame, CHUNK_ROWS)
+    checkpoint(engine)
+    results["copy_floor"] = _result(
+        rows, baselines.copy_floor(dsn, target.name, list(frame.columns), texts)
+    )
+    _drop_checked(engine, target, rows)
+    return results
+
+
+def libpq_dsn(url: str) -> str:
+    """A SQLAlchemy URL as psycopg connects to it (driver name dropped, options kept)."""
+    return sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def chunks(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
     for start in range(0, len(frame), CHUNK_ROWS):
         yield frame.iloc[start : start + CHUNK_ROWS]
 
 
 def _framework_upsert(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame) -> UpsertCounts:
     counts = UpsertCounts()
-    for chunk in _chunks(frame):
+    for chunk in chunks(frame):
         with engine.begin() as connection:
             counts += upsert_frame(connection, table, KEY, chunk)
     return counts
@@ -151,7 +186,7 @@ def _raw_copy_append(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame) ->
     columns = list(frame.columns)
     types = [table.c[name].type for name in columns]
     statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
-    for chunk in _chunks(frame):
+    for chunk in chunks(frame):
         with engine.begin() as connection:
             text = copy_text(chunk, types, connection.dialect)
             if text is None:
@@ -178,19 +213,19 @@ def _executemany_upsert(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame)
         index_elements=list(KEY),
         set_={c.name: insert.excluded[c.name] for c in table.columns if c.name not in KEY},
     )
-    for chunk in _chunks(frame):
+    for chunk in chunks(frame):
         with engine.begin() as connection:
             connection.execute(statement, chunk.to_dict("records"))
 
 
 def _timed(engine: sa.Engine, work: Callable[[], object]) -> tuple[float, object]:
-    _checkpoint(engine)
+    checkpoint(engine)
     began = time.perf_counter()
     outcome = work()
     return time.perf_counter() - began, outcome
 
 
-def _checkpoint(engine: sa.Engine) -> None:
+def checkpoint(engine: sa.Engine) -> None:
     """Flush the previous method's dirty pages now, so that it is not charged to the next."""
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
@@ -203,7 +238,7 @@ def _result(rows: int, seconds: float) -> dict:
     return {"seconds": round(seconds, 4), "rows_per_s": round(rows / seconds, 1)}
 
 
-def _orders_shaped(engine: sa.Engine, name: str) -> sa.Table:
+def orders_shaped(engine: sa.Engine, name: str) -> sa.Table:
     table = orders_table.to_metadata(sa.MetaData(), name=name)
     for index in table.indexes:
         index.name = f"ix_{name}_{'_'.join(column.name for column in index.columns)}"

@@ -21,6 +21,9 @@ UPSERT_METHODS = {
     "raw_copy_append",
     "pandas_to_sql_multi",
     "executemany_upsert",
+    "best_plain_script",
+    "best_plain_script_unchanged",
+    "copy_floor",
 }
 
 
@@ -53,6 +56,26 @@ def test_bench_upsert_reports_seconds_and_rows_per_second_for_every_method(pg_ur
         assert set(result) == {"seconds", "rows_per_s"}
         assert result["seconds"] > 0 and result["rows_per_s"] > 0
     assert figures["notes"]["framework_upsert_unchanged_new_row_versions"] == 0
+    assert bench_schemas(pg_url) == []
+
+
+def test_bench_merge_reports_each_changed_fraction_with_the_row_versions_it_created(
+    pg_url, tmp_path
+):
+    figures = bench(
+        ["merge", "--rows", "1000", "--changed", "0.01", "0.5", "--database-url", pg_url],
+        {},
+        tmp_path,
+    )
+
+    assert figures["rows"] == 1000
+    rounds = figures["results"]
+    assert [r["changed_fraction"] for r in rounds] == [0.01, 0.5]
+    assert [r["changed_rows"] for r in rounds] == [10, 500]
+    # Only the changed rows get new versions, from the writer and the baseline alike.
+    assert [r["framework_new_row_versions"] for r in rounds] == [10, 500]
+    assert [r["best_plain_script_new_row_versions"] for r in rounds] == [10, 500]
+    assert all(r["framework_seconds"] > 0 and r["best_plain_script_seconds"] > 0 for r in rounds)
     assert bench_schemas(pg_url) == []
 
 
