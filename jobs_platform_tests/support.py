@@ -6,6 +6,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -453,6 +454,50 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.1, what: str = "c
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def database_now(engine: sa.Engine) -> dt.datetime:
+    """The time on the database's clock, the one leases and the framework's rows obey."""
+    from jobs_platform.store.clock import DATABASE_CLOCK
+
+    with engine.connect() as connection:
+        return DATABASE_CLOCK.now(connection)
+
+
+def lease_has_expired(engine: sa.Engine, asset: str, partition: str) -> bool:
+    """Whether the partition's lease is past its expiry on the database's clock (or released)."""
+    from jobs_platform.store.schema import leases
+
+    with engine.connect() as connection:
+        expires_at = connection.execute(
+            sa.select(leases.c.expires_at).where(
+                leases.c.asset == asset, leases.c.partition == partition
+            )
+        ).scalar_one()
+    return expires_at <= database_now(engine)
+
+
+def stop_between_transactions(process_group: int, engine: sa.Engine, *, timeout: float) -> None:
+    """SIGSTOP a process group at an instant none of its PostgreSQL sessions is in a transaction.
+
+    A process frozen inside one (its heartbeat renewing a lease, say) would hold its row
+    locks until it is resumed, and whoever the test starts next would wait on them. Retried
+    (stop, look, resume) until the database shows every other session of it idle.
+    """
+    others_busy = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid() AND state <> 'idle'"
+    )
+
+    def stopped_while_idle() -> bool:
+        os.killpg(process_group, signal.SIGSTOP)
+        with engine.connect() as connection:
+            if connection.execute(others_busy).scalar_one() == 0:
+                return True
+        os.killpg(process_group, signal.SIGCONT)
+        return False
+
+    wait_for(stopped_while_idle, timeout=timeout, interval=0.05, what="a stop between transactions")
 
 
 def materializations_metadata(

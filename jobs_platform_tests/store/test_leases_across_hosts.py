@@ -6,31 +6,41 @@ worker in its own PID namespace on the same host name (as host-network container
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 import shutil
 import subprocess
 import sys
 import textwrap
-import time
+from dataclasses import dataclass
 
 import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 from jobs_platform.store.recovery import record_abandoned_attempts_everywhere
-from jobs_platform.store.schema import attempts, leases
-from jobs_platform_tests.support import upgraded_warehouse
+from jobs_platform.store.schema import attempts
+from jobs_platform_tests.support import (
+    database_now,
+    lease_has_expired,
+    upgraded_warehouse,
+    wait_for,
+)
 
 ASSET, PARTITION = "items", "2024-01-03"
+TEN_MINUTES = dt.timedelta(minutes=10)
 
-# Acquires the lease in a process of its own; prints what happened, then holds until stdin
-# closes (so the test decides how long the holder lives).
+# Acquires the lease in a process of its own. Prints first where it runs (its clock, its
+# PID namespace), so that a test can check the skew or the isolation it set up is in effect,
+# then what happened, then holds until stdin closes (the test decides how long it lives).
 _WORKER = textwrap.dedent(
     """
-    import sys
+    import os, sys, time
     from jobs_platform.store.attempts import start_attempt
     from jobs_platform.store.db import warehouse_engine
     from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 
+    print(time.time(), os.readlink("/proc/self/ns/pid"), flush=True)
     engine = warehouse_engine(sys.argv[1])
     try:
         grant = acquire_lease(
@@ -74,8 +84,40 @@ def start_worker(url: str, prefix: list[str], ttl: float = 60) -> subprocess.Pop
     return worker
 
 
-def first_line(worker: subprocess.Popen) -> str:
-    return worker.stdout.readline().strip()
+@dataclass(frozen=True)
+class WorkerReport:
+    clock: dt.datetime  # the worker's `time.time()` as it started
+    pid_namespace: str
+    outcome: str  # "acquired" or "busy"
+
+
+def report_of(worker: subprocess.Popen) -> WorkerReport:
+    clock, pid_namespace = worker.stdout.readline().split()
+    return WorkerReport(
+        dt.datetime.fromtimestamp(float(clock), dt.UTC),
+        pid_namespace,
+        worker.stdout.readline().strip(),
+    )
+
+
+def assert_clock_skewed(
+    report: WorkerReport, by: dt.timedelta, started: dt.datetime, reported: dt.datetime
+) -> None:
+    """The worker's clock read `by` off the database's, which read `started`, then `reported`.
+
+    The worker read its clock between the two, so a skew in effect puts it in that window
+    shifted by `by` (a second of slack for the clocks' resolutions); no skew puts it ten
+    minutes away.
+    """
+    slack = dt.timedelta(seconds=1)
+    assert started + by - slack <= report.clock <= reported + by + slack, (
+        f"the worker's clock read {report.clock}, the database's {started}..{reported}: "
+        f"faketime did not shift it by {by}"
+    )
+
+
+def assert_in_own_pid_namespace(report: WorkerReport) -> None:
+    assert report.pid_namespace != os.readlink("/proc/self/ns/pid"), "unshare --pid had no effect"
 
 
 def stop(worker: subprocess.Popen) -> None:
@@ -89,20 +131,6 @@ def acquire_here(engine: sa.Engine, ttl: float = 60):
     )
 
 
-def wait_until_the_lease_expires(engine: sa.Engine, timeout: float = 30) -> None:
-    """Until the lease's expiry has passed on the database's clock (the one leases obey)."""
-    deadline = time.monotonic() + timeout
-    expired = sa.select(leases.c.expires_at <= sa.func.clock_timestamp()).where(
-        leases.c.asset == ASSET, leases.c.partition == PARTITION
-    )
-    while time.monotonic() < deadline:
-        with engine.connect() as connection:
-            if connection.execute(expired).scalar_one():
-                return
-        time.sleep(0.05)
-    pytest.fail(f"the lease did not expire within {timeout}s")
-
-
 # Clocks
 
 
@@ -110,9 +138,12 @@ def test_worker_whose_clock_runs_ten_minutes_fast_cannot_take_over_a_live_lease(
     faketime = _require("faketime")
     acquire_here(warehouse, ttl=60)
 
+    started = database_now(warehouse)
     fast = start_worker(pg_url, [faketime, "-f", "+10m"])
     try:
-        assert first_line(fast) == "busy"
+        report = report_of(fast)
+        assert_clock_skewed(report, TEN_MINUTES, started, database_now(warehouse))
+        assert report.outcome == "busy"
     finally:
         stop(fast)
 
@@ -121,9 +152,12 @@ def test_lease_of_a_worker_whose_clock_runs_ten_minutes_slow_is_live_for_the_oth
     warehouse, pg_url
 ):
     faketime = _require("faketime")
+    started = database_now(warehouse)
     slow = start_worker(pg_url, [faketime, "-f", "-10m"])
     try:
-        assert first_line(slow) == "acquired"
+        report = report_of(slow)
+        assert_clock_skewed(report, -TEN_MINUTES, started, database_now(warehouse))
+        assert report.outcome == "acquired"
 
         with pytest.raises(LeaseBusy):
             acquire_here(warehouse)
@@ -141,7 +175,9 @@ def test_live_holder_in_another_pid_namespace_is_not_judged_dead(warehouse, pg_u
     _require("unshare")
     contained = start_worker(pg_url, UNSHARE)
     try:
-        assert first_line(contained) == "acquired"
+        report = report_of(contained)
+        assert_in_own_pid_namespace(report)
+        assert report.outcome == "acquired"
 
         with pytest.raises(LeaseBusy):
             acquire_here(warehouse)
@@ -155,7 +191,9 @@ def test_worker_in_another_pid_namespace_does_not_judge_a_live_holder_here_dead(
 
     contained = start_worker(pg_url, UNSHARE)
     try:
-        assert first_line(contained) == "busy"
+        report = report_of(contained)
+        assert_in_own_pid_namespace(report)
+        assert report.outcome == "busy"
     finally:
         stop(contained)
 
@@ -166,7 +204,9 @@ def test_recovery_does_not_record_a_live_attempt_in_another_pid_namespace_as_a_c
     _require("unshare")
     contained = start_worker(pg_url, UNSHARE)
     try:
-        assert first_line(contained) == "acquired"
+        report = report_of(contained)
+        assert_in_own_pid_namespace(report)
+        assert report.outcome == "acquired"
 
         with warehouse.begin() as connection:
             crashed = record_abandoned_attempts_everywhere(connection)
@@ -182,9 +222,15 @@ def test_holder_in_another_pid_namespace_is_taken_over_once_its_lease_expires(wa
     _require("unshare")
     contained = start_worker(pg_url, UNSHARE, ttl=0.5)
     try:
-        assert first_line(contained) == "acquired"
+        report = report_of(contained)
+        assert_in_own_pid_namespace(report)
+        assert report.outcome == "acquired"
 
-        wait_until_the_lease_expires(warehouse)
+        wait_for(
+            lambda: lease_has_expired(warehouse, ASSET, PARTITION),
+            timeout=30,
+            what="the lease to expire on the database's clock",
+        )
         grant = acquire_here(warehouse)
     finally:
         stop(contained)
