@@ -10,8 +10,10 @@ size, into their own fresh `orders` table:
   per-partition`, what `jobs-platform demo` and a default UI backfill do, minus their
   process start-ups). Everything the framework does is timed: leases, attempt history,
   checkpoints, the upserts, the sweep, Dagster's event log.
-- Plain script: a loop over days and chunks, each chunk one SQLAlchemy executemany
-  `INSERT … ON CONFLICT DO UPDATE` in its own transaction; no Dagster, no framework.
+- Plain script: the best one would write without the framework — a loop over days and
+  chunks of the same reader, each chunk COPYed into a stage and merged with one `INSERT …
+  ON CONFLICT DO UPDATE … WHERE … IS DISTINCT FROM` in its own transaction
+  (`bench.baselines`); no Dagster, no framework.
 
 The backfill is then run again on the unchanged input, which the framework should turn
 into (almost) no work: every chunk's checkpoint matches, so nothing is rewritten.
@@ -34,9 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import psycopg
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
+from jobs_platform.bench import baselines
 from jobs_platform.bench.daemon import run_daemon_bench
 from jobs_platform.bench.database import (
     fresh_schema,
@@ -44,11 +47,12 @@ from jobs_platform.bench.database import (
     server_facts,
     snapshot_row_versions,
 )
-from jobs_platform.cli.code_location import code_location_module
+from jobs_platform.bench.upsert import libpq_dsn
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
 from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
 from jobs_platform.examples.orders.seed import ORDER_ID_EPOCH, iter_days, seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
+from jobs_platform.location import code_location_module
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 from jobs_platform.store.db import normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
@@ -256,27 +260,22 @@ def _peak_rss_mib() -> float | None:
 
 
 def _plain_script(url: str, landing: str, days: list[str], chunk_rows: int) -> float:
-    """What one would write without the framework: read, upsert, commit, chunk by chunk."""
+    """The best one would write without the framework: the same reader, then per chunk a
+    COPY into a stage and one merging `INSERT … ON CONFLICT DO UPDATE … WHERE … IS
+    DISTINCT FROM`, committed per chunk (`bench.baselines`)."""
     engine = sa.create_engine(normalize_url(url))
     try:
         orders_table.create(engine)
-        insert = postgresql.insert(orders_table)
-        upsert = insert.on_conflict_do_update(
-            index_elements=["order_id"],
-            set_={
-                c.name: insert.excluded[c.name]
-                for c in orders_table.columns
-                if c.name != "order_id"
-            },
-        )
+    finally:
+        engine.dispose()
+    columns = [column.name for column in orders_table.columns]
+    statements = baselines.merge_statements(orders_table.name, ["order_id"], columns)
+    with psycopg.connect(libpq_dsn(url)) as connection:
         began = time.perf_counter()
         for day in days:
             for chunk in read_order_chunks(landing_file(landing, day), day, chunk_rows):
-                with engine.begin() as connection:
-                    connection.execute(upsert, chunk.to_dict("records"))
+                baselines.merge_chunk(connection, statements, ["order_id"], chunk[columns])
         return time.perf_counter() - began
-    finally:
-        engine.dispose()
 
 
 class _DagsterBackfill:

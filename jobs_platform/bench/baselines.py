@@ -65,7 +65,16 @@ def best_plain_script(
     chunk_rows: int,
 ) -> float:
     """Seconds to stage-and-merge `frame` into `table`, chunk by chunk (all of it timed)."""
-    columns = list(frame.columns)
+    statements = merge_statements(table, key, list(frame.columns))
+    with psycopg.connect(dsn) as connection:
+        began = time.perf_counter()
+        for start in range(0, len(frame), chunk_rows):
+            merge_chunk(connection, statements, key, frame.iloc[start : start + chunk_rows])
+        return time.perf_counter() - began
+
+
+def merge_statements(table: str, key: Sequence[str], columns: Sequence[str]) -> tuple:
+    """(create the stage, COPY into it, merge it into `table`) for these columns."""
     others = [name for name in columns if name not in key]
     ident = sql.Identifier
     names = sql.SQL(", ").join(map(ident, columns))
@@ -87,15 +96,19 @@ def best_plain_script(
         current=sql.SQL(", ").join(sql.SQL("{}.{}").format(ident(table), ident(n)) for n in others),
         incoming=sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(ident(n)) for n in others),
     )
-    with psycopg.connect(dsn) as connection:
-        began = time.perf_counter()
-        for start in range(0, len(frame), chunk_rows):
-            # One row per key, the last one (ON CONFLICT refuses to touch a row twice).
-            chunk = frame.iloc[start : start + chunk_rows].drop_duplicates(list(key), keep="last")
-            with connection.transaction(), connection.cursor() as cursor:
-                cursor.execute(create_stage)
-                with cursor.copy(copy_stage) as copy:
-                    for row in chunk.itertuples(index=False, name=None):
-                        copy.write_row(row)
-                cursor.execute(merge)
-        return time.perf_counter() - began
+    return create_stage, copy_stage, merge
+
+
+def merge_chunk(
+    connection: psycopg.Connection, statements: tuple, key: Sequence[str], chunk: pd.DataFrame
+) -> None:
+    """One chunk, one transaction: stage it with COPY, merge it, commit."""
+    create_stage, copy_stage, merge = statements
+    # One row per key, the last one (ON CONFLICT refuses to touch a row twice).
+    chunk = chunk.drop_duplicates(list(key), keep="last")
+    with connection.transaction(), connection.cursor() as cursor:
+        cursor.execute(create_stage)
+        with cursor.copy(copy_stage) as copy:
+            for row in chunk.itertuples(index=False, name=None):
+                copy.write_row(row)
+        cursor.execute(merge)
