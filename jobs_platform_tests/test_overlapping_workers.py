@@ -8,19 +8,21 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-import time
 
 import dagster as dg
 import pytest
 import sqlalchemy as sa
 
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.orchestration.recovery import abandoned_run_sensor
-from jobs_platform.store.schema import attempts, checkpoints, quarantine
+from jobs_platform.orchestration.recovery import GRACE_LEASES, abandoned_run_sensor
+from jobs_platform.store.schema import attempts, checkpoints, leases, quarantine
 from jobs_platform_tests.support import (
+    database_now,
     engine_from,
+    lease_has_expired,
     materializations_metadata,
     start_run,
+    stop_between_transactions,
     table_snapshot,
     wait_for,
 )
@@ -29,6 +31,9 @@ DAY = dt.date(2024, 3, 1)
 PARTITION = DAY.isoformat()
 ORDERS = 200
 CHUNK_ROWS = 50  # four chunks
+# How long a test may wait for a run it started to reach a given point, or for a lease to
+# expire: a `dagster job execute` starting on a loaded two-core machine, with margin.
+REACH_SECONDS = 120
 
 
 def seed(env) -> None:
@@ -94,27 +99,43 @@ def at(timestamp: float) -> dt.datetime:
 
 def test_two_overlapping_runs_apply_the_partition_once_the_second_waiting(platform_env, tmp_path):
     seed(platform_env)
-    # A holds the lease for a while after chunk 1, long enough for B to start and find it.
-    holding = {**platform_env, "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#1=sleep:20*1"}
+    # A pauses after chunk 1, and the test freezes it there until B has found the partition
+    # busy, however long B takes to start. A's lease outlives the freeze (and is not renewed
+    # before a third of it, so A is never frozen inside a renewal's transaction).
+    holding = {
+        **platform_env,
+        "JOBS_PLATFORM_LEASE_SECONDS": str(3 * REACH_SECONDS),
+        "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#1=sleep:20*1",
+    }
     first = start_run(
         holding, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"
     )
     wait_for(lambda: len(committed_chunks(platform_env)) >= 2, timeout=60, what="chunks 0, 1 of A")
-    [worker_run_id] = {row.run_id for row in orders_attempts(platform_env)}
-    second = start_run(
-        platform_env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "b.log"
-    )
-    with dg.DagsterInstance.get() as instance:
-        [waiter_run_id] = wait_for(
-            lambda: [
-                run.run_id
-                for run in instance.get_runs()
-                if run.run_id != worker_run_id and snoozes_of(instance, run.run_id)
-            ],
-            timeout=20,
-            what="run B to find the partition busy while A holds it",
+    os.killpg(first.pid, signal.SIGSTOP)
+    try:
+        assert len(committed_chunks(platform_env)) == 2, "A was frozen after its pause, not in it"
+        [worker_run_id] = {row.run_id for row in orders_attempts(platform_env)}
+        second = start_run(
+            platform_env,
+            PARTITION,
+            chunk_rows=CHUNK_ROWS,
+            in_process=True,
+            log_path=tmp_path / "b.log",
         )
+        with dg.DagsterInstance.get() as instance:
+            [waiter_run_id] = wait_for(
+                lambda: [
+                    run.run_id
+                    for run in instance.get_runs()
+                    if run.run_id != worker_run_id and snoozes_of(instance, run.run_id)
+                ],
+                timeout=REACH_SECONDS,
+                what="run B to find the partition busy while A holds it",
+            )
+    finally:
+        os.killpg(first.pid, signal.SIGCONT)
 
+    with dg.DagsterInstance.get() as instance:
         assert finish(first) == 0, (tmp_path / "a.log").read_text()[-5000:]
         assert finish(second) == 0, (tmp_path / "b.log").read_text()[-5000:]
         worker = instance.get_run_record_by_id(worker_run_id)
@@ -143,15 +164,23 @@ def test_paused_holder_cannot_commit_after_another_took_over(pg_platform_env, tm
     env = {
         **pg_platform_env,
         "JOBS_PLATFORM_LEASE_SECONDS": "2",
-        "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#0=sleep:1*1",
+        # A pause after chunk 0 in which the test freezes A (its heartbeat goes on until then).
+        "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#0=sleep:10*1",
     }
     holder = start_run(
         env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"
     )
+    engine = engine_from(pg_platform_env)
     wait_for(lambda: committed_chunks(pg_platform_env), timeout=60, what="chunk 0 of run A")
-    os.killpg(holder.pid, signal.SIGSTOP)  # a long GC pause or a frozen VM
+    # A long GC pause or a frozen VM, while A's heartbeat is not inside a renewal.
+    stop_between_transactions(holder.pid, engine, timeout=10)
     try:
-        time.sleep(3)  # past the 2 s lease
+        assert len(committed_chunks(pg_platform_env)) == 1, "A was frozen after its pause"
+        wait_for(
+            lambda: lease_has_expired(engine, "orders", PARTITION),
+            timeout=REACH_SECONDS,
+            what="A's 2 s lease to expire on the database's clock",
+        )
         taker = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True)
         assert finish(taker) == 0
     finally:
@@ -170,18 +199,30 @@ def test_paused_holder_cannot_commit_after_another_took_over(pg_platform_env, tm
 
 def test_hung_attempt_loses_its_lease_at_the_deadline(pg_platform_env, tmp_path):
     seed(pg_platform_env)
+    timeout_seconds = 2
     env = {
         **pg_platform_env,
         "JOBS_PLATFORM_LEASE_SECONDS": "1.5",
-        "JOBS_PLATFORM_ATTEMPT_TIMEOUT_SECONDS": "2",
+        "JOBS_PLATFORM_ATTEMPT_TIMEOUT_SECONDS": str(timeout_seconds),
         # Stalls past the deadline while its heartbeat thread is alive.
         "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#0=sleep:7*1",
     }
     stalled = start_run(
         env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"
     )
+    engine = engine_from(pg_platform_env)
     wait_for(lambda: committed_chunks(pg_platform_env), timeout=60, what="chunk 0 of run A")
-    time.sleep(3.5)  # deadline (2 s) + lease (1.5 s): the heartbeat stopped, the lease expired
+    [started] = [row.started_at for row in orders_attempts(pg_platform_env)]
+
+    def deadline_passed_and_lease_expired() -> bool:
+        past_deadline = database_now(engine) >= started + dt.timedelta(seconds=timeout_seconds)
+        return past_deadline and lease_has_expired(engine, "orders", PARTITION)
+
+    wait_for(
+        deadline_passed_and_lease_expired,
+        timeout=REACH_SECONDS,
+        what="A's deadline to pass and its unrenewed lease to expire",
+    )
     other = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True)
     assert finish(other) == 0
     assert finish(stalled) == 0, (tmp_path / "a.log").read_text()[-3000:]
@@ -220,17 +261,21 @@ def test_run_whose_worker_was_killed_is_failed_and_the_partition_rerun_once(
     pg_platform_env, monkeypatch
 ):
     seed(pg_platform_env)
-    monkeypatch.setenv("JOBS_PLATFORM_LEASE_SECONDS", "2")  # the sensor runs in this process
+    lease_seconds = 2
+    monkeypatch.setenv("JOBS_PLATFORM_LEASE_SECONDS", str(lease_seconds))  # the sensor's
     env = {
         **pg_platform_env,
-        "JOBS_PLATFORM_LEASE_SECONDS": "2",
+        "JOBS_PLATFORM_LEASE_SECONDS": str(lease_seconds),
         "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#1=sleep:30",
     }
     victim = start_run(env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True)
     wait_for(lambda: len(committed_chunks(pg_platform_env)) >= 2, timeout=60, what="chunks 0 and 1")
     os.killpg(victim.pid, signal.SIGKILL)  # the run worker and its step process
     victim.wait()
-    killed_at = time.monotonic()
+    engine = engine_from(pg_platform_env)
+    with engine.connect() as connection:
+        lease_expiry = connection.execute(sa.select(leases.c.expires_at)).scalar_one()
+    grace = dt.timedelta(seconds=lease_seconds * GRACE_LEASES)
 
     from jobs_platform.definitions import defs
 
@@ -238,19 +283,30 @@ def test_run_whose_worker_was_killed_is_failed_and_the_partition_rerun_once(
         (run,) = instance.get_runs()
         assert run.status == dg.DagsterRunStatus.STARTED  # what Dagster alone leaves behind
 
-        def run_failed():
+        def tick_until_the_run_failed() -> bool:
+            began = database_now(engine)
             context = dg.build_sensor_context(
                 instance=instance, definitions=defs, resources=dict(defs.resources)
             )
             abandoned_run_sensor.evaluate_tick(context)
-            return instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+            [attempt] = orders_attempts(pg_platform_env)
+            failed = instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+            # Within lease + grace + one tick of the kill, on the database's clock: a tick
+            # that begins past the lease's expiry records the crash, and one that begins a
+            # grace after the crash fails the run ...
+            if began >= lease_expiry:
+                assert attempt.error_class == "crash", f"a tick at {began} left {attempt}"
+            if attempt.error_class == "crash" and began >= attempt.ended_at + grace:
+                assert failed, f"a tick at {began}, a grace after the crash, left the run"
+            # ... and not sooner: the grace is the run worker's to retry the step itself.
+            if failed:
+                assert database_now(engine) >= attempt.ended_at + grace
+            return failed
 
-        wait_for(run_failed, timeout=30, interval=0.5, what="the dead run to be failed")
-        failed_after = time.monotonic() - killed_at
+        wait_for(tick_until_the_run_failed, timeout=30, interval=0.5, what="the run to be failed")
 
     history = orders_attempts(pg_platform_env)
     assert [row.error_class for row in history] == ["crash"]
-    assert failed_after < 2 * 2 + 5  # lease + grace + polling
 
     rerun = start_run(pg_platform_env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True)
     assert finish(rerun) == 0
