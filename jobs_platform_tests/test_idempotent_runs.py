@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 
-from jobs_platform.engine.runner import AttemptInfo, PartitionRunner
+from jobs_platform.engine.runner import Attempter, PartitionRunner
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.registry import backfill_specs
@@ -69,7 +69,7 @@ def test_a_new_reader_version_recomputes_a_done_partition(platform_env):
     assert materialize([orders], DAY.isoformat(), chunk_rows=50).success
     spec = backfill_specs()["orders"]
     runner = PartitionRunner(replace(spec, version="2"), settings_from(platform_env))
-    report = runner.attempt(DAY.isoformat(), AttemptInfo(run_id="v2"), chunk_rows=50)
+    report = runner.attempt(DAY.isoformat(), Attempter(run_id="v2"), chunk_rows=50)
 
     # The input was read again (every chunk compared, none rewritten: same rows).
     assert report.fingerprint.endswith("@2")

@@ -40,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
     from jobs_platform.cli.code_location import code_location_module, load_definitions
     from jobs_platform.examples.orders.seed import iter_days, seed_orders
-    from jobs_platform.store.db import redact_url, warehouse_engine
-    from jobs_platform.store.migrate import require_current_schema
+    from jobs_platform.store.db import redact_url
+    from jobs_platform.store.migrate import ready_warehouse
 
     # The demo seeds orders and runs their job: a location of its own (`-m`) must serve
     # `orders_backfill`, as the bundled example does. Checked before anything is written.
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         )
     days = [day.isoformat() for day in iter_days(DEMO_START, DEMO_END)]
     # The embedded default upgrades itself here; another warehouse must have been upgraded.
-    require_current_schema(warehouse_engine(settings.database_url))
+    ready_warehouse(settings.database_url)
     print(f"warehouse: {redact_url(settings.database_url)}")
     print(f"landing:   {settings.landing_root}")
     print(f"dagster:   {os.environ['DAGSTER_HOME']}\n")

@@ -7,8 +7,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from jobs_platform.settings import Settings, embedded_database_url
-from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
-from jobs_platform.store.migrate import require_current_schema
+from jobs_platform.store.db import normalize_url, redact_url
+from jobs_platform.store.migrate import ready_warehouse
 
 
 class WarehouseUnavailable(Exception):
@@ -33,9 +33,8 @@ def open_warehouse() -> sa.Engine:
                 f"{shown}: the folder {folder} does not exist; check JOBS_PLATFORM_DATABASE_URL "
                 "(a SQLite warehouse is created by `jobs-platform db upgrade` or by a run)"
             )
-    engine = warehouse_engine(url)
     try:
-        require_current_schema(engine)
+        engine = ready_warehouse(url)
     except sa.exc.DBAPIError as error:
         # The driver's first line says why (refused, unknown host, bad password); the
         # rest of its text and SQLAlchemy's traceback say nothing more to a person.

@@ -1,12 +1,12 @@
-"""The start of an attempt: gates → lease → attempt record, and the `Attempt` value it yields.
+"""The start of an attempt: gates → lease → attempt record, and the `StartedAttempt` it yields.
 
 Two gates come first, and neither records an attempt: a quarantined partition is refused
 (terminal, until requeued), and a partition whose upstream partitions are not all done is
 blocked (it would be computed from partial input; it runs again with its upstream).
 
 Everything later in the attempt path (chunks, finalize, failure bookkeeping) works from
-one `Attempt`: which partition, under which lease token, as which numbered attempt of
-which episode, until which deadline.
+one `StartedAttempt`: which partition, under which lease token, as which numbered attempt
+of which episode, until which deadline. What did not start is a `FailedAttempt` saying why.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from jobs_platform.engine.decisions import Decision, NextStep, RetryBudget, decide
-from jobs_platform.engine.events import EventTrail, Lifecycle
-from jobs_platform.engine.results import AttemptInfo, FailedAttempt
+from jobs_platform.engine.decisions import NextStep, RetryBudget
+from jobs_platform.engine.events import EventTrail
+from jobs_platform.engine.outcome import Record, settle, snooze
+from jobs_platform.engine.results import Attempter, FailedAttempt
 from jobs_platform.engine.spec import BackfillSpec
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
-from jobs_platform.store import attempts as attempt_store
+from jobs_platform.store import attempts as history
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.clock import LeaseClock
@@ -60,18 +61,18 @@ class Workplace:
 
 
 @dataclass(frozen=True)
-class Attempt:
+class StartedAttempt:
     """One started attempt at one partition, holding the lease whose token fences its commits."""
 
     partition: str
     lease: lease_store.Lease
-    attempt_id: int
+    history_id: int  # its row in the attempt history (`jp_attempts.id`)
     number: int  # 1-based within the episode
     episode: int
-    trail: EventTrail
+    trail: EventTrail  # the events' shared fields, this attempt's number included
     deadline: float  # time.monotonic() past which the heartbeat stops renewing
     began: float  # time.monotonic() at the start
-    info: AttemptInfo
+    attempter: Attempter
 
     @property
     def attempts_before(self) -> int:
@@ -80,39 +81,35 @@ class Attempt:
 
 
 def begin_attempt(
-    place: Workplace, partition: str, info: AttemptInfo, trail: EventTrail
-) -> Attempt | FailedAttempt:
-    """Pass the gate, take the lease and record the attempt, or say why not."""
-    spec = place.spec
+    place: Workplace, partition: str, attempter: Attempter, trail: EventTrail
+) -> StartedAttempt | FailedAttempt:
+    """Pass the gates, take the lease and record the attempt, or say why not."""
+    asset = place.spec.asset
     with place.engine.connect() as connection:
-        entry = quarantine_store.active_entry(connection, spec.asset, partition)
+        entry = quarantine_store.active_entry(connection, asset, partition)
         waiting_on = unfinished(connection, [(name, partition) for name in place.upstream])
     if entry is not None:
-        return _refused_at_gate(spec.asset, partition, entry, trail)
+        return FailedAttempt.refused(asset, partition, _quarantined(asset, partition, entry), entry)
     if waiting_on:
-        return _blocked_by_upstream(spec.asset, partition, waiting_on, trail)
+        return FailedAttempt.blocked(
+            asset, partition, _upstream_not_done(asset, partition, waiting_on)
+        )
     try:
         grant = lease_store.acquire_lease(
             place.engine,
-            spec.asset,
+            asset,
             partition,
-            holder=info.holder or lease_store.this_holder(),
-            run_id=info.run_id,
+            holder=attempter.holder or lease_store.this_holder(),
+            run_id=attempter.run_id,
             ttl_seconds=place.settings.lease_seconds,
             clock=place.clock,
         )
     except lease_store.LeaseBusy as busy:
-        decision = decide(None, 0, place.budget, place.rng, busy_for=busy.seconds_left)
-        trail.emit(
-            Lifecycle.RETRYING,
-            str(busy),
-            delay_seconds=round(decision.delay_seconds, 3),
-            snooze=True,
-        )
-        return FailedAttempt(spec.asset, partition, decision, None, None, 0, None, busy)
+        decision = snooze(place.budget, busy.seconds_left, place.rng)
+        return FailedAttempt.busy(asset, partition, decision, busy)
     lease = grant.lease
     try:
-        return _record_start(place, lease, info, trail)
+        return _record_start(place, lease, attempter, trail)
     except BaseException:
         # No attempt exists to fail, so nothing else would give the partition back.
         with place.engine.begin() as connection:
@@ -121,103 +118,70 @@ def begin_attempt(
 
 
 def _record_start(
-    place: Workplace, lease: lease_store.Lease, info: AttemptInfo, trail: EventTrail
-) -> Attempt | FailedAttempt:
-    spec, partition = place.spec, lease.partition
+    place: Workplace, lease: lease_store.Lease, attempter: Attempter, trail: EventTrail
+) -> StartedAttempt | FailedAttempt:
+    asset, partition = place.spec.asset, lease.partition
     with place.engine.begin() as connection:
-        crashed = attempt_store.record_abandoned_attempts(
-            connection, spec.asset, partition, lease.token, place.clock.now(connection)
+        crashed = history.record_abandoned_attempts(
+            connection, asset, partition, lease.token, place.clock.now(connection)
         )
         if crashed:
-            trail.log.warning("%s/%s: previous attempt recorded as a crash", spec.asset, partition)
-        episode = current_episode(connection, spec.asset, partition)
-        failures = attempt_store.counted_failures(connection, spec.asset, partition, episode)
+            trail.log.warning("%s/%s: previous attempt recorded as a crash", asset, partition)
+        episode = current_episode(connection, asset, partition)
         # A worker that dies every time never reports; the next one quarantines.
-        if decide(_SPENT_BY_CRASHES, failures, place.budget).next_step is NextStep.QUARANTINE:
-            entry_id = quarantine_store.quarantine_partition(
-                connection, spec.asset, partition, episode
-            )
-            lease_store.release_lease(connection, lease)
-            trail.emit(
-                Lifecycle.QUARANTINED,
-                f"attempt budget spent: {failures} attempt(s), the last ones crashed",
-                error_class=str(Classification.CRASH),
-                entry_id=entry_id,
-            )
-            return FailedAttempt(
-                spec.asset,
-                partition,
-                Decision(NextStep.QUARANTINE),
-                _SPENT_BY_CRASHES,
-                attempt=None,
-                failures=failures,
-                entry_id=entry_id,
-                error=RuntimeError(
-                    f"{spec.asset}/{partition} quarantined after {failures} attempts"
-                ),
-            )
-        attempt_id, number = attempt_store.start_attempt(
+        spent = settle(
             connection,
-            asset=spec.asset,
+            place.budget,
+            asset,
+            partition,
+            episode,
+            _SPENT_BY_CRASHES,
+            record=Record.QUARANTINE_ONLY,
+        )
+        if spent.decision.next_step is NextStep.QUARANTINE:
+            lease_store.release_lease(connection, lease)
+            return FailedAttempt.spent(
+                asset, partition, _SPENT_BY_CRASHES, spent.failures, spent.entry_id
+            )
+        history_id, number = history.start_attempt(
+            connection,
+            asset=asset,
             partition=partition,
             episode=episode,
-            run_id=info.run_id,
-            step_retry=info.step_retry,
+            run_id=attempter.run_id,
+            step_retry=attempter.step_retry,
             token=lease.token,
             holder=lease.holder,
-            correlation_id=info.correlation_id,
+            correlation_id=attempter.correlation_id,
         )
-        lease_store.attach_attempt(connection, lease, attempt_id)
+        lease_store.attach_attempt(connection, lease, history_id)
     began = time.monotonic()
-    return Attempt(
+    return StartedAttempt(
         partition=partition,
         lease=lease,
-        attempt_id=attempt_id,
+        history_id=history_id,
         number=number,
         episode=episode,
         trail=trail.with_attempt(number),
         deadline=began + place.settings.attempt_timeout_seconds,
         began=began,
-        info=info,
+        attempter=attempter,
     )
 
 
-def _refused_at_gate(asset: str, partition: str, entry: sa.Row, trail: EventTrail) -> FailedAttempt:
-    error = TerminalError(
+def _quarantined(asset: str, partition: str, entry: sa.Row) -> TerminalError:
+    return TerminalError(
         f"{asset}/{partition} is quarantined (entry {entry.id}, {entry.attempts} attempts, "
         f"last error: {entry.last_error}); requeue it with: "
         f"jobs-platform dead-letter requeue {asset} {partition}"
     )
-    trail.emit(Lifecycle.QUARANTINED, str(error), error_class=entry.error_class, entry_id=entry.id)
-    return FailedAttempt(
-        asset,
-        partition,
-        Decision(NextStep.QUARANTINE),
-        Verdict(Classification.TERMINAL, None, "quarantined"),
-        attempt=None,
-        failures=entry.attempts,
-        entry_id=entry.id,
-        error=error,
-        gated=True,
-    )
 
 
-def _blocked_by_upstream(
-    asset: str, partition: str, waiting_on: dict[tuple[str, str], str], trail: EventTrail
-) -> FailedAttempt:
+def _upstream_not_done(
+    asset: str, partition: str, waiting_on: dict[tuple[str, str], str]
+) -> UpstreamNotDone:
     upstream = ", ".join(f"{name}/{key} ({status})" for (name, key), status in waiting_on.items())
-    error = UpstreamNotDone(
+    return UpstreamNotDone(
         f"{asset}/{partition} not attempted: it reads {upstream}, which is not done; it "
         "runs with its upstream (a requeue of an upstream partition relaunches it too)"
-    )
-    trail.emit(Lifecycle.BLOCKED, str(error))
-    return FailedAttempt(
-        asset,
-        partition,
-        Decision(NextStep.BLOCKED),
-        verdict=None,
-        attempt=None,
-        failures=0,
-        entry_id=None,
-        error=error,
     )

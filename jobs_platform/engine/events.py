@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -53,7 +53,6 @@ class EventTrail:
     attempt: int | None = None
     correlation_id: str | None = None
     log_format: LogFormat = LogFormat.HUMAN
-    extra: dict = field(default_factory=dict)
 
     def with_attempt(self, attempt: int) -> EventTrail:
         return replace(self, attempt=attempt)

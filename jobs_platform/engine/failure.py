@@ -1,8 +1,8 @@
 """What a failure is recorded as, and who may record what.
 
 - The owner of the lease (its token is still the current one) records its attempt, then
-  marks the partition failed or quarantines it, and releases the lease: one transaction,
-  with the lease row locked so that no takeover slips in between.
+  settles it (`outcome.settle`: quarantine, or mark the partition failed) and releases
+  the lease: one transaction, with the lease row locked so no takeover slips in between.
 - A worker that lost its lease records its own attempt and nothing else: the partition
   belongs to whoever holds the lease now (it may have finished it already).
 - A failure before any attempt began is classified like any other, but nothing about the
@@ -15,9 +15,9 @@ import traceback
 
 import sqlalchemy as sa
 
-from jobs_platform.engine.attempt import Attempt, Workplace
-from jobs_platform.engine.decisions import Decision, NextStep, RetryBudget, decide
-from jobs_platform.engine.events import EventTrail, Lifecycle
+from jobs_platform.engine.attempt import StartedAttempt, Workplace
+from jobs_platform.engine.decisions import RetryBudget
+from jobs_platform.engine.outcome import Record, settle, settle_unrecorded
 from jobs_platform.engine.results import FailedAttempt
 from jobs_platform.errors import (
     AttemptTimedOut,
@@ -28,72 +28,67 @@ from jobs_platform.errors import (
     classify,
 )
 from jobs_platform.settings import Settings
-from jobs_platform.store import attempts as attempt_store
+from jobs_platform.store import attempts as history
 from jobs_platform.store import leases as lease_store
-from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
-from jobs_platform.store.partitions import PartitionStatus, current_episode, set_partition_status
+from jobs_platform.store.partitions import current_episode
 
 _INTERRUPTED = Verdict(Classification.INTERRUPTED, None, "shutdown requested")
+_LOST = Verdict(Classification.LEASE_LOST, None, "partition lease lost")
 
 
 def record_failure(
     place: Workplace,
-    attempt: Attempt,
+    attempt: StartedAttempt,
     exc: BaseException,
     *,
     interrupted: bool,
     past_deadline: bool,
 ) -> FailedAttempt:
-    """Record a failed attempt (fenced) and decide what follows."""
-    spec, partition = place.spec, attempt.partition
+    """Record a failed attempt (fenced) and settle what follows."""
+    asset, partition = place.spec.asset, attempt.partition
     verdict = _INTERRUPTED if interrupted else classify(exc)
     exc = as_recorded(exc, verdict)  # a deployment error names its deploy step
     if verdict.classification is Classification.LEASE_LOST and past_deadline:
         exc = AttemptTimedOut(f"attempt passed its deadline and lost its lease: {exc}")
         verdict = classify(exc)
-    entry_id = None
     try:
         with place.engine.begin() as connection:
-            if lease_store.owns_lease(connection, attempt.lease):
-                attempt_store.finish_attempt(connection, attempt.attempt_id, _failure(exc, verdict))
-                failures = attempt_store.counted_failures(
-                    connection, spec.asset, partition, attempt.episode
-                )
-                decision = decide(verdict, failures, place.budget, place.rng)
-                if decision.next_step is NextStep.QUARANTINE:
-                    entry_id = quarantine_store.quarantine_partition(
-                        connection, spec.asset, partition, attempt.episode
-                    )
-                elif verdict.classification is not Classification.LEASE_LOST:
-                    set_partition_status(connection, spec.asset, partition, PartitionStatus.FAILED)
-                lease_store.release_lease(connection, attempt.lease)
-            else:
+            owner = lease_store.owns_lease(connection, attempt.lease)
+            if not owner:
                 exc, verdict = _as_lost(exc, verdict, past_deadline, attempt)
-                attempt_store.finish_attempt(connection, attempt.attempt_id, _failure(exc, verdict))
-                failures = attempt_store.counted_failures(
-                    connection, spec.asset, partition, attempt.episode
-                )
-                decision = decide(_LOST, failures, place.budget, place.rng)
+            history.finish_attempt(connection, attempt.history_id, _failure(exc, verdict))
+            settled = settle(
+                connection,
+                place.budget,
+                asset,
+                partition,
+                attempt.episode,
+                verdict if owner else _LOST,
+                record=Record.OWNER if owner else Record.NOTHING,
+                rng=place.rng,
+            )
+            if owner:
+                lease_store.release_lease(connection, attempt.lease)
     except sa.exc.SQLAlchemyError as record_error:
         # The warehouse is unreachable: the attempt stays "running" and the next worker
         # records it as a crash, which still counts. Retry the whole attempt later.
         place.log.error("could not record the failed attempt: %s", record_error)
-        failures = attempt.number
-        decision = decide(
-            classify(record_error), failures, place.budget, place.rng, attempt_started=False
-        )
-    _report(attempt.trail, exc, verdict, failures, decision, entry_id)
-    return FailedAttempt(
-        spec.asset, partition, decision, verdict, attempt.number, failures, entry_id, exc
+        settled = settle_unrecorded(place.budget, classify(record_error), attempt.number, place.rng)
+    return FailedAttempt.failed(
+        asset,
+        partition,
+        settled.decision,
+        exc,
+        verdict,
+        attempt=attempt.number,
+        failures=settled.failures,
+        entry_id=settled.entry_id,
     )
 
 
-_LOST = Verdict(Classification.LEASE_LOST, None, "partition lease lost")
-
-
 def _as_lost(
-    exc: BaseException, verdict: Verdict, past_deadline: bool, attempt: Attempt
+    exc: BaseException, verdict: Verdict, past_deadline: bool, attempt: StartedAttempt
 ) -> tuple[BaseException, Verdict]:
     """What a worker that no longer owns the lease records of its own attempt.
 
@@ -114,18 +109,24 @@ def _as_lost(
 
 
 def record_error_before_attempt(
-    budget: RetryBudget, trail: EventTrail, exc: Exception, failures: int, rng
+    budget: RetryBudget, asset: str, partition: str, exc: Exception, tries: int, rng
 ) -> FailedAttempt:
     """A failure in the gate, the lease or the attempt's start: there is no attempt to fail.
 
-    `failures` counts this step's consecutive tries (the warehouse may be what failed, so
+    `tries` counts this step's consecutive tries (the warehouse may be what failed, so
     the count cannot live there); the ceiling stops the run, never a crash loop.
     """
     verdict = classify(exc)
-    exc = as_recorded(exc, verdict)
-    decision = decide(verdict, failures, budget, rng, attempt_started=False)
-    _report(trail, exc, verdict, failures, decision, None, before_attempt=True)
-    return FailedAttempt(trail.asset, trail.partition, decision, verdict, None, failures, None, exc)
+    settled = settle_unrecorded(budget, verdict, tries, rng)
+    return FailedAttempt.failed(
+        asset,
+        partition,
+        settled.decision,
+        as_recorded(exc, verdict),
+        verdict,
+        attempt=None,
+        failures=settled.failures,
+    )
 
 
 def quarantine_if_spent(
@@ -156,68 +157,25 @@ def quarantine_if_spent(
         )
     except lease_store.LeaseBusy:
         return None
-    entry_id = None
     with engine.begin() as connection:
         episode = current_episode(connection, asset, partition)
-        streak = attempt_store.failing_streak(connection, asset, partition, episode)
-        if streak:
-            last = Verdict(Classification(streak[-1].error_class), None, "the last attempt")
-            failures = sum(1 for row in streak if row.error_class in attempt_store.COUNTED_CLASSES)
-            budget = RetryBudget.from_settings(settings)
-            if decide(last, failures, budget).next_step is NextStep.QUARANTINE:
-                entry_id = quarantine_store.quarantine_partition(
-                    connection, asset, partition, episode
-                )
+        settled = settle(
+            connection,
+            RetryBudget.from_settings(settings),
+            asset,
+            partition,
+            episode,
+            None,  # the last recorded failure
+            record=Record.QUARANTINE_ONLY,
+        )
         lease_store.release_lease(connection, grant.lease)
-    return entry_id
+    return settled.entry_id if settled is not None else None
 
 
-def _failure(exc: BaseException, verdict: Verdict) -> attempt_store.AttemptFailure:
-    return attempt_store.AttemptFailure(
+def _failure(exc: BaseException, verdict: Verdict) -> history.AttemptFailure:
+    return history.AttemptFailure(
         error_class=verdict.classification,
         error_type=type(exc).__name__,
         message=str(exc)[:4000] or type(exc).__name__,
         traceback="".join(traceback.format_exception(exc))[-16000:],
     )
-
-
-def _report(
-    trail: EventTrail,
-    exc: BaseException,
-    verdict: Verdict,
-    failures: int,
-    decision: Decision,
-    entry_id: int | None,
-    *,
-    before_attempt: bool = False,
-) -> None:
-    message = (str(exc) or type(exc).__name__).splitlines()[0][:500]
-    if before_attempt:
-        message = f"before the attempt started: {message}"
-    trail.emit(
-        Lifecycle.FAILED,
-        message,
-        error_class=str(verdict.classification),
-        error_type=type(exc).__name__,
-        failures=failures,
-    )
-    if decision.next_step is NextStep.QUARANTINE:
-        trail.emit(
-            Lifecycle.QUARANTINED,
-            f"after {failures} attempt(s)",
-            error_class=str(verdict.classification),
-            entry_id=entry_id,
-        )
-    elif decision.next_step is NextStep.GIVE_UP:
-        trail.emit(
-            Lifecycle.FAILED,
-            f"giving up after {failures} tries; the partition is not quarantined",
-            error_class=str(verdict.classification),
-        )
-    else:
-        trail.emit(
-            Lifecycle.RETRYING,
-            error_class=str(verdict.classification),
-            delay_seconds=round(decision.delay_seconds, 3),
-            snooze=decision.next_step is NextStep.SNOOZE,
-        )

@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from jobs_platform.engine.attempt import Attempt, Workplace
-from jobs_platform.engine.events import Lifecycle
-from jobs_platform.engine.results import PartitionReport
-from jobs_platform.store import attempts as attempt_store
+from jobs_platform.engine.attempt import StartedAttempt, Workplace
+from jobs_platform.engine.results import ChunkTally
+from jobs_platform.store import attempts as history
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store import quarantine as quarantine_store
@@ -25,7 +24,7 @@ from jobs_platform.store.upsert import UpsertCounts
 
 def finalize(
     place: Workplace,
-    attempt: Attempt,
+    attempt: StartedAttempt,
     *,
     fingerprint: str,
     seen_keys: SeenKeys,
@@ -57,20 +56,24 @@ def finalize(
             fingerprint=fingerprint,
             row_count=input_rows,
             duration_seconds=duration,
-            run_id=attempt.info.run_id,
+            run_id=attempt.attempter.run_id,
         )
         _succeed(place, attempt, connection, before_commit)
     return swept, duration
 
 
 def finish_if_unchanged(
-    place: Workplace, attempt: Attempt, fingerprint: str, before_commit: Callable[[], None]
-) -> PartitionReport | None:
+    place: Workplace,
+    attempt: StartedAttempt,
+    fingerprint: str,
+    before_commit: Callable[[], None],
+) -> tuple[ChunkTally, float] | None:
     """A done partition whose input fingerprint is unchanged: finish without reading it.
 
-    Safe because its rows were derived from exactly this input (by this `version` of the
-    reader) and committed with the done record; reading it again would skip every chunk
-    anyway. Bump `version` to recompute after changing the reader.
+    Returns what it came to (every chunk resumed) and its duration, or None to read the
+    input. Safe because its rows were derived from exactly this input (by this `version` of
+    the reader) and committed with the done record; reading it again would skip every
+    chunk anyway. Bump `version` to recompute after changing the reader.
     """
     spec, partition, began = place.spec, attempt.partition, time.monotonic()
     with place.engine.begin() as connection:
@@ -81,27 +84,21 @@ def finish_if_unchanged(
             checkpoint_store.committed_chunks(connection, spec.asset, partition, fingerprint)
         )
         set_partition_status(
-            connection, spec.asset, partition, PartitionStatus.DONE, run_id=attempt.info.run_id
+            connection,
+            spec.asset,
+            partition,
+            PartitionStatus.DONE,
+            run_id=attempt.attempter.run_id,
         )
         _succeed(place, attempt, connection, before_commit)
     rows = done.row_count or 0
-    duration = round(time.monotonic() - began, 3)
-    attempt.trail.emit(
-        Lifecycle.SUCCEEDED,
-        "input unchanged since the partition was done; nothing to read or write",
-        input_rows=rows,
-        chunks_resumed=chunks,
-        duration_seconds=duration,
-    )
-    return PartitionReport(
-        spec.asset, partition, attempt.number, rows, UpsertCounts(unchanged=rows), 0, 0, chunks,
-        duration, fingerprint,
-    )  # fmt: skip
+    tally = ChunkTally(input_rows=rows, counts=UpsertCounts(unchanged=rows), resumed=chunks)
+    return tally, time.monotonic() - began
 
 
-def _succeed(place: Workplace, attempt: Attempt, connection, before_commit) -> None:
+def _succeed(place: Workplace, attempt: StartedAttempt, connection, before_commit) -> None:
     quarantine_store.resolve_requeued(connection, place.spec.asset, attempt.partition)
-    attempt_store.finish_attempt(connection, attempt.attempt_id)
+    history.finish_attempt(connection, attempt.history_id)
     before_commit()
     lease_store.fence(connection, attempt.lease, place.settings.lease_seconds, place.clock)
     lease_store.release_lease(connection, attempt.lease)

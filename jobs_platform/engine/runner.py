@@ -27,13 +27,14 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from jobs_platform.engine.attempt import Attempt, Workplace, begin_attempt
+from jobs_platform.engine.attempt import StartedAttempt, Workplace, begin_attempt
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
 from jobs_platform.engine.failure import record_error_before_attempt, record_failure
 from jobs_platform.engine.finalize import finalize, finish_if_unchanged
 from jobs_platform.engine.heartbeat import Heartbeat
-from jobs_platform.engine.results import AttemptInfo, FailedAttempt, PartitionReport
+from jobs_platform.engine.report import report_outcome
+from jobs_platform.engine.results import Attempter, ChunkTally, FailedAttempt, PartitionReport
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
 from jobs_platform.engine.tracing import traced_attempt
 from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError
@@ -42,14 +43,16 @@ from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.migrate import require_current_schema
-from jobs_platform.store.sweep import seen_keys_on
+from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
+from jobs_platform.store.sweep import SeenKeys, seen_keys_on
 from jobs_platform.store.upsert import UpsertCounts, last_row_per_key, upsert_frame
 
-__all__ = ["AttemptInfo", "FailedAttempt", "PartitionReport", "PartitionRunner", "content_hash"]
+__all__ = ["Attempter", "FailedAttempt", "PartitionReport", "PartitionRunner", "content_hash"]
 
 # Without a fingerprint, checkpoints are matched on chunk content alone.
 CONTENT_ONLY_FINGERPRINT = "content"
+
+Result = PartitionReport | FailedAttempt
 
 
 class PartitionRunner:
@@ -72,159 +75,197 @@ class PartitionRunner:
         self.interrupt_types = (KeyboardInterrupt, SystemExit, AttemptInterrupted, *interrupt_types)
         self.failpoints: tuple[Failpoint, ...] = parse_failpoints(settings.failpoints)
         self.engine = warehouse_engine(settings.database_url)  # connects lazily
+        # The zero-set-up SQLite default makes itself ready here, once; any other
+        # warehouse is only checked, by each attempt (`check_schema`).
+        ensure_embedded_schema(self.engine, (spec.table,))
         self.place = Workplace(
             spec, settings, self.engine, clock, rng or random.Random(), self.log, upstream
         )
 
     @traced_attempt  # a span per attempt when OpenTelemetry is on (engine/tracing.py)
     def attempt(
-        self, partition: str, info: AttemptInfo, chunk_rows: int = DEFAULT_CHUNK_ROWS
-    ) -> PartitionReport | FailedAttempt:
+        self, partition: str, attempter: Attempter, chunk_rows: int = DEFAULT_CHUNK_ROWS
+    ) -> Result:
+        """One attempt at `partition`, reported once (`report.report_outcome`).
+
+        An interruption (shutdown) is recorded and reported, then raised again.
+        """
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
         trail = EventTrail(
             self.log,
             self.spec.asset,
             partition,
-            run_id=info.run_id,
-            correlation_id=info.correlation_id,
+            run_id=attempter.run_id,
+            correlation_id=attempter.correlation_id,
             log_format=LogFormat(self.settings.log_format),
         )
+        result, interruption = self._attempt(partition, attempter, trail, chunk_rows)
+        report_outcome(trail, result)
+        if interruption is not None:
+            raise interruption
+        return result
+
+    def _attempt(
+        self, partition: str, attempter: Attempter, trail: EventTrail, chunk_rows: int
+    ) -> tuple[Result, BaseException | None]:
+        """Gates, lease and start (`attempt`), then the work under a heartbeat (`failure`)."""
         try:
-            # Checked once per process; the embedded default upgrades itself instead.
-            require_current_schema(self.engine, embedded_tables=(self.spec.table,))
-            started = begin_attempt(self.place, partition, info, trail)
+            check_schema(self.engine)  # no DDL: a warehouse behind fails before any attempt
+            started = begin_attempt(self.place, partition, attempter, trail)
         except Exception as exc:
             # Dagster's step retry number counts this step's consecutive tries.
-            return record_error_before_attempt(
-                self.place.budget, trail, exc, info.step_retry + 1, self.place.rng
+            tries = attempter.step_retry + 1
+            failed = record_error_before_attempt(
+                self.place.budget, self.spec.asset, partition, exc, tries, self.place.rng
             )
+            return failed, None
         if isinstance(started, FailedAttempt):
-            return started
-        return self._run(started, chunk_rows)
-
-    def _run(self, attempt: Attempt, chunk_rows: int) -> PartitionReport | FailedAttempt:
-        lease = attempt.lease
-        attempt.trail.emit(Lifecycle.STARTED, token=lease.token, step_retry=attempt.info.step_retry)
+            return started, None
+        started.trail.emit(
+            Lifecycle.STARTED, token=started.lease.token, step_retry=attempter.step_retry
+        )
         with Heartbeat(
             self.engine,
-            lease,
+            started.lease,
             self.settings.lease_seconds,
-            attempt.deadline,
+            started.deadline,
             clock=self.place.clock,
         ) as heartbeat:
             try:
-                return self._work(attempt, chunk_rows, heartbeat)
+                return self._work(started, chunk_rows, heartbeat), None
             except BaseException as exc:
                 interrupted = isinstance(exc, self.interrupt_types)
                 failed = record_failure(
                     self.place,
-                    attempt,
+                    started,
                     exc,
                     interrupted=interrupted,
                     past_deadline=heartbeat.past_deadline,
                 )
-                if interrupted:
-                    raise
-                return failed
+                return failed, exc if interrupted else None
 
-    def _work(self, attempt: Attempt, chunk_rows: int, heartbeat: Heartbeat) -> PartitionReport:
-        spec, partition, place = self.spec, attempt.partition, self.place
+    def _work(
+        self, attempt: StartedAttempt, chunk_rows: int, heartbeat: Heartbeat
+    ) -> PartitionReport:
+        """Chunks → finalize (`finalize`); a done partition with unchanged input skips both."""
         source = PartitionInput(
-            spec.asset, partition, chunk_rows, self.settings, self.engine, self.log
+            self.spec.asset, attempt.partition, chunk_rows, self.settings, self.engine, self.log
         )
-        fingerprint = spec.fingerprint(source) if spec.fingerprint else CONTENT_ONLY_FINGERPRINT
-        if spec.version:
-            fingerprint = f"{fingerprint}@{spec.version}"
+        fingerprint = self._fingerprint(source)
         at_finalize = lambda: self._failpoint(Point.FINALIZE, attempt, None)  # noqa: E731
-        if spec.fingerprint is not None:
-            unchanged = finish_if_unchanged(place, attempt, fingerprint, at_finalize)
+        if self.spec.fingerprint is not None:
+            unchanged = finish_if_unchanged(self.place, attempt, fingerprint, at_finalize)
             if unchanged is not None:
-                return unchanged
-        with self.engine.begin() as connection:
-            checkpoint_store.forget_other_inputs(connection, spec.asset, partition, fingerprint)
-            committed = checkpoint_store.committed_chunks(
-                connection, spec.asset, partition, fingerprint
-            )
-        counts, written, resumed, input_rows = UpsertCounts(), 0, 0, 0
-        chunk_count = 0
+                tally, duration = unchanged
+                return self._report(attempt, fingerprint, tally, 0, duration, unchanged=True)
+        committed = self._committed_chunks(attempt.partition, fingerprint)
         # One connection for the chunks and the finalize: the seen keys are a temporary
         # table of it, so the worker holds one chunk at a time, never the partition's keys.
         with (
             self.engine.connect() as connection,
-            seen_keys_on(connection, spec.table, spec.key) as seen_keys,
+            seen_keys_on(connection, self.spec.table, self.spec.key) as seen_keys,
         ):
-            for index, chunk in enumerate(self._chunks(source, attempt)):
-                chunk_count = index + 1
-                _check_still_owner(heartbeat, lease=attempt.lease)
-                chunk = last_row_per_key(chunk, spec.key)
-                input_rows += len(chunk)
-                chunk_hash = content_hash(chunk)
-                # Skip only while every chunk so far was skipped: once one is written, a
-                # later chunk must be written again too, or an unchanged later line that
-                # repeats a key of a changed earlier one would lose to it ("the last line
-                # wins").
-                if written == 0 and committed.get(index) == chunk_hash:
-                    with connection.begin():
-                        seen_keys.add(chunk)
-                    resumed += 1
-                    continue
-                with connection.begin():
-                    seen_keys.add(chunk)
-                    counts += upsert_frame(connection, spec.table, spec.key, chunk)
-                    checkpoint_store.record_chunk(
-                        connection,
-                        asset=spec.asset,
-                        partition=partition,
-                        fingerprint=fingerprint,
-                        chunk_index=index,
-                        chunk_hash=chunk_hash,
-                        row_count=len(chunk),
-                        token=attempt.lease.token,
-                    )
-                    self._failpoint(Point.BEFORE_COMMIT, attempt, index)
-                    lease_store.fence(
-                        connection, attempt.lease, self.settings.lease_seconds, place.clock
-                    )
-                written += 1
-                attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
-                self._failpoint(Point.AFTER_COMMIT, attempt, index)
+            tally = self._write_chunks(
+                source, attempt, fingerprint, committed, seen_keys, heartbeat
+            )
             _check_still_owner(heartbeat, lease=attempt.lease)
             swept, duration = finalize(
-                place,
+                self.place,
                 attempt,
                 fingerprint=fingerprint,
                 seen_keys=seen_keys,
-                chunk_count=chunk_count,
-                input_rows=input_rows,
+                chunk_count=tally.chunks,
+                input_rows=tally.input_rows,
                 before_commit=at_finalize,
             )
-        report = PartitionReport(
-            spec.asset,
-            partition,
-            attempt.number,
-            input_rows,
-            counts,
-            swept,
-            written,
-            resumed,
-            round(duration, 3),
-            fingerprint,
-        )
-        attempt.trail.emit(
-            Lifecycle.SUCCEEDED,
-            input_rows=input_rows,
-            inserted=counts.inserted,
-            updated=counts.updated,
-            unchanged=counts.unchanged,
-            swept=swept,
-            chunks_written=written,
-            chunks_resumed=resumed,
-            duration_seconds=round(duration, 3),
-        )
-        return report
+        return self._report(attempt, fingerprint, tally, swept, duration)
 
-    def _chunks(self, source: PartitionInput, attempt: Attempt) -> Iterator[pd.DataFrame]:
+    def _fingerprint(self, source: PartitionInput) -> str:
+        spec = self.spec
+        fingerprint = spec.fingerprint(source) if spec.fingerprint else CONTENT_ONLY_FINGERPRINT
+        return f"{fingerprint}@{spec.version}" if spec.version else fingerprint
+
+    def _committed_chunks(self, partition: str, fingerprint: str) -> dict[int, str]:
+        """Chunk hashes already committed for this input (checkpoints of others are dropped)."""
+        asset = self.spec.asset
+        with self.engine.begin() as connection:
+            checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
+            return checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
+
+    def _write_chunks(
+        self,
+        source: PartitionInput,
+        attempt: StartedAttempt,
+        fingerprint: str,
+        committed: dict[int, str],
+        seen_keys: SeenKeys,
+        heartbeat: Heartbeat,
+    ) -> ChunkTally:
+        """Each chunk's rows, checkpoint and fence in ONE transaction; resumed ones skipped."""
+        spec, connection = self.spec, seen_keys.connection
+        counts, written, resumed, input_rows, chunks = UpsertCounts(), 0, 0, 0, 0
+        for index, chunk in enumerate(self._chunks(source, attempt)):
+            chunks = index + 1
+            _check_still_owner(heartbeat, lease=attempt.lease)
+            chunk = last_row_per_key(chunk, spec.key)
+            input_rows += len(chunk)
+            chunk_hash = content_hash(chunk)
+            # Skip only while every chunk so far was skipped: once one is written, a later
+            # chunk must be written again too, or an unchanged later line that repeats a
+            # key of a changed earlier one would lose to it ("the last line wins").
+            if written == 0 and committed.get(index) == chunk_hash:
+                with connection.begin():
+                    seen_keys.add(chunk)
+                resumed += 1
+                continue
+            with connection.begin():
+                seen_keys.add(chunk)
+                counts += upsert_frame(connection, spec.table, spec.key, chunk)
+                checkpoint_store.record_chunk(
+                    connection,
+                    asset=spec.asset,
+                    partition=attempt.partition,
+                    fingerprint=fingerprint,
+                    chunk_index=index,
+                    chunk_hash=chunk_hash,
+                    row_count=len(chunk),
+                    token=attempt.lease.token,
+                )
+                self._failpoint(Point.BEFORE_COMMIT, attempt, index)
+                lease_store.fence(
+                    connection, attempt.lease, self.settings.lease_seconds, self.place.clock
+                )
+            written += 1
+            attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
+            self._failpoint(Point.AFTER_COMMIT, attempt, index)
+        return ChunkTally(input_rows, counts, written=written, resumed=resumed, chunks=chunks)
+
+    def _report(
+        self,
+        attempt: StartedAttempt,
+        fingerprint: str,
+        tally: ChunkTally,
+        swept: int,
+        duration: float,
+        *,
+        unchanged: bool = False,
+    ) -> PartitionReport:
+        return PartitionReport(
+            asset=self.spec.asset,
+            partition=attempt.partition,
+            attempt=attempt.number,
+            input_rows=tally.input_rows,
+            counts=tally.counts,
+            rows_swept=swept,
+            chunks_written=tally.written,
+            chunks_resumed=tally.resumed,
+            duration_seconds=round(duration, 3),
+            fingerprint=fingerprint,
+            unchanged_input=unchanged,
+        )
+
+    def _chunks(self, source: PartitionInput, attempt: StartedAttempt) -> Iterator[pd.DataFrame]:
         iterator = iter(self.spec.read_chunks(source))
         index = 0
         while True:
@@ -236,7 +277,7 @@ class PartitionRunner:
             yield chunk
             index += 1
 
-    def _failpoint(self, point: Point, attempt: Attempt, chunk: int | None) -> None:
+    def _failpoint(self, point: Point, attempt: StartedAttempt, chunk: int | None) -> None:
         if self.failpoints:
             trigger_failpoints(
                 self.failpoints,

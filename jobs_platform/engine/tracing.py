@@ -10,7 +10,7 @@ One trace per request, derived rather than propagated: the trace id is a hash of
 correlation id (`trace_id_for`), and every attempt span is a child of a span id derived
 the same way, which stands for the request. The correlation id is the one thing already
 carried end to end: `request_backfill` stores it in the outbox row, the outbox sensor puts
-it in each run's tags, each step reads it into `AttemptInfo`, and the attempt history
+it in each run's tags, each step reads it into `Attempter`, and the attempt history
 keeps it. Deriving the trace from it needs no new column, tag or migration, and every
 process computes the same trace on its own: the application that wrote the request
 inside its transaction, the daemon, step processes on any host, retries, re-requested
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs_platform.engine.decisions import NextStep
-from jobs_platform.engine.results import AttemptInfo, FailedAttempt, PartitionReport
+from jobs_platform.engine.results import Attempter, FailedAttempt, PartitionReport
 
 ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 SPAN_NAME = "jobs_platform.attempt"
@@ -60,11 +60,11 @@ def request_span_id_for(key: str) -> int:
     return int.from_bytes(_digest(key)[16:24], "big") or 1
 
 
-def trace_key(info: AttemptInfo) -> str | None:
+def trace_key(attempter: Attempter) -> str | None:
     """What an attempt's trace is derived from: its correlation id, else its run."""
-    if info.correlation_id:
-        return info.correlation_id
-    return f"run:{info.run_id}" if info.run_id else None
+    if attempter.correlation_id:
+        return attempter.correlation_id
+    return f"run:{attempter.run_id}" if attempter.run_id else None
 
 
 def _digest(key: str) -> bytes:
@@ -75,13 +75,13 @@ def traced_attempt(attempt: Callable) -> Callable:
     """Wrap `PartitionRunner.attempt` in a span when tracing is on; else call it as is."""
 
     @functools.wraps(attempt)
-    def traced(runner, partition: str, info: AttemptInfo, *args, **kwargs):
+    def traced(runner, partition: str, attempter: Attempter, *args, **kwargs):
         tracer = active_tracer()
         if tracer is None:
-            return attempt(runner, partition, info, *args, **kwargs)
-        with _attempt_span(tracer, runner.spec.asset, partition, info) as span:
+            return attempt(runner, partition, attempter, *args, **kwargs)
+        with _attempt_span(tracer, runner.spec.asset, partition, attempter) as span:
             try:
-                result = attempt(runner, partition, info, *args, **kwargs)
+                result = attempt(runner, partition, attempter, *args, **kwargs)
             except BaseException:
                 # A shutdown the runner re-raises; the span records the exception itself.
                 span.set_attribute("jobs_platform.outcome", "interrupted")
@@ -121,17 +121,17 @@ def outcome_attributes(result: PartitionReport | FailedAttempt) -> dict[str, str
     return attributes
 
 
-def _attempt_span(tracer, asset: str, partition: str, info: AttemptInfo):
+def _attempt_span(tracer, asset: str, partition: str, attempter: Attempter):
     from opentelemetry import trace
 
     attributes = {"jobs_platform.asset": asset, "jobs_platform.partition": partition}
-    if info.correlation_id:
-        attributes["jobs_platform.correlation_id"] = info.correlation_id
-    if info.run_id:
-        attributes["jobs_platform.run_id"] = info.run_id
+    if attempter.correlation_id:
+        attributes["jobs_platform.correlation_id"] = attempter.correlation_id
+    if attempter.run_id:
+        attributes["jobs_platform.run_id"] = attempter.run_id
     current = trace.get_current_span().get_span_context()
     links = [trace.Link(current)] if current.is_valid else []
-    key = trace_key(info)
+    key = trace_key(attempter)
     parent = None
     if key is not None:
         request = trace.SpanContext(

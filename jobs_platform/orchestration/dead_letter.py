@@ -16,8 +16,6 @@ from jobs_platform.alerts.ledger import deliver_once, is_settled
 from jobs_platform.orchestration.alerting import AlertsResource
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.store import quarantine as quarantine_store
-from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.migrate import require_current_schema
 
 # A tick must finish within Dagster's sensor timeout (60 s) even when every sink hangs
 # until its own timeout (webhook ~17 s with its tries, Slack 10 s, SMTP 10 s) right at
@@ -51,8 +49,7 @@ HISTORY_SCHEMA = dg.TableSchema(
 def dead_letter(
     context: dg.AssetExecutionContext, jobs_platform: JobsPlatformResource
 ) -> dg.MaterializeResult:
-    engine = warehouse_engine(jobs_platform.settings().database_url)
-    require_current_schema(engine)
+    engine = jobs_platform.ready_warehouse()
     with engine.connect() as connection:
         try:
             alert = load_alert(connection, int(context.partition_key))
@@ -140,8 +137,7 @@ def dead_letter_sensor(
 ) -> dg.SensorResult:
     cursor = DeadLetterCursor.parse(context.cursor)
     settings = jobs_platform.settings()
-    engine = warehouse_engine(settings.database_url)
-    require_current_schema(engine)
+    engine = jobs_platform.ready_warehouse()
     sinks = alerts.sinks(settings)
     # Read everything first: a connection held across the sends would, on SQLite, hold the
     # warehouse's write lock while a webhook answers.

@@ -6,9 +6,8 @@ import dagster as dg
 
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.outbox.store import queue_stats
-from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.health import AssetHealth, asset_health
-from jobs_platform.store.migrate import require_current_schema
+from jobs_platform.store.migrate import ready_warehouse
 
 
 def backfill_partition_keys(
@@ -27,8 +26,7 @@ def backfill_partition_keys(
 
 def status_report(specs: Iterable[dg.AssetSpec], instance: dg.DagsterInstance, settings) -> dict:
     """The figures of `jobs-platform status` and of the `platform_health` asset."""
-    engine = warehouse_engine(settings.database_url)
-    require_current_schema(engine)
+    engine = ready_warehouse(settings.database_url)
     keys = backfill_partition_keys(specs, instance)
     with engine.connect() as connection:
         assets = asset_health(connection, keys)

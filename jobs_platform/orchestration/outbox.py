@@ -34,8 +34,6 @@ from jobs_platform.orchestration.selections import BACKFILL_ASSETS, with_downstr
 from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, REQUEST_ID_TAG
 from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
-from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.migrate import require_current_schema
 
 OUTBOX_TICK_SECONDS = 15
 # A request may name up to MAX_PARTITIONS_PER_REQUEST partitions, one run each: ten new
@@ -162,8 +160,7 @@ def backfill_request_sensor(
     repository = context.repository_def
     if repository is None:
         return dg.SensorResult(skip_reason="no code location to validate requests against")
-    engine = warehouse_engine(jobs_platform.settings().database_url)
-    require_current_schema(engine)
+    engine = jobs_platform.ready_warehouse()
     with engine.begin() as connection:
         earlier = outbox_store.reclaim_unlaunched(connection, REQUESTS_PER_TICK)
         fresh = outbox_store.claim_pending(connection, REQUESTS_PER_TICK)
@@ -236,8 +233,7 @@ def _log_tick(
     ],
 )
 def outbox_health(jobs_platform: JobsPlatformResource) -> dg.MaterializeResult:
-    engine = warehouse_engine(jobs_platform.settings().database_url)
-    require_current_schema(engine)
+    engine = jobs_platform.ready_warehouse()
     with engine.connect() as connection:
         stats = outbox_store.queue_stats(connection)
     metadata = health_metadata(stats)

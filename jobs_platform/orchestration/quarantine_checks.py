@@ -7,8 +7,6 @@ import dagster as dg
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.store import quarantine as quarantine_store
-from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.migrate import require_current_schema
 
 CHECK_NAME = "no_quarantined_partitions"
 # Enough to act on in the UI; the CLI lists them all.
@@ -36,8 +34,7 @@ def _no_quarantined_partitions(asset_key: dg.AssetKey) -> dg.AssetChecksDefiniti
         description="Fails while any partition of this backfill is quarantined (dead letter).",
     )
     def _check(jobs_platform: JobsPlatformResource) -> dg.AssetCheckResult:
-        engine = warehouse_engine(jobs_platform.settings().database_url)
-        require_current_schema(engine)
+        engine = jobs_platform.ready_warehouse()
         with engine.connect() as connection:
             partitions = sorted(
                 entry.partition for entry in quarantine_store.list_entries(connection, asset=asset)

@@ -12,8 +12,7 @@ import dagster as dg
 
 from jobs_platform.orchestration.tags import PARTITION_RANGE_START_TAG, PARTITION_TAG
 from jobs_platform.store import recovery
-from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.migrate import require_current_schema
+from jobs_platform.store.migrate import ready_warehouse
 
 TICK_SECONDS = 30
 # How long a crashed step's run worker gets to retry the step itself, in lease TTLs.
@@ -22,8 +21,7 @@ GRACE_LEASES = 1.0
 
 def fail_abandoned_runs(instance: dg.DagsterInstance, settings) -> list[str]:
     """Record abandoned attempts as crashes and fail their dead runs; returns run ids failed."""
-    engine = warehouse_engine(settings.database_url)
-    require_current_schema(engine)
+    engine = ready_warehouse(settings.database_url)
     with engine.begin() as connection:
         recovery.record_abandoned_attempts_everywhere(connection)
     started = instance.get_runs(

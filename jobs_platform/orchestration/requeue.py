@@ -15,8 +15,6 @@ from jobs_platform.orchestration.run_keys import launched_runs
 from jobs_platform.orchestration.selections import BACKFILL_ASSETS, with_downstream_backfills
 from jobs_platform.orchestration.tags import PARTITION_TAG, requeue_run_key
 from jobs_platform.store import quarantine as quarantine_store
-from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.migrate import require_current_schema
 
 REQUEUE_TICK_SECONDS = 15
 REQUEUES_PER_TICK = 100
@@ -36,8 +34,7 @@ def requeue_sensor(
 ) -> dg.SensorResult:
     graph = context.repository_def.asset_graph if context.repository_def else None
     backfills = BACKFILL_ASSETS.resolve(graph) if graph is not None else set()
-    engine = warehouse_engine(jobs_platform.settings().database_url)
-    require_current_schema(engine)
+    engine = jobs_platform.ready_warehouse()
     with engine.connect() as connection:
         entries = quarantine_store.requeues_awaiting_run(
             connection, sorted(key.to_user_string() for key in backfills), REQUEUES_PER_TICK
@@ -89,8 +86,7 @@ def requeue_partition_op(
     context: dg.OpExecutionContext, config: RequeueConfig, jobs_platform: JobsPlatformResource
 ) -> None:
     """Release the partition's quarantine entry; `requeue_sensor` then launches its run."""
-    engine = warehouse_engine(jobs_platform.settings().database_url)
-    require_current_schema(engine)
+    engine = jobs_platform.ready_warehouse()
     try:
         with engine.begin() as connection:
             entry = quarantine_store.requeue_partition(connection, config.asset, config.partition)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import dagster as dg
+import sqlalchemy as sa
 
 from jobs_platform.settings import Settings, configured_database_url, require_shared_warehouse
+from jobs_platform.store.migrate import ready_warehouse
 
 
 class JobsPlatformResource(dg.ConfigurableResource):
@@ -37,6 +39,11 @@ class JobsPlatformResource(dg.ConfigurableResource):
         return dataclasses.replace(
             Settings.from_env(), **{k: v for k, v in overrides.items() if v is not None}
         )
+
+    def ready_warehouse(self) -> sa.Engine:
+        """The warehouse, ready: its schema at head, or `SchemaNotReady` (no DDL, except
+        that the embedded default makes itself ready: `store.migrate.ready_warehouse`)."""
+        return ready_warehouse(self.settings().database_url)
 
     def settings_for_step(self, *, remote: bool) -> Settings:
         """Settings for a step; one that may run on another machine is never given a guess.

@@ -144,14 +144,37 @@ def crash_values(now: dt.datetime) -> dict:
     }
 
 
-def counted_failures(connection: sa.Connection, asset: str, partition: str, episode: int) -> int:
-    """How many attempts of this episode spent the budget since the partition last succeeded."""
-    return connection.execute(
-        sa.select(sa.func.count()).where(
-            *_failing_streak(asset, partition, episode),
-            attempts.c.error_class.in_([str(c) for c in COUNTED_CLASSES]),
-        )
-    ).scalar_one()
+@dataclass(frozen=True)
+class BudgetState:
+    """How much of its attempt budget an episode has spent, and how its last failure ended."""
+
+    counted_failures: int  # failed attempts since the last success whose class spends budget
+    last_class: Classification | None  # the class of the latest of them, counted or not
+
+
+def budget_state(
+    connection: sa.Connection, asset: str, partition: str, episode: int
+) -> BudgetState:
+    """The episode's budget since the partition last succeeded, in one query.
+
+    The only count of the budget: the engine decides from it (`engine.outcome.settle`) and
+    the quarantine entry records it.
+    """
+    streak = (
+        sa.select(attempts.c.id, attempts.c.error_class)
+        .where(*_failing_streak(asset, partition, episode))
+        .subquery()
+    )
+    counted = streak.c.error_class.in_([str(c) for c in COUNTED_CLASSES])
+    last_class = (
+        sa.select(streak.c.error_class).order_by(streak.c.id.desc()).limit(1).scalar_subquery()
+    )
+    row = connection.execute(
+        sa.select(
+            sa.func.coalesce(sa.func.sum(sa.case((counted, 1), else_=0)), 0), last_class
+        ).select_from(streak)
+    ).one()
+    return BudgetState(int(row[0]), Classification(row[1]) if row[1] is not None else None)
 
 
 def failing_streak(

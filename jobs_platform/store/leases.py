@@ -26,7 +26,6 @@ __all__ = [
     "attach_attempt",
     "fence",
     "holder_is_dead",
-    "live_leases",
     "owns_lease",
     "release_lease",
     "renew_lease",
@@ -183,10 +182,6 @@ def release_lease(connection: sa.Connection, lease: Lease) -> None:
     connection.execute(
         sa.update(leases).where(*_owned(lease)).values(holder=None, expires_at=_EPOCH)
     )
-
-
-def live_leases(connection: sa.Connection) -> list[sa.Row]:
-    return list(connection.execute(sa.select(leases).where(leases.c.holder.is_not(None))))
 
 
 def _extend(connection: sa.Connection, lease: Lease, ttl_seconds: float, clock: LeaseClock) -> bool:

@@ -24,7 +24,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from jobs_platform.errors import TerminalError
 from jobs_platform.settings import embedded_database_url
-from jobs_platform.store.db import normalize_url, redact_url
+from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
 from jobs_platform.store.schema import create_user_tables, in_creation_order
 
 # Not alembic's default `alembic_version`: a warehouse may well hold the user's own.
@@ -263,45 +263,57 @@ def write_user_tables_sql(
     return missing
 
 
-_ready: set[str] = set()
-_embedded_tables: set[tuple[str, str]] = set()
+_checked: set[str] = set()
+_embedded_ready: set[tuple[str, str]] = set()
 _ready_lock = threading.Lock()
 
 
-def require_current_schema(engine: sa.Engine, *, embedded_tables: Iterable[sa.Table] = ()) -> None:
-    """Raise `SchemaNotReady` unless the framework's tables are at head; no DDL.
+def check_schema(engine: sa.Engine) -> None:
+    """Raise `SchemaNotReady` unless the framework's tables are at head; never any DDL.
 
     Checked once per process and warehouse (a success is cached; a failure is not, so a
-    long-lived daemon recovers once someone upgrades). On the embedded default the
-    schema is upgraded instead, and `embedded_tables` (a backfill's target table) are
-    created when missing, so the demo and `dagster dev` need no set-up.
+    long-lived daemon recovers once someone upgrades).
     """
     key = engine.url.render_as_string(hide_password=False)
-    embedded = is_embedded_default(engine.url)
-    if key not in _ready:
-        if embedded:
-            upgrade_warehouse(engine)
-        else:
-            state = schema_state(engine)
-            if not state.at_head:
-                raise SchemaNotReady(state.not_ready_message())
-        with _ready_lock:
-            _ready.add(key)
-    if embedded:
-        missing = [table for table in embedded_tables if (key, table.name) not in _embedded_tables]
-        if missing:
-            create_user_tables(engine, *missing)
-            with _ready_lock:
-                _embedded_tables.update((key, table.name) for table in missing)
+    if key in _checked:
+        return
+    state = schema_state(engine)
+    if not state.at_head:
+        raise SchemaNotReady(state.not_ready_message())
+    with _ready_lock:
+        _checked.add(key)
+
+
+def ensure_embedded_schema(engine: sa.Engine, tables: Iterable[sa.Table] = ()) -> bool:
+    """On the embedded default only: upgrade it and create the missing `tables`.
+
+    The zero-set-up SQLite warehouse of the working directory has no deploy step, so the
+    demo and `dagster dev` make it ready themselves, once per process and table. Any other
+    warehouse is left alone (its deploy runs `jobs-platform db upgrade`); returns whether
+    `engine` is the embedded default.
+    """
+    if not is_embedded_default(engine.url):
+        return False
+    key = engine.url.render_as_string(hide_password=False)
+    if key not in _checked:
+        upgrade_warehouse(engine)
+    missing = [table for table in tables if (key, table.name) not in _embedded_ready]
+    if missing:
+        create_user_tables(engine, *missing)
+    with _ready_lock:
+        _checked.add(key)
+        _embedded_ready.update((key, table.name) for table in missing)
+    return True
+
+
+def ready_warehouse(database_url: str | sa.URL) -> sa.Engine:
+    """The warehouse at `database_url`, its schema current (the embedded default made so)."""
+    engine = warehouse_engine(database_url)
+    ensure_embedded_schema(engine)
+    check_schema(engine)
+    return engine
 
 
 def is_embedded_default(url: str | sa.URL) -> bool:
     """Whether `url` is the zero-set-up SQLite warehouse of the working directory."""
     return normalize_url(url) == normalize_url(embedded_database_url())
-
-
-def forget_checked_schemas() -> None:
-    """Forget which warehouses were found ready (for tests that rebuild one in place)."""
-    with _ready_lock:
-        _ready.clear()
-        _embedded_tables.clear()

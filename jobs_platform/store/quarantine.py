@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.store.attempts import COUNTED_CLASSES, failing_streak
+from jobs_platform.store.attempts import budget_state, failing_streak
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import PartitionStatus, set_partition_status
 from jobs_platform.store.schema import attempts, quarantine, utcnow
@@ -53,7 +53,7 @@ def quarantine_partition(
             episode=episode,
             status=QuarantineStatus.QUARANTINED,
             # What spent the budget: lease-lost and interrupted attempts stay in the history.
-            attempts=sum(1 for row in history if row.error_class in COUNTED_CLASSES),
+            attempts=budget_state(connection, asset, partition, episode).counted_failures,
             error_class=last.error_class if last else "unknown",
             error_type=last.error_type if last else None,
             last_error=last.message if last else None,

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.engine.decisions import NextStep
-from jobs_platform.engine.runner import AttemptInfo, FailedAttempt, PartitionReport, PartitionRunner
+from jobs_platform.engine.runner import Attempter, FailedAttempt, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import AttemptInterrupted, Classification, RetryableError, TerminalError
 from jobs_platform.settings import Settings
@@ -111,7 +111,7 @@ def runner(items_input, settings) -> PartitionRunner:
 
 
 def attempt(runner: PartitionRunner, step_retry: int = 0) -> PartitionReport | FailedAttempt:
-    return runner.attempt(DAY, AttemptInfo(run_id="run-1", step_retry=step_retry), chunk_rows=2)
+    return runner.attempt(DAY, Attempter(run_id="run-1", step_retry=step_retry), chunk_rows=2)
 
 
 def history(runner: PartitionRunner) -> list[tuple[int, int, str, str | None]]:
@@ -191,7 +191,7 @@ def test_rerun_after_the_input_changed_converges_to_the_new_input(runner, items_
 
 def test_success_leaves_other_partitions_rows_alone(runner, items_input):
     items_input.rows["2024-01-04"] = [(10, "x")]
-    runner.attempt("2024-01-04", AttemptInfo(), chunk_rows=2)
+    runner.attempt("2024-01-04", Attempter(), chunk_rows=2)
     items_input.rows[DAY] = [(1, "only")]
 
     attempt(runner)
@@ -201,7 +201,7 @@ def test_success_leaves_other_partitions_rows_alone(runner, items_input):
 
 def test_chunk_size_below_one_is_refused(runner):
     with pytest.raises(ValueError, match="chunk_rows must be at least 1"):
-        runner.attempt(DAY, AttemptInfo(), chunk_rows=0)
+        runner.attempt(DAY, Attempter(), chunk_rows=0)
 
 
 # Retryable failures and the ceiling
@@ -396,7 +396,7 @@ def test_worker_whose_lease_was_taken_over_cannot_commit_and_snoozes(runner, ite
         runner.engine, ASSET, DAY, holder="worker-b", run_id=None, ttl_seconds=60
     )
 
-    failed = runner.attempt(DAY, AttemptInfo(holder=stale_holder), chunk_rows=2)
+    failed = runner.attempt(DAY, Attempter(holder=stale_holder), chunk_rows=2)
 
     assert failed.decision.next_step is NextStep.SNOOZE
     assert failed.verdict.classification is Classification.LEASE_LOST

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.heartbeat import Heartbeat
-from jobs_platform.engine.runner import AttemptInfo, PartitionReport, PartitionRunner
+from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import Classification, RetryableError, TerminalError
 from jobs_platform.store.leases import acquire_lease
@@ -152,10 +152,10 @@ def _keyed_lines_spec(lines: dict[str, list[tuple[int, str]]], table) -> Backfil
 def test_unchanged_later_chunk_still_wins_over_a_changed_earlier_chunk(settings):
     lines = {DAY: [(1, "a"), (1, "b")]}  # two chunks of one line; the second wins
     runner = PartitionRunner(_keyed_lines_spec(lines, items_table()), settings)
-    runner.attempt(DAY, AttemptInfo(run_id="run-1"), chunk_rows=1)
+    runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=1)
     lines[DAY] = [(1, "c"), (1, "b")]  # the first chunk changed, the second did not
 
-    runner.attempt(DAY, AttemptInfo(run_id="run-1"), chunk_rows=1)
+    runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=1)
 
     assert stored_items(runner) == [(1, "b", DAY)]  # as a clean run of the current input
 

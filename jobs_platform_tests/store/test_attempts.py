@@ -7,8 +7,9 @@ import sqlalchemy as sa
 from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import (
     AttemptFailure,
+    BudgetState,
     attempt_history,
-    counted_failures,
+    budget_state,
     failing_streak,
     finish_attempt,
     record_abandoned_attempts,
@@ -37,7 +38,7 @@ def attempt_row(connection: sa.Connection, attempt_id: int) -> sa.Row:
 
 
 def counted(connection: sa.Connection, episode: int = 1) -> int:
-    return counted_failures(connection, ASSET, PARTITION, episode)
+    return budget_state(connection, ASSET, PARTITION, episode).counted_failures
 
 
 # Starting and finishing
@@ -110,6 +111,16 @@ def test_lease_lost_and_interrupted_attempts_do_not_count_toward_the_ceiling(con
     an_attempt(connection, error_class="interrupted")
 
     assert counted(connection) == 1
+
+
+def test_the_budget_state_names_the_class_of_the_last_failure_counted_or_not(connection):
+    assert budget_state(connection, ASSET, PARTITION, 1) == BudgetState(0, None)
+    an_attempt(connection, error_class="retryable")
+    an_attempt(connection, error_class="lease_lost")
+
+    state = budget_state(connection, ASSET, PARTITION, 1)
+
+    assert (state.counted_failures, state.last_class) == (1, Classification.LEASE_LOST)
 
 
 def test_the_streak_restarts_after_a_success(connection):

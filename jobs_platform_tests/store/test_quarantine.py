@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from jobs_platform.store.attempts import attempt_history, counted_failures
+from jobs_platform.store.attempts import attempt_history, budget_state
 from jobs_platform.store.partitions import current_episode, partition_rows
 from jobs_platform.store.quarantine import (
     REQUEUE_LAUNCH_GRACE_SECONDS,
@@ -143,7 +143,7 @@ def test_a_requeued_partition_starts_with_a_fresh_budget_and_keeps_its_history(c
 
     requeue_partition(connection, ASSET, PARTITION)
 
-    assert counted_failures(connection, ASSET, PARTITION, episode=2) == 0
+    assert budget_state(connection, ASSET, PARTITION, episode=2).counted_failures == 0
     assert [row.episode for row in attempt_history(connection, ASSET, PARTITION)] == [1, 1, 1]
 
 
