@@ -1,4 +1,7 @@
-"""The error taxonomy: how a failed attempt is classified (DESIGN §2), with no Dagster in sight."""
+"""The error taxonomy: how a failed attempt is classified, with no Dagster in sight.
+
+The classes and what each leads to: docs/ARCHITECTURE.md, "Error taxonomy".
+"""
 
 from __future__ import annotations
 
@@ -445,7 +448,7 @@ def _classify_one(exc: BaseException) -> Verdict | None:
 
 
 def classify(exc: BaseException) -> Verdict:
-    """Decide how an attempt that raised `exc` ended (DESIGN §2)."""
+    """Decide how an attempt that raised `exc` ended (docs/ARCHITECTURE.md, "Error taxonomy")."""
     current: BaseException | None = exc
     seen: set[int] = set()
     while current is not None and id(current) not in seen and len(seen) < _MAX_CAUSE_DEPTH:

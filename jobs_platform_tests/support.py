@@ -364,8 +364,9 @@ def read_landing_lines(landing_root: str, day: str) -> list[dict]:
 def expected_tables_from_landing(landing_root: str, day: str) -> tuple[list[tuple], list[tuple]]:
     """(orders rows, daily_revenue rows) a day's file must produce, derived without the framework.
 
-    The contract (DESIGN §4): one row per order_id, the last line wins; revenue and count
-    per currency over `paid` orders. Rows are ordered by primary key, as `declared_rows`.
+    The contract (README "The orders example"): one row per order_id, the last line wins;
+    revenue and count per currency over `paid` orders. Rows are ordered by primary key, as
+    `declared_rows`.
     """
     last_by_id: dict[int, dict] = {}
     for record in read_landing_lines(landing_root, day):

@@ -89,7 +89,7 @@ def run_backfill_bench(
     rerun: bool = True,
     module: str | None = None,
 ) -> dict:
-    """Time both ways of loading the same days; the DESIGN §4 JSON shape plus "notes".
+    """Time both ways of loading the same days (JSON shape: docs/ARCHITECTURE.md, "Contracts").
 
     `module`: with `via="daemon"`, the code location the webserver and daemon load (its
     `orders` and `daily_revenue` backfills run); the in-process path materializes the

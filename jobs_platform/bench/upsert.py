@@ -72,7 +72,7 @@ def orders_frame(rows: int, seed: int = 0) -> pd.DataFrame:
 
 
 def run_upsert_bench(database_url: str, rows: int) -> dict:
-    """Measure every method on `rows` rows; the DESIGN §4 JSON shape plus "notes"."""
+    """Measure every method on `rows` rows (JSON shape: docs/ARCHITECTURE.md, "Contracts")."""
     if rows < 1:
         raise ValueError(f"--rows must be at least 1, got {rows}")
     frame = orders_frame(rows)

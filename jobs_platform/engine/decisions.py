@@ -1,8 +1,8 @@
 """What happens after an attempt did not finish its partition: one pure function decides.
 
 `decide` owns the quarantine rule and every delay: the backoff of a failed attempt, the
-snooze of a busy partition, the wait after a failure before any attempt began. Callers
-only gather the facts (the verdict, the count) and carry the decision out.
+snooze of a busy partition, the wait after a failure before any attempt began. It is
+pure; `outcome.settle` gathers the facts (the verdict, the budget) and records what it says.
 """
 
 from __future__ import annotations

@@ -15,7 +15,12 @@ Safety argument, in the order an attempt runs:
   quarantines it; a worker that lost its lease records its own attempt and nothing else
   (`failure`);
 - a failure before the attempt exists is classified too and bounded by the ceiling;
-- every delay and the quarantine rule come from one function (`decisions.decide`).
+- what follows a failure is decided and recorded in one place (`outcome.settle`, on the
+  one budget query `store.attempts.budget_state`, with the pure rule `decisions.decide`);
+- the attempt returns one value, and one reporter emits how it ended (`report`).
+
+The path, the layers and a glossary (episode, gate, lease, trail, snooze, blocked,
+chain): docs/ARCHITECTURE.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A reading as Prometheus metric families, and the cache that bounds what scrapes cost.
 
-The names are a public contract (README "Monitoring", DESIGN §4): change them only
-deliberately. Partition keys are never labels: labels are the asset, a partition state,
-an attempt outcome and an error class, all small closed sets.
+The names are a public contract (README "Monitoring", docs/ARCHITECTURE.md "Contracts"):
+change them only deliberately. Partition keys are never labels: labels are the asset, a
+partition state, an attempt outcome and an error class, all small closed sets.
 """
 
 from __future__ import annotations

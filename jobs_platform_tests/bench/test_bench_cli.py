@@ -1,4 +1,6 @@
-"""`jobs-platform bench`: both benchmarks run for real and report every figure (DESIGN §4).
+"""`jobs-platform bench`: both benchmarks run for real and report every figure.
+
+Their JSON shapes: docs/ARCHITECTURE.md, "Contracts".
 
 Tiny sizes: these check the commands and their output, not the speed (docs/BENCHMARKS.md
 has the figures).

@@ -1,4 +1,4 @@
-"""The orders example's target tables (the warehouse side of the contract in DESIGN §4)."""
+"""The orders example's target tables (the warehouse side of README "The orders example")."""
 
 from __future__ import annotations
 
