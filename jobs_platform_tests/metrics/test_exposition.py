@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -19,6 +20,7 @@ from jobs_platform.metrics.exposition import (
 from jobs_platform.metrics.reader import read_metrics
 from jobs_platform.metrics.server import bind, metrics_app
 from jobs_platform_tests.store.factories import AT, SECOND, a_partition, an_attempt
+from jobs_platform_tests.support import wait_for
 
 NOW = AT + 3600 * SECOND
 KEYS = {"items": ["2024-01-01", "2024-01-02"]}
@@ -115,6 +117,19 @@ def test_concurrent_scrapes_wait_for_one_reading_instead_of_starting_their_own()
     assert started.wait(10)
     for thread in threads[1:]:
         thread.start()
+
+    def inside_get(thread: threading.Thread) -> bool:
+        frame = sys._current_frames().get(thread.ident)
+        return frame is not None and frame.f_code is CachedReading.get.__code__
+
+    # Released only once the seven wait in `get` (or one started a reading of its own)
+    # while the first is still being taken: a scrape that arrived after it would be served
+    # the kept reading either way.
+    wait_for(
+        lambda: len(reads) > 1 or all(inside_get(thread) for thread in threads[1:]),
+        timeout=10,
+        what="the other scrapes to arrive during the reading",
+    )
     release.set()
     for thread in threads:
         thread.join(10)
