@@ -37,7 +37,7 @@ def run_metrics_bench(
 ) -> dict:
     import dagster as dg
 
-    from jobs_platform.cli.code_location import load_definitions
+    from jobs_platform.location import load_definitions
     from jobs_platform.orchestration.health import backfill_partition_keys
     from jobs_platform.orchestration.tags import BACKFILL_TAG
 

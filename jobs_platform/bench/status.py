@@ -58,7 +58,7 @@ def run_status_bench(
         raise ValueError("need --partitions >= 1, 0 <= --quarantined <= --partitions, repeats >= 1")
     import dagster as dg
 
-    from jobs_platform.cli.code_location import code_location_module, load_definitions
+    from jobs_platform.location import code_location_module, load_definitions
     from jobs_platform.orchestration.tags import BACKFILL_TAG
 
     module = code_location_module(module)
@@ -200,8 +200,8 @@ def _attempt(asset: str, key: str, number: int, at: dt.datetime, error_class: st
 def _in_process(url: str, home: Path, repeats: int, module: str) -> dict[str, dict]:
     import dagster as dg
 
-    from jobs_platform.cli.code_location import load_definitions
-    from jobs_platform.cli.dead_letter import entry_summary
+    from jobs_platform.dead_letter_view import entry_summary
+    from jobs_platform.location import load_definitions
     from jobs_platform.orchestration.health import status_report
     from jobs_platform.orchestration.resources import JobsPlatformResource
     from jobs_platform.settings import Settings

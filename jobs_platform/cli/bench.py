@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from jobs_platform.cli.code_location import add_module_option
+from jobs_platform.location import add_module_option
 
 # Targets the figures are read against (docs/BENCHMARKS.md says why these).
 UPSERT_TARGETS = (
@@ -185,7 +185,7 @@ def run_backfill(args: argparse.Namespace) -> int:
 
 def run_memory(args: argparse.Namespace) -> int:
     from jobs_platform.bench.memory import run_memory_bench
-    from jobs_platform.cli.code_location import code_location_module
+    from jobs_platform.location import code_location_module
 
     module = code_location_module(args.module)
     return _run(

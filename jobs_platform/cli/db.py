@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from jobs_platform.cli.code_location import add_module_option
+from jobs_platform.location import add_module_option
 
 if TYPE_CHECKING:
     from jobs_platform.engine.spec import BackfillSpec
@@ -113,7 +113,7 @@ def run_current(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from jobs_platform.cli.code_location import named_module
+    from jobs_platform.location import named_module
 
     read = _read_warehouse(args.module)
     if isinstance(read, int):
@@ -140,7 +140,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 def _location(module: str | None) -> tuple[str, list[BackfillSpec]]:
     """The code location's name and its backfills (loading it declares them)."""
-    from jobs_platform.cli.code_location import (
+    from jobs_platform.location import (
         code_location_module,
         load_definitions,
         location_backfills,

@@ -13,19 +13,15 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
-from jobs_platform.cli.code_location import add_module_option, named_module, require_module
 from jobs_platform.cli.warehouse import open_warehouse
+from jobs_platform.dead_letter_view import entry_summary, plain
+from jobs_platform.location import add_module_option, named_module, require_module
 from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
 
 if TYPE_CHECKING:
     import dagster as dg
-
-LIST_FIELDS = (
-    "asset", "partition", "status", "attempts", "error_class", "last_error",
-    "first_failed_at", "last_failed_at",
-)  # fmt: skip
 
 
 def register(commands) -> None:
@@ -55,13 +51,9 @@ def register(commands) -> None:
     requeue.set_defaults(handler=run_requeue)
 
 
-def entry_summary(row: sa.Row) -> dict:
-    return {name: _plain(getattr(row, name)) for name in LIST_FIELDS}
-
-
 def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[dict]:
     return [
-        {**asdict(record), "at": _plain(record.at)}
+        {**asdict(record), "at": plain(record.at)}
         for record in map(AttemptRecord.from_row, attempt_history(connection, asset, partition))
     ]
 
@@ -161,7 +153,7 @@ def run_requeue(args: argparse.Namespace) -> int:
 
 
 def _refuse_when_its_run_exists(entry: sa.Row) -> None:
-    from jobs_platform.cli.code_location import dagster_instance
+    from jobs_platform.location import dagster_instance
     from jobs_platform.orchestration.requeue import requeue_run
 
     with dagster_instance() as instance:
@@ -175,7 +167,7 @@ def _refuse_when_its_run_exists(entry: sa.Row) -> None:
 
 def _definitions_serving(module: str | None, asset: str) -> dg.Definitions:
     """The code location's definitions, when one of its backfills is `asset`."""
-    from jobs_platform.cli.code_location import (
+    from jobs_platform.location import (
         code_location_module,
         load_definitions,
         location_backfills,
@@ -207,7 +199,7 @@ def launch_requeue_run(
     """
     import dagster as dg
 
-    from jobs_platform.cli.code_location import code_location_module
+    from jobs_platform.location import code_location_module
     from jobs_platform.orchestration.selections import with_downstream_backfills
     from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG, requeue_run_key
 
@@ -231,10 +223,6 @@ def launch_requeue_run(
         tail = "\n".join((finished.stdout + finished.stderr).strip().splitlines()[-15:])
         print(f"{entry.asset}/{entry.partition} failed again:\n{tail}", file=sys.stderr)
     return finished.returncode
-
-
-def _plain(value):
-    return value.isoformat() if hasattr(value, "isoformat") else value
 
 
 def _one_line(text: str | None, limit: int = 300) -> str:

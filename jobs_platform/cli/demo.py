@@ -15,7 +15,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from jobs_platform.cli.code_location import add_module_option
+from jobs_platform.location import add_module_option
 from jobs_platform.settings import Settings
 
 DEMO_START = dt.date(2024, 1, 1)
@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     import dagster as dg
 
-    from jobs_platform.cli.code_location import code_location_module, load_definitions
     from jobs_platform.examples.orders.seed import iter_days, seed_orders
+    from jobs_platform.location import code_location_module, load_definitions
     from jobs_platform.store.db import redact_url
     from jobs_platform.store.migrate import ready_warehouse
 

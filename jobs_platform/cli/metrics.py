@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from jobs_platform.cli.code_location import add_module_option
+from jobs_platform.location import add_module_option
 
 
 def register(commands) -> None:
@@ -37,8 +37,8 @@ def register(commands) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from jobs_platform.cli.code_location import dagster_instance, load_definitions
     from jobs_platform.cli.warehouse import open_warehouse
+    from jobs_platform.location import dagster_instance, load_definitions
     from jobs_platform.metrics import METRICS_PATH
     from jobs_platform.metrics.exposition import (
         DEFAULT_CACHE_SECONDS,

@@ -7,8 +7,8 @@ import json
 
 import sqlalchemy as sa
 
-from jobs_platform.cli.code_location import add_module_option, named_module, require_module
 from jobs_platform.cli.warehouse import open_warehouse
+from jobs_platform.location import add_module_option, named_module, require_module
 from jobs_platform.outbox.store import OutboxStatus, list_requests, queue_stats
 
 LIST_FIELDS = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from jobs_platform.cli.code_location import add_module_option
+from jobs_platform.location import add_module_option
 
 
 def register(commands) -> None:
@@ -16,8 +16,8 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobs_platform.cli.code_location import dagster_instance, load_definitions
     from jobs_platform.cli.warehouse import open_warehouse
+    from jobs_platform.location import dagster_instance, load_definitions
     from jobs_platform.orchestration.health import status_report
     from jobs_platform.settings import Settings
     from jobs_platform.store.health import health_as_dict

@@ -28,7 +28,7 @@ from string import Template
 
 import sqlalchemy as sa
 
-from jobs_platform.cli.code_location import add_module_option, code_location_module
+from jobs_platform.location import add_module_option, code_location_module
 from jobs_platform.orchestration.executors import celery_app_settings, step_deadline_seconds
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import normalize_url, redact_url
@@ -183,7 +183,7 @@ def prepare_warehouse(url: str, module: str | None = None) -> list[str]:
 
     Returns the names of the tables it created.
     """
-    from jobs_platform.cli.code_location import load_definitions, location_backfills
+    from jobs_platform.location import load_definitions, location_backfills
     from jobs_platform.store.db import warehouse_engine
     from jobs_platform.store.migrate import deploy_warehouse
 

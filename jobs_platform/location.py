@@ -1,10 +1,11 @@
-"""What the CLI works on in Dagster: the code location, loaded by name, and the instance.
+"""What the command lines work on in Dagster: the code location, loaded by name, and the instance.
 
-The CLI stands outside the code location, as `dagster -m MODULE` does: a command that
-needs one takes `-m/--module MODULE` (a module with a module-level `defs`), else
-`$JOBS_PLATFORM_MODULE`, else the bundled example `jobs_platform.definitions`, and loads
-it when it needs it. No module of the package imports a code location, which imports
-them, so there is no import cycle through it.
+`jobs-platform`, `bin/stack` (`deploy`) and the benchmarks (`bench`) stand outside the
+code location, as `dagster -m MODULE` does: a command that needs one takes `-m/--module
+MODULE` (a module with a module-level `defs`), else `$JOBS_PLATFORM_MODULE`, else the
+bundled example `jobs_platform.definitions`, and loads it when it needs it. No module of
+the package imports a code location, which imports them, so there is no import cycle
+through it. Here, not in `cli`, so that `deploy` and `bench` need nothing of the CLI.
 """
 
 from __future__ import annotations
