@@ -130,13 +130,11 @@ def test_sigkill_of_the_pool_process_mid_chunk_finishes_the_partition_once_in_th
         (pool_pid,) = step_start_pids(instance, run.run_id, "orders")
     assert process_group_of(pool_pid) in workers.process_groups(), "not one of our workers"
     os.kill(pool_pid, signal.SIGKILL)
-    killed_at = time.monotonic()
 
-    code = finish(run_process)
-    recovered_in = time.monotonic() - killed_at
+    # The bound is the deadline of the wait: a run still going past it fails the test.
+    code = finish(run_process, timeout=RECOVERY_BOUND_SECONDS)
 
     assert code == 0, (tmp_path / "run.log").read_text()[-3000:]
-    assert recovered_in < RECOVERY_BOUND_SECONDS
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.SUCCESS
         pids = step_start_pids(instance, run.run_id, "orders")
@@ -210,11 +208,16 @@ def test_a_terminated_run_stops_waiting_for_a_step_no_worker_picked_up(
 
     os.killpg(run_process.pid, signal.SIGTERM)
     terminated_at = time.monotonic()
+    # Stopping takes the grace plus shutting down; a run that waited on for ever fails here.
     code = finish(run_process, timeout=STOP_GRACE_SECONDS + 60)
+    stopped_after = time.monotonic() - terminated_at
 
     assert code != 0
-    assert time.monotonic() - terminated_at < STOP_GRACE_SECONDS + 60
-    assert "revoking active tasks" in log.read_text()
+    output = log.read_text()
+    assert "revoking active tasks" in output
+    # It gave a worker the grace to report the revoked step, then stopped waiting for it.
+    assert stopped_after >= STOP_GRACE_SECONDS
+    assert "was revoked." in output
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         assert only_run_for(instance, day).status == dg.DagsterRunStatus.FAILURE
         assert runs_in_status(instance, dg.DagsterRunStatus.STARTED) == []

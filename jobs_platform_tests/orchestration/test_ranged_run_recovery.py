@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import dagster as dg
 import sqlalchemy as sa
@@ -78,7 +77,6 @@ def test_a_ranged_run_whose_worker_was_killed_is_failed_and_its_attempt_is_a_cra
     )
     os.killpg(victim.pid, signal.SIGKILL)
     victim.wait()
-    time.sleep(0.1)
 
     from jobs_platform.definitions import defs
 
