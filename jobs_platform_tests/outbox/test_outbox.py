@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import dagster as dg
@@ -497,8 +498,10 @@ def test_queue_stats_counts_each_status_and_ages_the_oldest_pending(engine):
 
 
 def test_outbox_health_shows_the_queue_and_warns_when_a_request_waits_too_long(engine, instance):
+    enqueuing = time.monotonic()
     request_id = enqueue(engine)
     fresh = dg.materialize([outbox_health], instance=instance, resources=dict(defs.resources))
+    since_enqueuing = time.monotonic() - enqueuing
     with engine.begin() as connection:
         connection.execute(
             sa.update(outbox)
@@ -510,7 +513,8 @@ def test_outbox_health_shows_the_queue_and_warns_when_a_request_waits_too_long(e
     [materialization] = fresh.get_asset_materialization_events()
     metadata = {k: v.value for k, v in materialization.materialization.metadata.items()}
     assert metadata["pending_count"] == 1
-    assert metadata["oldest_pending_age_seconds"] < 60
+    # Its age counts from the enqueue (round to the millisecond), however slow the machine.
+    assert 0 <= metadata["oldest_pending_age_seconds"] <= since_enqueuing + 0.001
     assert (metadata["claimed_count"], metadata["launched_count"], metadata["rejected_count"]) == (
         0,
         0,
