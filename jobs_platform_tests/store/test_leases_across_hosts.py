@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from dataclasses import dataclass
 
 import pytest
@@ -92,12 +94,20 @@ class WorkerReport:
 
 
 def report_of(worker: subprocess.Popen) -> WorkerReport:
-    clock, pid_namespace = worker.stdout.readline().split()
+    clock, pid_namespace = next_line(worker).split()
     return WorkerReport(
-        dt.datetime.fromtimestamp(float(clock), dt.UTC),
-        pid_namespace,
-        worker.stdout.readline().strip(),
+        dt.datetime.fromtimestamp(float(clock), dt.UTC), pid_namespace, next_line(worker)
     )
+
+
+def next_line(worker: subprocess.Popen, timeout: float = 60) -> str:
+    """The worker's next line of output, read by a thread so that the wait has a deadline."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: lines.put(worker.stdout.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=timeout).strip()
+    except queue.Empty:
+        pytest.fail(f"the worker printed nothing for {timeout}s", pytrace=False)
 
 
 def assert_clock_skewed(
