@@ -356,7 +356,9 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 
 def _database_error(exc: BaseException) -> BaseException:
     """The driver's own error, looking through SQLAlchemy's wrapper."""
-    return exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
+    if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.orig is not None:
+        return exc.orig
+    return exc
 
 
 def _sqlstate(error: BaseException) -> str | None:

@@ -35,6 +35,7 @@ import resource
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import sqlalchemy as sa
@@ -65,7 +66,7 @@ VIA = ("process", "daemon")
 # 13 forks step processes from a forkserver that preloaded the code location; "spawn" is
 # Dagster's own default; "forkserver" as Dagster configures it (preloading only Dagster's
 # executor module, so each step still imports the code location).
-UI_EXECUTION = {
+UI_EXECUTION: dict[str, dict | None] = {
     "default": None,
     "spawn": {"multiprocess": {"start_method": {"spawn": {}}}},
     "forkserver": {"multiprocess": {"start_method": {"forkserver": {}}}},
@@ -311,6 +312,7 @@ class _DagsterBackfill:
 
     def run(self, days: list[str], runs: str) -> float:
         """Materialize every day; seconds from the first run's start to the last one's end."""
+        batches: list[dict[str, Any]]
         if runs == "one":
             batches = [
                 {"tags": {PARTITION_RANGE_START_TAG: days[0], PARTITION_RANGE_END_TAG: days[-1]}}

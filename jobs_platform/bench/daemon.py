@@ -170,9 +170,12 @@ class DagsterStack:
         while time.monotonic() < deadline:
             for process in self.processes:
                 if process.poll() is not None:
+                    program = str(
+                        process.args[0] if isinstance(process.args, list) else process.args
+                    )
                     raise DaemonBenchFailed(
-                        f"{process.args[0]} exited with {process.returncode}: "
-                        f"{self.log_tail(Path(process.args[0]).name)}"
+                        f"{program} exited with {process.returncode}: "
+                        f"{self.log_tail(Path(program).name)}"
                     )
             with contextlib.suppress(OSError, DaemonBenchFailed):
                 located = self.graphql(
@@ -227,6 +230,8 @@ def wait_for_backfill(stack: DagsterStack, backfill_id: str, timeout: float):
     with dg.DagsterInstance.from_config(str(stack.home)) as instance:
         while True:
             backfill = instance.get_backfill(backfill_id)
+            if backfill is None:
+                raise DaemonBenchFailed(f"backfill {backfill_id} is not in the instance")
             records = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_TAG: backfill_id}))
             finished = all(record.dagster_run.is_finished for record in records)
             if not backfill_is_busy(backfill) and finished:

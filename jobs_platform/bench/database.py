@@ -106,9 +106,10 @@ def fresh_schema(database_url: str, label: str) -> Iterator[str]:
 def schema_url(database_url: str, schema: str) -> str:
     """`database_url` with `search_path` set to `schema` for every connection."""
     url = normalize_url(database_url)
-    options = " ".join(
-        part for part in (url.query.get("options"), f"-csearch_path={schema}") if part
-    )
+    # A query parameter given twice reads as a tuple of its values.
+    given = url.query.get("options") or ()
+    existing = [given] if isinstance(given, str) else list(given)
+    options = " ".join([*existing, f"-csearch_path={schema}"])
     return _rendered(url.update_query_dict({"options": options}))
 
 

@@ -97,7 +97,10 @@ def run_memory_bench(
             peak_kb = int(peak_file.read_text().split()[-1])
         with dg.DagsterInstance.from_config(str(home)) as instance:
             (record,) = instance.fetch_materializations(dg.AssetKey("orders"), limit=1).records
-            metadata = record.asset_materialization.metadata
+            materialization = record.asset_materialization
+            if materialization is None:
+                raise RuntimeError("the orders run recorded no materialization")
+            metadata = materialization.metadata
     if stored != rows:
         raise RuntimeError(f"orders holds {stored} rows, expected {rows}")
     return {

@@ -43,7 +43,7 @@ def changed_rows(frame: pd.DataFrame, fraction: float, round_number: int) -> pd.
     """`frame` with an evenly spread `fraction` of its rows given a new amount."""
     changed = frame.copy()
     count = round(len(frame) * fraction)
-    picked = np.linspace(0, len(frame) - 1, num=count, dtype=np.int64) if count else []
+    picked = np.linspace(0, len(frame) - 1, num=count, dtype=np.int64)
     column = changed.columns.get_loc("amount_cents")
     changed.iloc[picked, column] = changed.iloc[picked, column] + round_number
     return changed

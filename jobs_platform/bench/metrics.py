@@ -90,7 +90,9 @@ def run_metrics_bench(
 
 
 def _served_address(server: subprocess.Popen) -> str:
-    line = server.stdout.readline()  # the one line it prints once listening ('' if it died)
+    line = (
+        server.stdout.readline() if server.stdout else ""
+    )  # the one line it prints once listening ('' if it died)
     if not line.startswith("serving metrics on "):
         raise RuntimeError(f"metrics serve did not start (exit {server.poll()}): {line!r}")
     return line.split()[-1]

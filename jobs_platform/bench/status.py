@@ -212,7 +212,7 @@ def _in_process(url: str, home: Path, repeats: int, module: str) -> dict[str, di
     # location's resources bound, and this run brings its own).
     platform_health = next(
         asset
-        for asset in defs.assets
+        for asset in defs.assets or ()
         if isinstance(asset, dg.AssetsDefinition) and dg.AssetKey("platform_health") in asset.keys
     )
     settings = Settings.from_env({"JOBS_PLATFORM_DATABASE_URL": url})

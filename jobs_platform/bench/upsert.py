@@ -22,6 +22,7 @@ commit waits for its WAL flush, in every method alike.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 
@@ -133,7 +134,7 @@ def _measure_all(
     )
     for name, method, data in methods:
         target = orders_shaped(engine, f"bench_{name}")
-        seconds, _ = _timed(engine, lambda m=method, t=target, d=data: m(engine, t, d))
+        seconds, _ = _timed(engine, functools.partial(method, engine, target, data))
         results[name] = _result(len(data), seconds)
         _drop_checked(engine, target, len(data))
     return results, checks
@@ -191,7 +192,10 @@ def _raw_copy_append(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame) ->
             text = copy_text(chunk, types, connection.dialect)
             if text is None:
                 raise AssertionError("the bench frame must take the column-wise COPY path")
-            cursor = connection.connection.driver_connection.cursor()
+            driver = connection.connection.driver_connection
+            if driver is None:
+                raise AssertionError("the bench connection has no psycopg connection")
+            cursor = driver.cursor()
             with cursor, cursor.copy(statement) as copy:
                 copy.write(text)
 
@@ -241,7 +245,8 @@ def _result(rows: int, seconds: float) -> dict:
 def orders_shaped(engine: sa.Engine, name: str) -> sa.Table:
     table = orders_table.to_metadata(sa.MetaData(), name=name)
     for index in table.indexes:
-        index.name = f"ix_{name}_{'_'.join(column.name for column in index.columns)}"
+        columns = "_".join(column.name for column in index.columns)
+        index.name = sa.quoted_name(f"ix_{name}_{columns}", quote=None)
     table.create(engine)
     return table
 
@@ -255,6 +260,6 @@ def _drop_checked(engine: sa.Engine, table: sa.Table, rows: int) -> None:
     table.drop(engine)
 
 
-def _expect(condition: bool, method: str, counts: UpsertCounts) -> None:
+def _expect(condition: bool, method: str, counts: object) -> None:
     if not condition:
         raise AssertionError(f"{method}: unexpected upsert counts {counts}")

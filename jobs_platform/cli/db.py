@@ -190,12 +190,12 @@ def _warehouse(*, changes: bool) -> tuple[sa.Engine, str]:
 
     database_url = Settings.from_env().database_url
     parsed = normalize_url(database_url)
-    sqlite_file = parsed.get_backend_name() == "sqlite" and parsed.database not in (
-        None,
-        "",
-        ":memory:",
+    sqlite_file = (
+        parsed.database
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in ("", ":memory:")
+        else None
     )
-    if not changes and sqlite_file and not Path(parsed.database).exists():
+    if not changes and sqlite_file is not None and not Path(sqlite_file).exists():
         return sa.create_engine("sqlite://", poolclass=sa.StaticPool), redact_url(database_url)
     return warehouse_engine(database_url), redact_url(database_url)
 

@@ -146,7 +146,7 @@ def run_requeue(args: argparse.Namespace) -> int:
             f"released {args.asset}/{args.partition} (entry {entry.id}); "
             f"its attempt count starts over, the old history is kept"
         )
-    if through_instance:
+    if through_instance or definitions is None:
         print("the requeue sensor will launch a run for it through the Dagster instance")
         return 0
     return launch_requeue_run(entry, definitions, args.module)

@@ -159,6 +159,8 @@ def create_instance_storage(layout: StackLayout, instance_url: str, env: dict[st
 def ensure_database(url: str) -> None:
     """Create the database of `url` when its server answers and it does not exist yet."""
     parsed = normalize_url(url)
+    if not parsed.database:
+        raise StackError(f"{redact_url(url)} names no database")
     admin = sa.create_engine(
         parsed.set(database="postgres"), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool
     )

@@ -11,7 +11,8 @@ grace period passes. The loop itself is dagster-celery's, unchanged.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import dagster as dg
 from celery.exceptions import TaskRevokedError
@@ -132,7 +133,7 @@ class BoundedCeleryExecutor(CeleryExecutor):
 )
 def bounded_celery_executor(init_context: dg.InitExecutorContext) -> BoundedCeleryExecutor:
     """Steps run on Celery workers; a step's result is awaited for a bounded time."""
-    config = init_context.executor_config
+    config: Mapping[str, Any] = init_context.executor_config
     return BoundedCeleryExecutor(
         broker=config.get("broker"),
         backend=config.get("backend"),

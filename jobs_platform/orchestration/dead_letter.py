@@ -175,7 +175,7 @@ def dead_letter_sensor(
             )
         )
         last_seen = alert.entry_id
-    added = [request.partition_key for request in requests]
+    added = [request.partition_key for request in requests if request.partition_key is not None]
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[dead_letter_partitions.build_add_request(added)]

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import dagster as dg
 
@@ -128,7 +129,7 @@ class _ExecutionSleepingWhileStepsWait(ActiveExecution):
     time (a snooze, a backoff) or a pool slot, it spins a core until one is due.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Steps whose process the loop still polls: their events must not wait for a sleep.
         self._polled: set[str] = set()
@@ -176,7 +177,10 @@ def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext
     config = with_forkserver_by_default(
         init_context.executor_config, job_module_name(init_context.job)
     )
-    executor = _DAGSTER_DEFAULT.executor_creation_fn(
+    create_default = _DAGSTER_DEFAULT.executor_creation_fn
+    if create_default is None:  # an @dg.executor always has one; typed as optional
+        raise TypeError(f"Dagster's {_DAGSTER_DEFAULT.name} executor has no creation function")
+    executor = create_default(
         dg.InitExecutorContext(
             job=init_context.job,
             executor_def=init_context.executor_def,

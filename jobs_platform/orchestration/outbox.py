@@ -170,8 +170,8 @@ def backfill_request_sensor(
     for request in [*earlier, *fresh]:
         try:
             plans.append(plan_launch(request, repository, context.instance))
-        except RequestRejected as rejected:
-            rejections.append((request, str(rejected)))
+        except RequestRejected as refusal:
+            rejections.append((request, str(refusal)))
     to_request = [(plan, plan.missing_partitions(context.instance)) for plan in plans]
     with engine.begin() as connection:
         launched = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import dagster as dg
 import sqlalchemy as sa
@@ -27,7 +28,7 @@ class JobsPlatformResource(dg.ConfigurableResource):
     alert_webhook_url: str | None = None
 
     def settings(self) -> Settings:
-        overrides = {
+        overrides: dict[str, Any] = {
             "database_url": self.database_url,
             "landing_root": self.landing,
             "max_attempts": self.max_attempts,

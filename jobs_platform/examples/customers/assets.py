@@ -26,7 +26,8 @@ from jobs_platform.examples.customers.history import (
 from jobs_platform.examples.customers.tables import customer_order_history_table
 from jobs_platform.examples.orders.assets import seed_example_orders
 
-customer_partitions = dg.DynamicPartitionsDefinition(name="customers")
+CUSTOMER_PARTITIONS = "customers"
+customer_partitions = dg.DynamicPartitionsDefinition(name=CUSTOMER_PARTITIONS)
 
 EXAMPLE_CUSTOMERS = 3
 
@@ -46,7 +47,7 @@ def seed_example_customers(settings: Settings) -> list[str]:
         str(customer) for customer in busiest_customers(settings.landing_root, EXAMPLE_CUSTOMERS)
     ]
     with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions(customer_partitions.name, keys)  # adds only new keys
+        instance.add_dynamic_partitions(CUSTOMER_PARTITIONS, keys)  # adds only new keys
     return keys
 
 
