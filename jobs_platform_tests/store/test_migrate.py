@@ -12,6 +12,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from jobs_platform.settings import embedded_database_url
 from jobs_platform.store import migrations
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import (
@@ -19,7 +20,10 @@ from jobs_platform.store.migrate import (
     VERSION_TABLE,
     SchemaNotReady,
     alembic_config,
+    check_schema,
+    ensure_embedded_schema,
     head_revision,
+    schema_state,
     upgrade_warehouse,
 )
 from jobs_platform.store.schema import framework_metadata
@@ -155,3 +159,31 @@ def test_every_migration_file_ships_in_the_package():
 
     assert data_files, "the revisions and the script template are data files"
     assert [name for name in data_files if not any(fnmatch(name, p) for p in patterns)] == []
+
+
+def test_the_schema_check_never_changes_the_warehouse_not_even_the_embedded_default(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    engine = warehouse_engine(embedded_database_url())
+
+    with pytest.raises(SchemaNotReady):
+        check_schema(engine)
+
+    assert sa.inspect(engine).get_table_names() == []
+
+
+def test_only_the_embedded_default_is_made_ready_by_ensure(warehouse_url, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    embedded = warehouse_engine(embedded_database_url())
+    other = warehouse_engine(warehouse_url)
+    table = sa.Table("jp_test_items", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True))
+
+    assert ensure_embedded_schema(other, [table]) is False
+    assert ensure_embedded_schema(embedded, [table]) is True
+
+    assert schema_state(other).revision is None
+    assert not sa.inspect(other).has_table("jp_test_items")
+    assert schema_state(embedded).revision == head_revision()
+    assert sa.inspect(embedded).has_table("jp_test_items")
+    check_schema(embedded)
