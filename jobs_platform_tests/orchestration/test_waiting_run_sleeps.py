@@ -145,14 +145,21 @@ def test_a_run_whose_step_waits_for_its_retry_stops_promptly_when_terminated(
     run = start_run(env, DAY, log_path=tmp_path / "run.log")
     try:
         with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-            wait_for(
+            retry = wait_for(
                 lambda: events_of(instance, Events.STEP_UP_FOR_RETRY),
                 timeout=120,
                 what="the step to snooze on the busy partition",
-            )
+            )[0]
+            due = retry.timestamp + retry.dagster_event.step_retry_data.seconds_to_wait
             # Only the run process: it must notice the signal on its own while it waits.
             os.kill(run.pid, signal.SIGTERM)
-            wait_for(lambda: run.poll() is not None, timeout=5, what="the run process to stop")
+            # Promptly: before the retry it waits for is due (12-18 s after the snooze), when
+            # a run that slept through its wait would first look at the signal.
+            wait_for(
+                lambda: run.poll() is not None,
+                timeout=due - time.time(),
+                what="the run process to stop before its retry was due",
+            )
             status = instance.get_runs(limit=1)[0].status
             retried = events_of(instance, Events.STEP_RESTARTED)
     finally:
