@@ -10,8 +10,7 @@ from dataclasses import asdict, dataclass
 import sqlalchemy as sa
 
 from jobs_platform.store.attempts import attempt_history
-from jobs_platform.store.quarantine import UnknownEntry
-from jobs_platform.store.schema import quarantine
+from jobs_platform.store.quarantine import UnknownEntry, entries_by_id
 
 
 @dataclass(frozen=True)
@@ -108,12 +107,7 @@ class QuarantineAlert:
 
 def load_alerts(connection: sa.Connection, entry_ids: Sequence[int]) -> list[QuarantineAlert]:
     """The alerts of the given entries, oldest entry first (one query per entry's history)."""
-    if not entry_ids:
-        return []
-    entries = connection.execute(
-        sa.select(quarantine).where(quarantine.c.id.in_(list(entry_ids))).order_by(quarantine.c.id)
-    ).all()
-    return [alert_for_entry(connection, entry) for entry in entries]
+    return [alert_for_entry(connection, entry) for entry in entries_by_id(connection, entry_ids)]
 
 
 def load_alert(connection: sa.Connection, entry_id: int) -> QuarantineAlert:

@@ -1,7 +1,7 @@
 """One reading of the warehouse for `/metrics`: a handful of set-based queries, no Dagster.
 
 Partition states, leases and speed are `store.health`'s figures (one home for each rule);
-the outbox backlog is `outbox.store.queue_stats`. Added here: the attempt history by
+the outbox backlog is `store.outbox.queue_stats`. Added here: the attempt history by
 outcome and error class with its duration histogram (one grouped query), the rows the
 done partitions hold, and the open quarantine entries.
 """
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from jobs_platform.outbox.store import QueueStats, queue_stats
 from jobs_platform.store.attempts import AttemptOutcome
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.health import AssetHealth, asset_health
+from jobs_platform.store.outbox import QueueStats, queue_stats
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.quarantine import QuarantineStatus
 from jobs_platform.store.schema import attempts, partitions, quarantine

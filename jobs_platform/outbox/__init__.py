@@ -1,7 +1,8 @@
 """The transactional outbox: request backfills in the same transaction as a state change.
 
 Plain SQLAlchemy, no Dagster: `request_backfill` is called from application code. The
-Dagster side that drains it is `jobs_platform.orchestration.outbox`.
+Dagster side that drains it is `jobs_platform.orchestration.outbox`, over the claims of
+`jobs_platform.store.outbox`.
 """
 
 from jobs_platform.outbox.payload import (
@@ -11,35 +12,15 @@ from jobs_platform.outbox.payload import (
     InvalidRequest,
     parse_partitions,
 )
-from jobs_platform.outbox.store import (
-    ClaimedRequest,
-    OutboxNotInstalled,
-    OutboxStatus,
-    QueueStats,
-    claim_pending,
-    list_requests,
-    mark_launched,
-    mark_rejected,
-    queue_stats,
-    reclaim_unlaunched,
-    request_backfill,
-)
+from jobs_platform.outbox.store import OutboxNotInstalled, OutboxStatus, request_backfill
 
 __all__ = [
     "KNOWN_SCHEMA_VERSIONS",
     "MAX_PARTITIONS_PER_REQUEST",
     "OUTBOX_SCHEMA_VERSION",
-    "ClaimedRequest",
     "InvalidRequest",
     "OutboxNotInstalled",
     "OutboxStatus",
-    "QueueStats",
-    "claim_pending",
-    "list_requests",
-    "mark_launched",
-    "mark_rejected",
     "parse_partitions",
-    "queue_stats",
-    "reclaim_unlaunched",
     "request_backfill",
 ]

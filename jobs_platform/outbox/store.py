@@ -10,17 +10,15 @@ runs Dagster has not shown yet, and `mark_launched` / `mark_rejected` end a clai
 What a request may hold is `jobs_platform.outbox.payload`: identifiers only, checked
 here at enqueue and again by the sensor, which treats stored rows as untrusted.
 
-The table is `jp_outbox`, created with the framework's other tables by `jobs-platform db
-upgrade` (a deploy step, before the first request; the sensor never creates it).
+Its rows and their SQL are `jobs_platform.store.outbox`. The table is `jp_outbox`,
+created with the framework's other tables by `jobs-platform db upgrade` (a deploy step,
+before the first request; the sensor never creates it).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import enum
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 
@@ -33,50 +31,35 @@ from jobs_platform.outbox.payload import (
     checked_partitions,
     checked_text,
 )
-from jobs_platform.store.schema import outbox, utcnow
+from jobs_platform.store import outbox as outbox_rows
 
+# The claims live with their SQL in the store; the sensor, its health check and the CLI
+# import them from here.
+from jobs_platform.store.outbox import (
+    ClaimedRequest,
+    OutboxNotInstalled,
+    OutboxStatus,
+    QueueStats,
+    claim_pending,
+    list_requests,
+    mark_launched,
+    queue_stats,
+    reclaim_unlaunched,
+)
 
-class OutboxStatus(enum.StrEnum):
-    """Where a backfill request stands."""
-
-    PENDING = "pending"
-    """`request_backfill` wrote it; it commits (or vanishes) with the caller's transaction."""
-    CLAIMED = "claimed"
-    """A sensor tick took it (`claim_pending`) and requested its runs; every later tick takes
-    it again (`reclaim_unlaunched`) and requests the runs Dagster does not have yet."""
-    LAUNCHED = "launched"
-    """A tick found every run of the request in the Dagster instance (`mark_launched`); final."""
-    REJECTED = "rejected"
-    """The sensor found it invalid (`mark_rejected`, reason in `error`); final, never retried."""
-
-
-class OutboxNotInstalled(RuntimeError):
-    """The warehouse has no `jp_outbox` table yet."""
-
-
-@dataclass(frozen=True)
-class ClaimedRequest:
-    """A request a sensor tick now holds, as stored (not yet validated)."""
-
-    id: int
-    schema_version: int
-    asset: str
-    partitions: str  # the stored JSON text; `payload.parse_partitions` checks it
-    reason: str
-    correlation_id: str | None
-    created_at: dt.datetime
-    claimed_at: dt.datetime
-
-
-@dataclass(frozen=True)
-class QueueStats:
-    """How the outbox is doing: the backlog, its age and the outcomes so far."""
-
-    pending: int
-    claimed: int
-    launched: int
-    rejected: int
-    oldest_pending_age_seconds: float | None  # None when nothing is pending
+__all__ = [
+    "ClaimedRequest",
+    "OutboxNotInstalled",
+    "OutboxStatus",
+    "QueueStats",
+    "claim_pending",
+    "list_requests",
+    "mark_launched",
+    "mark_rejected",
+    "queue_stats",
+    "reclaim_unlaunched",
+    "request_backfill",
+]
 
 
 def request_backfill(
@@ -118,173 +101,10 @@ def request_backfill(
         "correlation_id": None
         if correlation_id is None
         else checked_identifier(correlation_id, "correlation_id"),
-        "status": OutboxStatus.PENDING,
-        "created_at": utcnow(),
     }
-    try:
-        return connection.execute(
-            sa.insert(outbox).values(**values).returning(outbox.c.id)
-        ).scalar_one()
-    except sa.exc.DBAPIError as error:
-        if _is_missing_table(error):
-            raise OutboxNotInstalled(
-                "the warehouse has no jp_outbox table: run: jobs-platform db upgrade (a deploy "
-                "step) before requesting backfills; request_backfill never creates tables "
-                "inside your transaction"
-            ) from error
-        raise
-
-
-def claim_pending(
-    connection: sa.Connection, limit: int, *, now: dt.datetime | None = None
-) -> list[ClaimedRequest]:
-    """Claim up to `limit` pending requests, oldest first.
-
-    Runs in the caller's transaction; the claim holds once it commits. On PostgreSQL the
-    SELECT takes `FOR UPDATE SKIP LOCKED`, so concurrent claimers split the queue between
-    them instead of waiting for, or sharing, each other's rows. SQLite has no row locks
-    and the clause compiles to nothing there: it serialises writers instead (the
-    warehouse engine begins every transaction IMMEDIATE). On both, the UPDATE repeats the
-    claimable condition and only the rows it changed count as claimed.
-    """
-    return _claim(connection, outbox.c.status == OutboxStatus.PENDING, (outbox.c.id,), limit, now)
-
-
-def reclaim_unlaunched(
-    connection: sa.Connection, limit: int, *, now: dt.datetime | None = None
-) -> list[ClaimedRequest]:
-    """Claim again up to `limit` claimed requests, the longest-claimed first.
-
-    A claimed request stays claimable until a tick finds all its runs in the Dagster
-    instance and marks it launched: a tick that died, timed out or whose run requests
-    never reached Dagster loses nothing. Each reclaim stamps `claimed_at`, so the requests
-    rotate and one whose runs never appear cannot hold the others back.
-    """
-    return _claim(
-        connection,
-        outbox.c.status == OutboxStatus.CLAIMED,
-        (outbox.c.claimed_at, outbox.c.id),
-        limit,
-        now,
-    )
-
-
-def mark_launched(
-    connection: sa.Connection, request_id: int, run_key: str, *, now: dt.datetime | None = None
-) -> bool:
-    """Record that every run of the request exists in Dagster; False if it is not claimed."""
-    return _finish_claim(
-        connection,
-        request_id,
-        status=OutboxStatus.LAUNCHED,
-        launched_at=now or utcnow(),
-        run_key=run_key,
-    )
+    return outbox_rows.insert_request(connection, values)
 
 
 def mark_rejected(connection: sa.Connection, request_id: int, reason: str) -> bool:
     """Record why the request can never run; False if this claim no longer holds it."""
-    return _finish_claim(
-        connection, request_id, status=OutboxStatus.REJECTED, error=reason[:MAX_ERROR_CHARS]
-    )
-
-
-def queue_stats(connection: sa.Connection, *, now: dt.datetime | None = None) -> QueueStats:
-    """Requests per status and the age of the oldest pending one, in one grouped query."""
-    counts = {str(status): 0 for status in OutboxStatus}
-    oldest_pending = None
-    for status, count, oldest in connection.execute(
-        sa.select(outbox.c.status, sa.func.count(), sa.func.min(outbox.c.created_at)).group_by(
-            outbox.c.status
-        )
-    ):
-        if status in counts:
-            counts[status] = count
-        if status == OutboxStatus.PENDING:
-            oldest_pending = oldest
-    age = None
-    if oldest_pending is not None:
-        age = max(0.0, ((now or utcnow()) - oldest_pending).total_seconds())
-    return QueueStats(
-        pending=counts[OutboxStatus.PENDING],
-        claimed=counts[OutboxStatus.CLAIMED],
-        launched=counts[OutboxStatus.LAUNCHED],
-        rejected=counts[OutboxStatus.REJECTED],
-        oldest_pending_age_seconds=age,
-    )
-
-
-def list_requests(
-    connection: sa.Connection,
-    *,
-    limit: int,
-    statuses: Sequence[OutboxStatus] | None = None,
-) -> list[sa.Row]:
-    """The newest `limit` requests (of `statuses`, if given), oldest first."""
-    query = sa.select(outbox).order_by(outbox.c.id.desc()).limit(limit)
-    if statuses:
-        query = query.where(outbox.c.status.in_([str(status) for status in statuses]))
-    return list(reversed(connection.execute(query).all()))
-
-
-def _claim(
-    connection: sa.Connection,
-    claimable: sa.ColumnElement[bool],
-    order_by: tuple[sa.ColumnElement, ...],
-    limit: int,
-    now: dt.datetime | None,
-) -> list[ClaimedRequest]:
-    if limit < 1:
-        return []
-    now = now or utcnow()
-    candidates = connection.execute(
-        sa.select(outbox)
-        .where(claimable)
-        .order_by(*order_by)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    ).all()
-    if not candidates:
-        return []
-    claimed = set(
-        connection.execute(
-            sa.update(outbox)
-            .where(outbox.c.id.in_([row.id for row in candidates]), claimable)
-            .values(status=OutboxStatus.CLAIMED, claimed_at=now)
-            .returning(outbox.c.id)
-        ).scalars()
-    )
-    return [
-        ClaimedRequest(
-            id=row.id,
-            schema_version=row.schema_version,
-            asset=row.asset,
-            partitions=row.partitions,
-            reason=row.reason,
-            correlation_id=row.correlation_id,
-            created_at=row.created_at,
-            claimed_at=now,
-        )
-        for row in candidates
-        if row.id in claimed
-    ]
-
-
-def _finish_claim(connection: sa.Connection, request_id: int, **values) -> bool:
-    # Only a claimed request moves on: a tick that lost the race finds the request already
-    # finished by another tick, and changes nothing.
-    return (
-        connection.execute(
-            sa.update(outbox)
-            .where(outbox.c.id == request_id, outbox.c.status == OutboxStatus.CLAIMED)
-            .values(**values)
-        ).rowcount
-        == 1
-    )
-
-
-def _is_missing_table(error: sa.exc.DBAPIError) -> bool:
-    # PostgreSQL: undefined_table (42P01); SQLite: "no such table: jp_outbox".
-    if getattr(error.orig, "sqlstate", None) == "42P01":
-        return True
-    return "no such table" in str(error.orig)
+    return outbox_rows.mark_rejected(connection, request_id, reason[:MAX_ERROR_CHARS])

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from jobs_platform.errors import Classification
-from jobs_platform.store.schema import attempts, utcnow
+from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.schema import attempts
 
 
 class AttemptOutcome(enum.StrEnum):
@@ -55,8 +56,13 @@ def start_attempt(
     token: int,
     holder: str,
     correlation_id: str | None,
+    clock: LeaseClock = DATABASE_CLOCK,
 ) -> tuple[int, int]:
-    """Record a started attempt; returns (attempt id, attempt number in the episode)."""
+    """Record a started attempt; returns (attempt id, attempt number in the episode).
+
+    Its times are the database's: another host ends it when it crashes, and its duration
+    is read across both.
+    """
     number = next_attempt_number(connection, asset, partition, episode)
     attempt_id = connection.execute(
         sa.insert(attempts)
@@ -71,7 +77,7 @@ def start_attempt(
             holder=holder,
             correlation_id=correlation_id,
             outcome=AttemptOutcome.RUNNING,
-            started_at=utcnow(),
+            started_at=clock.now(connection),
         )
         .returning(attempts.c.id)
     ).scalar_one()
@@ -91,10 +97,14 @@ def next_attempt_number(connection: sa.Connection, asset: str, partition: str, e
 
 
 def finish_attempt(
-    connection: sa.Connection, attempt_id: int, failure: AttemptFailure | None = None
+    connection: sa.Connection,
+    attempt_id: int,
+    failure: AttemptFailure | None = None,
+    *,
+    clock: LeaseClock = DATABASE_CLOCK,
 ) -> None:
     """Record how an attempt ended (its own worker knows best, so it may correct a crash)."""
-    values: dict = {"ended_at": utcnow()}
+    values: dict = {"ended_at": clock.now(connection)}
     if failure is None:
         # A crash recorded by someone else is corrected entirely, not only its class.
         values.update(

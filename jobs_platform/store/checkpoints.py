@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from jobs_platform.store.schema import checkpoints, utcnow
+from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.rows import upsert_row
+from jobs_platform.store.schema import checkpoints
 
 
 def committed_chunks(
@@ -36,24 +38,23 @@ def record_chunk(
     chunk_hash: str,
     row_count: int,
     token: int,
+    clock: LeaseClock = DATABASE_CLOCK,
 ) -> None:
     """Upsert the checkpoint of one chunk (inside the chunk's transaction)."""
-    key = {"asset": asset, "partition": partition, "fingerprint": fingerprint}
-    connection.execute(
-        sa.delete(checkpoints).where(
-            *[checkpoints.c[name] == value for name, value in key.items()],
-            checkpoints.c.chunk_index == chunk_index,
-        )
-    )
-    connection.execute(
-        sa.insert(checkpoints).values(
-            **key,
-            chunk_index=chunk_index,
-            chunk_hash=chunk_hash,
-            row_count=row_count,
-            token=token,
-            committed_at=utcnow(),
-        )
+    upsert_row(
+        connection,
+        checkpoints,
+        {
+            "asset": asset,
+            "partition": partition,
+            "fingerprint": fingerprint,
+            "chunk_index": chunk_index,
+            "chunk_hash": chunk_hash,
+            "row_count": row_count,
+            "token": token,
+            "committed_at": clock.now(connection),
+        },
+        update=("chunk_hash", "row_count", "token", "committed_at"),
     )
 
 

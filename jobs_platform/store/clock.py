@@ -1,9 +1,12 @@
-"""Whose clock a lease decision reads: the warehouse's, so that every host agrees.
+"""Whose clock the framework's timestamps read: the warehouse's, so that every host agrees.
 
 Workers on different hosts (or under `faketime`) disagree about the time; the database
-they share does not. Lease expiry, takeover and renewal therefore compare the database's
-clock with the database's timestamps. SQLite lives on one host, whose clock is the only
-one. Tests inject a clock of their own, as tenacity injects `sleep`.
+they share does not. Lease expiry, takeover and renewal compare the database's clock with
+the database's timestamps, and every time written to the framework's rows (an attempt's
+start and end, a quarantine entry, a partition's state, a checkpoint, an alert delivery,
+an outbox request and its claim) is the database's too: another host reads it, ends the
+attempt it started or measures the age of the request. SQLite lives on one host, whose
+clock is the only one. Tests inject a clock of their own, as tenacity injects `sleep`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from jobs_platform.store.schema import utcnow
 
 
 class LeaseClock(Protocol):
+    """A source of the time for leases and for every timestamp stamped on the framework's rows."""
+
     def now(self, connection: sa.Connection) -> dt.datetime:
         """The current time, UTC-aware, as every worker sharing `connection`'s database sees it."""
         ...

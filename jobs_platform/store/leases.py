@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from jobs_platform.errors import LeaseLostError
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.holders import holder_is_dead, this_holder
+from jobs_platform.store.rows import upsert_row
 from jobs_platform.store.schema import leases
 
 __all__ = [
@@ -84,10 +85,13 @@ def acquire_lease(
     `store.holders`); otherwise only once it has expired on the database's clock.
     """
     with engine.begin() as connection:
-        connection.execute(
-            _insert_ignore(connection)(leases)
-            .values(asset=asset, partition=partition, token=0, expires_at=_EPOCH)
-            .on_conflict_do_nothing()
+        # Not one upsert: whether to take the lease over depends on its holder being alive,
+        # which only this process's /proc can tell. So make sure the row exists, then lock
+        # it and decide; a concurrent acquirer waits on the lock and then sees our token.
+        upsert_row(
+            connection,
+            leases,
+            {"asset": asset, "partition": partition, "token": 0, "expires_at": _EPOCH},
         )
         current = connection.execute(
             sa.select(leases)
@@ -200,11 +204,3 @@ def _owned(lease: Lease) -> list[sa.ColumnElement[bool]]:
         leases.c.partition == lease.partition,
         leases.c.token == lease.token,
     ]
-
-
-def _insert_ignore(connection: sa.Connection):
-    if connection.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert

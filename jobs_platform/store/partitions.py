@@ -6,7 +6,9 @@ import enum
 
 import sqlalchemy as sa
 
-from jobs_platform.store.schema import partitions, utcnow
+from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.rows import upsert_row
+from jobs_platform.store.schema import partitions
 
 
 class PartitionStatus(enum.StrEnum):
@@ -63,23 +65,20 @@ def set_partition_status(
     status: PartitionStatus,
     *,
     episode: int | None = None,
+    clock: LeaseClock = DATABASE_CLOCK,
     **details,
 ) -> None:
     """Upsert the partition's row (idempotent: the same call twice leaves the same row)."""
-    values = {"status": str(status), "updated_at": utcnow(), **details}
+    values = {"status": str(status), "updated_at": clock.now(connection), **details}
     if episode is not None:
         values["episode"] = episode
-    updated = connection.execute(
-        sa.update(partitions)
-        .where(partitions.c.asset == asset, partitions.c.partition == partition)
-        .values(**values)
-    ).rowcount
-    if not updated:
-        connection.execute(
-            sa.insert(partitions).values(
-                {"asset": asset, "partition": partition, "episode": 1, **values}
-            )
-        )
+    # A new partition starts in episode 1; an existing one keeps its episode unless told.
+    upsert_row(
+        connection,
+        partitions,
+        {"asset": asset, "partition": partition, "episode": 1, **values},
+        update=list(values),
+    )
 
 
 def partition_rows(connection: sa.Connection, asset: str | None = None) -> list[sa.Row]:

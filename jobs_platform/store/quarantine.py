@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from jobs_platform.store.attempts import budget_state, failing_streak
-from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.partitions import PartitionStatus, set_partition_status
-from jobs_platform.store.schema import attempts, quarantine, utcnow
+from jobs_platform.store.rows import upsert_row
+from jobs_platform.store.schema import attempts, quarantine
 
 # A launch `dead-letter requeue` started this recently may still be creating its run (it
 # does within seconds): the requeue sensor leaves it alone until then. The CLI and the
@@ -36,7 +37,12 @@ class UnknownEntry(LookupError):
 
 
 def quarantine_partition(
-    connection: sa.Connection, asset: str, partition: str, episode: int
+    connection: sa.Connection,
+    asset: str,
+    partition: str,
+    episode: int,
+    *,
+    clock: LeaseClock = DATABASE_CLOCK,
 ) -> int:
     """Quarantine the partition's episode from its history; returns the entry id."""
     existing = _entry_for_episode(connection, asset, partition, episode)
@@ -44,27 +50,33 @@ def quarantine_partition(
         return existing.id
     history = failing_streak(connection, asset, partition, episode)
     last = history[-1] if history else None
-    now = utcnow()
-    entry_id = connection.execute(
-        sa.insert(quarantine)
-        .values(
-            asset=asset,
-            partition=partition,
-            episode=episode,
-            status=QuarantineStatus.QUARANTINED,
+    now = clock.now(connection)
+    inserted = upsert_row(
+        connection,
+        quarantine,
+        {
+            "asset": asset,
+            "partition": partition,
+            "episode": episode,
+            "status": QuarantineStatus.QUARANTINED,
             # What spent the budget: lease-lost and interrupted attempts stay in the history.
-            attempts=budget_state(connection, asset, partition, episode).counted_failures,
-            error_class=last.error_class if last else "unknown",
-            error_type=last.error_type if last else None,
-            last_error=last.message if last else None,
-            first_failed_at=history[0].ended_at if history else now,
-            last_failed_at=last.ended_at if last else now,
-            quarantined_at=now,
-        )
-        .returning(quarantine.c.id)
-    ).scalar_one()
-    set_partition_status(connection, asset, partition, PartitionStatus.QUARANTINED)
-    return entry_id
+            "attempts": budget_state(connection, asset, partition, episode).counted_failures,
+            "error_class": last.error_class if last else "unknown",
+            "error_type": last.error_type if last else None,
+            "last_error": last.message if last else None,
+            "first_failed_at": history[0].ended_at if history else now,
+            "last_failed_at": last.ended_at if last else now,
+            "quarantined_at": now,
+        },
+        key=("asset", "partition", "episode"),
+        returning=(quarantine.c.id,),
+    )
+    if inserted is None:
+        # The hook and the runner reported the same failure at once; the other one's entry
+        # stands, and it set the partition's state.
+        return _entry_for_episode(connection, asset, partition, episode).id
+    set_partition_status(connection, asset, partition, PartitionStatus.QUARANTINED, clock=clock)
+    return inserted.id
 
 
 def active_entry(connection: sa.Connection, asset: str, partition: str) -> sa.Row | None:
@@ -102,6 +114,19 @@ def list_entries(
     return list(connection.execute(query.order_by(quarantine.c.id)))
 
 
+def entries_by_id(connection: sa.Connection, entry_ids: Sequence[int]) -> list[sa.Row]:
+    """The entries with these ids, oldest first (unknown ids are left out)."""
+    if not entry_ids:
+        return []
+    return list(
+        connection.execute(
+            sa.select(quarantine)
+            .where(quarantine.c.id.in_(list(entry_ids)))
+            .order_by(quarantine.c.id)
+        )
+    )
+
+
 def entries_after(connection: sa.Connection, after_id: int, limit: int) -> list[sa.Row]:
     """Entries created after `after_id`, oldest first (a sensor's cursor walk; indexed by id)."""
     return list(
@@ -114,7 +139,9 @@ def entries_after(connection: sa.Connection, after_id: int, limit: int) -> list[
     )
 
 
-def requeue_partition(connection: sa.Connection, asset: str, partition: str) -> sa.Row:
+def requeue_partition(
+    connection: sa.Connection, asset: str, partition: str, *, clock: LeaseClock = DATABASE_CLOCK
+) -> sa.Row:
     """Release the open entry: the partition starts a new episode with a fresh budget.
 
     The old attempts stay in the history under their episode.
@@ -125,10 +152,10 @@ def requeue_partition(connection: sa.Connection, asset: str, partition: str) -> 
     connection.execute(
         sa.update(quarantine)
         .where(quarantine.c.id == entry.id)
-        .values(status=QuarantineStatus.REQUEUED, requeued_at=utcnow())
+        .values(status=QuarantineStatus.REQUEUED, requeued_at=clock.now(connection))
     )
     set_partition_status(
-        connection, asset, partition, PartitionStatus.FAILED, episode=entry.episode + 1
+        connection, asset, partition, PartitionStatus.FAILED, episode=entry.episode + 1, clock=clock
     )
     return entry
 
@@ -200,7 +227,9 @@ def _awaiting_run() -> sa.ColumnElement[bool]:
     return sa.and_(quarantine.c.status == QuarantineStatus.REQUEUED, ~started)
 
 
-def resolve_requeued(connection: sa.Connection, asset: str, partition: str) -> int:
+def resolve_requeued(
+    connection: sa.Connection, asset: str, partition: str, *, clock: LeaseClock = DATABASE_CLOCK
+) -> int:
     """Mark requeued entries of the partition resolved once it has succeeded."""
     return connection.execute(
         sa.update(quarantine)
@@ -209,7 +238,7 @@ def resolve_requeued(connection: sa.Connection, asset: str, partition: str) -> i
             quarantine.c.partition == partition,
             quarantine.c.status == QuarantineStatus.REQUEUED,
         )
-        .values(status=QuarantineStatus.RESOLVED, resolved_at=utcnow())
+        .values(status=QuarantineStatus.RESOLVED, resolved_at=clock.now(connection))
     ).rowcount
 
 

@@ -16,8 +16,8 @@ from jobs_platform.alerts import (
     deliver_once,
     load_alert,
 )
-from jobs_platform.alerts.ledger import delivery_rows
 from jobs_platform.errors import Classification
+from jobs_platform.store.alert_ledger import delivery_rows
 from jobs_platform_tests.alert_fixtures import http_receiver, quarantine_entry
 from jobs_platform_tests.support import upgraded_warehouse
 

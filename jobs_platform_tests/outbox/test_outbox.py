@@ -35,14 +35,11 @@ from jobs_platform.outbox import (
     InvalidRequest,
     OutboxNotInstalled,
     OutboxStatus,
-    claim_pending,
-    mark_launched,
-    mark_rejected,
-    queue_stats,
-    reclaim_unlaunched,
 )
+from jobs_platform.outbox.store import mark_rejected
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.outbox import claim_pending, mark_launched, queue_stats, reclaim_unlaunched
 from jobs_platform.store.quarantine import active_entry
 from jobs_platform.store.schema import create_user_tables, outbox, utcnow
 from jobs_platform_tests.support import (

@@ -1,0 +1,103 @@
+"""The alert ledger's rows: one per quarantine entry and sink, saying where its delivery stands.
+
+`jobs_platform.alerts.ledger` calls the sinks; these functions only read and move the rows,
+each in the caller's transaction, so that the network call happens between two commits.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import sqlalchemy as sa
+
+from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.rows import upsert_row
+from jobs_platform.store.schema import alert_ledger
+
+
+class DeliveryStatus(enum.StrEnum):
+    """Where the delivery of one entry's alert to one sink stands."""
+
+    SENDING = "sending"
+    """Claimed just before the send; still so if that tick died mid-send, so it is resent."""
+    SENT = "sent"
+    """The sink accepted the alert; it is never sent there again."""
+    FAILED = "failed"
+    """The last send raised; a later tick tries again while tries remain."""
+    GAVE_UP = "gave_up"
+    """Every allowed try failed; the last error stays in the ledger for a person."""
+
+
+SETTLED = frozenset({DeliveryStatus.SENT, DeliveryStatus.GAVE_UP})
+
+
+def claim_delivery(
+    connection: sa.Connection, entry_id: int, sink: str, max_tries: int
+) -> tuple[bool, DeliveryStatus]:
+    """Mark the delivery `sending` when it is ours to make; (ours?, current status)."""
+    row = connection.execute(
+        sa.select(alert_ledger).where(*_of(entry_id, sink)).with_for_update()
+    ).first()
+    if row is None:
+        # The row is created here, so there is nothing to lock yet: a concurrent tick may
+        # create it first, and then that tick sends.
+        created = upsert_row(
+            connection,
+            alert_ledger,
+            {
+                "entry_id": entry_id,
+                "sink": sink,
+                "status": DeliveryStatus.SENDING,
+                "tries": 1,
+                "updated_at": DATABASE_CLOCK.now(connection),
+            },
+        )
+        return created is not None, DeliveryStatus.SENDING
+    status = DeliveryStatus(row.status)
+    if status in SETTLED:
+        return False, status
+    if row.tries >= max_tries:
+        _update(connection, entry_id, sink, status=DeliveryStatus.GAVE_UP)
+        return False, DeliveryStatus.GAVE_UP
+    # FAILED, or SENDING left by a tick that died: send again, same Idempotency-Key.
+    _update(connection, entry_id, sink, status=DeliveryStatus.SENDING, tries=row.tries + 1)
+    return True, DeliveryStatus.SENDING
+
+
+def mark_sent(connection: sa.Connection, entry_id: int, sink: str) -> None:
+    _update(connection, entry_id, sink, status=DeliveryStatus.SENT, last_error=None)
+
+
+def record_failed_send(
+    connection: sa.Connection, entry_id: int, sink: str, error: str, max_tries: int
+) -> tuple[DeliveryStatus, int]:
+    """Keep the send's error; the delivery gives up once its tries are spent. (status, tries)"""
+    tries = connection.execute(
+        sa.select(alert_ledger.c.tries).where(*_of(entry_id, sink))
+    ).scalar_one()
+    status = DeliveryStatus.GAVE_UP if tries >= max_tries else DeliveryStatus.FAILED
+    _update(connection, entry_id, sink, status=status, last_error=error)
+    return status, tries
+
+
+def delivery_rows(connection: sa.Connection, entry_id: int) -> list[sa.Row]:
+    """The ledger rows of one entry, by sink name."""
+    return list(
+        connection.execute(
+            sa.select(alert_ledger)
+            .where(alert_ledger.c.entry_id == entry_id)
+            .order_by(alert_ledger.c.sink)
+        )
+    )
+
+
+def _update(connection: sa.Connection, entry_id: int, sink: str, **values) -> None:
+    connection.execute(
+        sa.update(alert_ledger)
+        .where(*_of(entry_id, sink))
+        .values(**values, updated_at=DATABASE_CLOCK.now(connection))
+    )
+
+
+def _of(entry_id: int, sink: str) -> list[sa.ColumnElement[bool]]:
+    return [alert_ledger.c.entry_id == entry_id, alert_ledger.c.sink == sink]

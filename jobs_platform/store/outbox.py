@@ -1,0 +1,235 @@
+"""The outbox's rows (`jp_outbox`): backfill requests, and the sensor's claims on them.
+
+`jobs_platform.outbox` checks what a request may hold and writes it in the caller's
+transaction; `backfill_request_sensor` drains the table with the claims below. Every
+time here is the database's (`store.clock`): the application, the sensor and the
+metrics read one another's stamps from different hosts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.schema import outbox
+
+
+class OutboxStatus(enum.StrEnum):
+    """Where a backfill request stands."""
+
+    PENDING = "pending"
+    """`request_backfill` wrote it; it commits (or vanishes) with the caller's transaction."""
+    CLAIMED = "claimed"
+    """A sensor tick took it (`claim_pending`) and requested its runs; every later tick takes
+    it again (`reclaim_unlaunched`) and requests the runs Dagster does not have yet."""
+    LAUNCHED = "launched"
+    """A tick found every run of the request in the Dagster instance (`mark_launched`); final."""
+    REJECTED = "rejected"
+    """The sensor found it invalid (`mark_rejected`, reason in `error`); final, never retried."""
+
+
+class OutboxNotInstalled(RuntimeError):
+    """The warehouse has no `jp_outbox` table yet."""
+
+
+@dataclass(frozen=True)
+class ClaimedRequest:
+    """A request a sensor tick now holds, as stored (not yet validated)."""
+
+    id: int
+    schema_version: int
+    asset: str
+    partitions: str  # the stored JSON text; `payload.parse_partitions` checks it
+    reason: str
+    correlation_id: str | None
+    created_at: dt.datetime
+    claimed_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """How the outbox is doing: the backlog, its age and the outcomes so far."""
+
+    pending: int
+    claimed: int
+    launched: int
+    rejected: int
+    oldest_pending_age_seconds: float | None  # None when nothing is pending
+
+
+# The columns a claim reads, in the order of ClaimedRequest's fields (all but claimed_at).
+_STORED_REQUEST = [
+    outbox.c[name]
+    for name in (field.name for field in dataclasses.fields(ClaimedRequest))
+    if name != "claimed_at"
+]
+
+
+def insert_request(connection: sa.Connection, request: Mapping[str, object]) -> int:
+    """Add a checked request as pending, in the caller's transaction; returns its id.
+
+    Raises `OutboxNotInstalled` when the warehouse has no `jp_outbox` table.
+    """
+    values = {
+        **request,
+        "status": OutboxStatus.PENDING,
+        "created_at": DATABASE_CLOCK.now(connection),
+    }
+    try:
+        return connection.execute(
+            sa.insert(outbox).values(**values).returning(outbox.c.id)
+        ).scalar_one()
+    except sa.exc.DBAPIError as error:
+        if _is_missing_table(error):
+            raise OutboxNotInstalled(
+                "the warehouse has no jp_outbox table: run: jobs-platform db upgrade (a deploy "
+                "step) before requesting backfills; request_backfill never creates tables "
+                "inside your transaction"
+            ) from error
+        raise
+
+
+def claim_pending(
+    connection: sa.Connection, limit: int, *, now: dt.datetime | None = None
+) -> list[ClaimedRequest]:
+    """Claim up to `limit` pending requests, oldest first.
+
+    Runs in the caller's transaction; the claim holds once it commits. On PostgreSQL the
+    SELECT takes `FOR UPDATE SKIP LOCKED`, so concurrent claimers split the queue between
+    them instead of waiting for, or sharing, each other's rows. SQLite has no row locks
+    and the clause compiles to nothing there: it serialises writers instead (the
+    warehouse engine begins every transaction IMMEDIATE). On both, the UPDATE repeats the
+    claimable condition and only the rows it changed count as claimed.
+    """
+    return _claim(connection, outbox.c.status == OutboxStatus.PENDING, (outbox.c.id,), limit, now)
+
+
+def reclaim_unlaunched(
+    connection: sa.Connection, limit: int, *, now: dt.datetime | None = None
+) -> list[ClaimedRequest]:
+    """Claim again up to `limit` claimed requests, the longest-claimed first.
+
+    A claimed request stays claimable until a tick finds all its runs in the Dagster
+    instance and marks it launched: a tick that died, timed out or whose run requests
+    never reached Dagster loses nothing. Each reclaim stamps `claimed_at`, so the requests
+    rotate and one whose runs never appear cannot hold the others back.
+    """
+    return _claim(
+        connection,
+        outbox.c.status == OutboxStatus.CLAIMED,
+        (outbox.c.claimed_at, outbox.c.id),
+        limit,
+        now,
+    )
+
+
+def mark_launched(
+    connection: sa.Connection, request_id: int, run_key: str, *, now: dt.datetime | None = None
+) -> bool:
+    """Record that every run of the request exists in Dagster; False if it is not claimed."""
+    return _finish_claim(
+        connection,
+        request_id,
+        status=OutboxStatus.LAUNCHED,
+        launched_at=now or DATABASE_CLOCK.now(connection),
+        run_key=run_key,
+    )
+
+
+def mark_rejected(connection: sa.Connection, request_id: int, error: str) -> bool:
+    """Record why the request can never run; False if this claim no longer holds it."""
+    return _finish_claim(connection, request_id, status=OutboxStatus.REJECTED, error=error)
+
+
+def queue_stats(connection: sa.Connection, *, now: dt.datetime | None = None) -> QueueStats:
+    """Requests per status and the age of the oldest pending one, in one grouped query."""
+    counts = {str(status): 0 for status in OutboxStatus}
+    oldest_pending = None
+    for status, count, oldest in connection.execute(
+        sa.select(outbox.c.status, sa.func.count(), sa.func.min(outbox.c.created_at)).group_by(
+            outbox.c.status
+        )
+    ):
+        if status in counts:
+            counts[status] = count
+        if status == OutboxStatus.PENDING:
+            oldest_pending = oldest
+    age = None
+    if oldest_pending is not None:
+        age = max(0.0, ((now or DATABASE_CLOCK.now(connection)) - oldest_pending).total_seconds())
+    return QueueStats(
+        pending=counts[OutboxStatus.PENDING],
+        claimed=counts[OutboxStatus.CLAIMED],
+        launched=counts[OutboxStatus.LAUNCHED],
+        rejected=counts[OutboxStatus.REJECTED],
+        oldest_pending_age_seconds=age,
+    )
+
+
+def list_requests(
+    connection: sa.Connection,
+    *,
+    limit: int,
+    statuses: Sequence[OutboxStatus] | None = None,
+) -> list[sa.Row]:
+    """The newest `limit` requests (of `statuses`, if given), oldest first."""
+    query = sa.select(outbox).order_by(outbox.c.id.desc()).limit(limit)
+    if statuses:
+        query = query.where(outbox.c.status.in_([str(status) for status in statuses]))
+    return list(reversed(connection.execute(query).all()))
+
+
+def _claim(
+    connection: sa.Connection,
+    claimable: sa.ColumnElement[bool],
+    order_by: tuple[sa.ColumnElement, ...],
+    limit: int,
+    now: dt.datetime | None,
+) -> list[ClaimedRequest]:
+    if limit < 1:
+        return []
+    now = now or DATABASE_CLOCK.now(connection)
+    candidates = connection.execute(
+        sa.select(*_STORED_REQUEST)
+        .where(claimable)
+        .order_by(*order_by)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if not candidates:
+        return []
+    claimed = set(
+        connection.execute(
+            sa.update(outbox)
+            .where(outbox.c.id.in_([row.id for row in candidates]), claimable)
+            .values(status=OutboxStatus.CLAIMED, claimed_at=now)
+            .returning(outbox.c.id)
+        ).scalars()
+    )
+    return [ClaimedRequest(*row, claimed_at=now) for row in candidates if row.id in claimed]
+
+
+def _finish_claim(connection: sa.Connection, request_id: int, **values) -> bool:
+    # Only a claimed request moves on: a tick that lost the race finds the request already
+    # finished by another tick, and changes nothing.
+    return (
+        connection.execute(
+            sa.update(outbox)
+            .where(outbox.c.id == request_id, outbox.c.status == OutboxStatus.CLAIMED)
+            .values(**values)
+        ).rowcount
+        == 1
+    )
+
+
+def _is_missing_table(error: sa.exc.DBAPIError) -> bool:
+    # PostgreSQL: undefined_table (42P01); SQLite: "no such table: jp_outbox".
+    if getattr(error.orig, "sqlstate", None) == "42P01":
+        return True
+    return "no such table" in str(error.orig)
