@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -444,8 +444,17 @@ class ManualClock:
         self._now += dt.timedelta(seconds=seconds)
 
 
-def wait_for(predicate, *, timeout: float, interval: float = 0.1, what: str = "condition"):
-    """Poll until `predicate()` is truthy; fail with `what` after `timeout` seconds."""
+def wait_for(
+    predicate,
+    *,
+    timeout: float,
+    interval: float = 0.1,
+    what: str | Callable[[], str] = "condition",
+):
+    """Poll until `predicate()` is truthy; fail with `what` after `timeout` seconds.
+
+    `what` may be a function, called at the deadline to say what was last seen.
+    """
     import time
 
     deadline = time.monotonic() + timeout
@@ -454,7 +463,9 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.1, what: str = "c
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what() if callable(what) else what}"
+    )
 
 
 def database_now(engine: sa.Engine) -> dt.datetime:

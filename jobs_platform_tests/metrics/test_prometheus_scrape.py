@@ -15,11 +15,10 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,7 @@ from jobs_platform_tests.metrics.prometheus_tools import (
     dashboard_expressions,
     required_binary,
 )
-from jobs_platform_tests.support import materialize
+from jobs_platform_tests.support import materialize, wait_for
 
 GOOD = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 2)
@@ -92,18 +91,6 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def poll(check: Callable[[], object], *, timeout: float, what: Callable[[], str]):
-    """Call `check` until it returns a truthy value; fail with `what()` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s: {what()}", pytrace=False)
-        time.sleep(0.25)
-
-
 def http_json(url: str) -> dict | None:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -149,8 +136,9 @@ def prometheus(metrics_server, tmp_path) -> Iterator[str]:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 return False
 
-        poll(
+        wait_for(
             ready,
+            interval=0.25,
             timeout=STARTUP_SECONDS,
             what=lambda: f"prometheus ready: {log.read_text()[-2000:]}",
         )
@@ -212,15 +200,24 @@ def test_prometheus_sees_one_done_one_quarantined_day_and_alerts(pg_platform_env
             and seen["quarantine_alert"] in ("pending", "firing")
         )
 
-    poll(arrived, timeout=FIGURES_SECONDS, what=lambda: f"the figures; last seen {figures()}")
+    wait_for(
+        arrived,
+        timeout=FIGURES_SECONDS,
+        interval=0.25,
+        what=lambda: f"the figures; last seen {figures()}",
+    )
 
     target = http_json(f"{prometheus}/api/v1/targets")["data"]["activeTargets"][0]
     assert (target["health"], target["lastError"]) == ("up", "")
 
 
 def test_every_dashboard_expression_is_valid_promql_over_the_scraped_metrics(prometheus):
-    poll(lambda: scalar(prometheus, "count(jobs_platform_partitions)"), timeout=FIGURES_SECONDS,
-         what=lambda: "a first scrape")  # fmt: skip
+    wait_for(
+        lambda: scalar(prometheus, "count(jobs_platform_partitions)"),
+        timeout=FIGURES_SECONDS,
+        interval=0.25,
+        what="a first scrape",
+    )
 
     for expression in dashboard_expressions():
         instant = expression.replace("$asset", ".*").replace("$__rate_interval", "1m")
