@@ -28,13 +28,12 @@ from jobs_platform.bench.upsert import (
     CHUNK_ROWS,
     KEY,
     checkpoint,
-    chunks,
+    framework_upsert,
     libpq_dsn,
     orders_frame,
     orders_shaped,
 )
 from jobs_platform.store.db import normalize_url
-from jobs_platform.store.upsert import UpsertCounts, upsert_frame
 
 DEFAULT_FRACTIONS = (0.01, 0.1, 1.0)
 
@@ -60,7 +59,7 @@ def run_merge_bench(database_url: str, rows: int, fractions=DEFAULT_FRACTIONS) -
         try:
             writer = orders_shaped(engine, "bench_merge_framework")
             plain = orders_shaped(engine, "bench_merge_plain")
-            _write(engine, writer, frame)
+            framework_upsert(engine, writer, frame)
             baselines.best_plain_script(dsn, plain.name, KEY, frame, CHUNK_ROWS)
             current = frame
             for number, fraction in enumerate(fractions, start=1):
@@ -83,7 +82,7 @@ def _measure_round(engine, dsn, writer, plain, frame, fraction, expected) -> dic
     snapshot_row_versions(engine, writer.name, KEY[0])
     checkpoint(engine)
     began = time.perf_counter()
-    counts = _write(engine, writer, frame)
+    counts = framework_upsert(engine, writer, frame)
     framework_seconds = time.perf_counter() - began
     framework_versions = new_row_versions(engine, writer.name, KEY[0])
     if counts.updated != expected:
@@ -102,11 +101,3 @@ def _measure_round(engine, dsn, writer, plain, frame, fraction, expected) -> dic
         "framework_new_row_versions": framework_versions,
         "best_plain_script_new_row_versions": plain_versions,
     }
-
-
-def _write(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame) -> UpsertCounts:
-    counts = UpsertCounts()
-    for chunk in chunks(frame):
-        with engine.begin() as connection:
-            counts += upsert_frame(connection, table, KEY, chunk)
-    return counts

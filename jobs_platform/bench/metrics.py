@@ -17,17 +17,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import urllib.request
 from pathlib import Path
 
-from jobs_platform.bench.database import bench_database, fresh_schema, server_facts
-from jobs_platform.bench.status import (
-    CUSTOMER_PARTITIONS,
-    _build_warehouse,
-    _partition_keys,
-    _timed,
-)
+from jobs_platform.bench.database import bench_database, server_facts
+from jobs_platform.bench.status import _timed, seeded_warehouse
 
 SCRAPE_TARGET_SECONDS = 1.0
 
@@ -35,7 +29,6 @@ SCRAPE_TARGET_SECONDS = 1.0
 def run_metrics_bench(
     database_url: str, partition_count: int, quarantined: int, repeats: int = 5
 ) -> dict:
-    import dagster as dg
 
     from jobs_platform.location import load_definitions
     from jobs_platform.orchestration.health import backfill_partition_keys
@@ -45,18 +38,13 @@ def run_metrics_bench(
     assets = sorted(
         spec.key.to_user_string() for spec in specs if spec.tags.get(BACKFILL_TAG) == "true"
     )
-    with (
-        tempfile.TemporaryDirectory(prefix="jp_bench_metrics_") as folder,
-        fresh_schema(database_url, "metrics") as url,
+    with seeded_warehouse(database_url, "metrics", assets, partition_count, quarantined) as (
+        url,
+        folder,
+        home,
+        env,
+        build_seconds,
     ):
-        home = Path(folder) / "dagster_home"
-        home.mkdir()
-        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-        keys = _partition_keys(partition_count)
-        with dg.DagsterInstance.from_config(str(home)) as instance:
-            instance.add_dynamic_partitions(CUSTOMER_PARTITIONS, keys["dynamic"])
-        build_seconds = _build_warehouse(url, assets, keys, partition_count, quarantined)
-        env = {**os.environ, "JOBS_PLATFORM_DATABASE_URL": url, "DAGSTER_HOME": str(home)}
         server = subprocess.Popen(
             [str(Path(sys.executable).with_name("jobs-platform")), "metrics", "serve",
              "--port", "0", "--cache-seconds", "0"],

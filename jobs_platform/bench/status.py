@@ -17,6 +17,7 @@ Each is run `repeats` times; the best and every time are reported (seconds).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import resource
@@ -56,7 +57,6 @@ def run_status_bench(
     """
     if partition_count < 1 or quarantined < 0 or quarantined > partition_count or repeats < 1:
         raise ValueError("need --partitions >= 1, 0 <= --quarantined <= --partitions, repeats >= 1")
-    import dagster as dg
 
     from jobs_platform.location import code_location_module, load_definitions
     from jobs_platform.orchestration.tags import BACKFILL_TAG
@@ -70,23 +70,13 @@ def run_status_bench(
         if spec.tags.get(BACKFILL_TAG) == "true"
     )
     load_before = round(os.getloadavg()[0], 2)
-    with (
-        tempfile.TemporaryDirectory(prefix="jp_bench_status_") as folder,
-        fresh_schema(database_url, "status") as url,
+    with seeded_warehouse(database_url, "status", assets, partition_count, quarantined) as (
+        url,
+        folder,
+        home,
+        env,
+        build_seconds,
     ):
-        home = Path(folder) / "dagster_home"
-        home.mkdir()
-        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-        keys = _partition_keys(partition_count)
-        with dg.DagsterInstance.from_config(str(home)) as instance:
-            instance.add_dynamic_partitions(CUSTOMER_PARTITIONS, keys["dynamic"])
-        build_seconds = _build_warehouse(url, assets, keys, partition_count, quarantined)
-        env = {
-            **os.environ,
-            "JOBS_PLATFORM_DATABASE_URL": url,
-            "DAGSTER_HOME": str(home),
-        }
-        env.pop("JOBS_PLATFORM_FAILPOINTS", None)
         cli = str(Path(sys.executable).with_name("jobs-platform"))
         results = {
             "status_cli": _timed(
@@ -111,6 +101,31 @@ def run_status_bench(
             "server": server_facts(database_url),
         },
     }
+
+
+@contextlib.contextmanager
+def seeded_warehouse(
+    database_url: str, label: str, assets: list[str], partition_count: int, quarantined: int
+):
+    """A fresh schema holding `partition_count` partition rows per asset (`quarantined` of
+    them quarantined) and a Dagster home knowing the dynamic keys: (url, folder, home, the
+    environment of a command against them, seconds it took to build)."""
+    import dagster as dg
+
+    with (
+        tempfile.TemporaryDirectory(prefix=f"jp_bench_{label}_") as folder,
+        fresh_schema(database_url, label) as url,
+    ):
+        home = Path(folder) / "dagster_home"
+        home.mkdir()
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        keys = _partition_keys(partition_count)
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            instance.add_dynamic_partitions(CUSTOMER_PARTITIONS, keys["dynamic"])
+        build_seconds = _build_warehouse(url, assets, keys, partition_count, quarantined)
+        env = {**os.environ, "JOBS_PLATFORM_DATABASE_URL": url, "DAGSTER_HOME": str(home)}
+        env.pop("JOBS_PLATFORM_FAILPOINTS", None)
+        yield url, folder, home, env, build_seconds
 
 
 def _partition_keys(count: int) -> dict[str, list[str]]:
