@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -68,14 +68,12 @@ def metric_families(reading: MetricsReading) -> Iterator[Metric]:
         expired.add_metric([asset], health.expired_leases)
     yield from (partitions, lease_age, expired)
 
-    entries = GaugeMetricFamily(
+    yield _per_asset(
+        GaugeMetricFamily,
         "jobs_platform_quarantine_entries",
         "Open quarantine entries: quarantined, or requeued and not yet resolved.",
-        labels=["asset"],
+        reading.quarantine_entries,
     )
-    for asset, count in sorted(reading.quarantine_entries.items()):
-        entries.add_metric([asset], count)
-    yield entries
 
     yield GaugeMetricFamily(
         "jobs_platform_outbox_pending",
@@ -111,20 +109,31 @@ def metric_families(reading: MetricsReading) -> Iterator[Metric]:
         durations.add_metric([asset], buckets, sum_value=histogram.sum_seconds)
     yield durations
 
-    rows = CounterMetricFamily(
+    yield _per_asset(
+        CounterMetricFamily,
         "jobs_platform_rows_written",
         "Rows the asset's done partitions hold, as their last successful attempt wrote them.",
-        labels=["asset"],
+        reading.rows_written,
     )
-    for asset, count in sorted(reading.rows_written.items()):
-        rows.add_metric([asset], count)
-    yield rows
 
     yield GaugeMetricFamily(
         "jobs_platform_metrics_read_seconds",
         "How long the latest reading of the warehouse took.",
         value=round(reading.read_seconds, 6),
     )
+
+
+def _per_asset(
+    family: type[GaugeMetricFamily | CounterMetricFamily],
+    name: str,
+    documentation: str,
+    counts: Mapping[str, int],
+) -> Metric:
+    """A family with one sample per asset, labelled `asset`, in the assets' order."""
+    metric = family(name, documentation, labels=["asset"])
+    for asset, count in sorted(counts.items()):
+        metric.add_metric([asset], count)
+    return metric
 
 
 class CachedReading:
