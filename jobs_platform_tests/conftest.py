@@ -94,6 +94,18 @@ def pg_platform_env(pg_url, tmp_path, monkeypatch) -> dict[str, str]:
     return enter_environment(platform_environment(pg_url, tmp_path), monkeypatch, tmp_path)
 
 
+@pytest.fixture
+def connection(warehouse_url) -> Iterator[sa.Connection]:
+    """One transaction on a fresh warehouse that has the framework's tables."""
+    from jobs_platform_tests.support import upgraded_warehouse
+
+    engine = upgraded_warehouse(warehouse_url)
+    with engine.connect() as connection, connection.begin() as transaction:
+        yield connection
+        transaction.rollback()
+    engine.dispose()  # no connection left open for the database's drop to break
+
+
 @pytest.fixture(autouse=True)
 def _dispose_engines():
     yield

@@ -23,6 +23,10 @@ from jobs_platform.store.migrate import upgrade_warehouse
 from jobs_platform.store.schema import create_user_tables
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# The `jobs-platform` command of the environment the tests run in.
+JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
+# A user's code location with one backfill, `acme_events`; loaded by the CLI only.
+ACME = "jobs_platform_tests.locations.acme"
 
 # Small numbers so that retries and leases play out in seconds, not minutes.
 TEST_ENV_DEFAULTS = {

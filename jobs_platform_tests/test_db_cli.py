@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -23,13 +21,10 @@ from jobs_platform.store.migrate import (
     head_revision,
     upgrade_warehouse,
 )
-from jobs_platform_tests.support import run_cli, wait_for
+from jobs_platform_tests.support import ACME, JOBS_PLATFORM, run_cli, wait_for
 
-JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 UPGRADE_LINE = "run: jobs-platform db upgrade"
 PASSWORD = "hunter2"  # the test server trusts local connections: any password is accepted
-# A user's code location with one backfill over its own table; loaded by the CLI only.
-ACME = "jobs_platform_tests.locations.acme"
 EXAMPLE_TABLES = {"orders", "daily_revenue", "customer_order_history"}
 
 

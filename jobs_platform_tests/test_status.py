@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
-from pathlib import Path
 
 from jobs_platform.examples.orders.assets import daily_partitions, daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform_tests.support import (
+    ACME,
+    JOBS_PLATFORM,
     materialize,
     platform_environment,
     run_cli,
     upgraded_warehouse,
 )
 
-JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
-# A user's code location with one backfill, `acme_events`; loaded by the CLI only.
-ACME = "jobs_platform_tests.locations.acme"
 FIRST = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 3)
 
@@ -28,9 +25,7 @@ def test_status_json_counts_done_quarantined_and_missing_partitions(platform_env
     for day in (FIRST, FIRST + dt.timedelta(days=1), POISON):
         materialize([orders, daily_revenue], day.isoformat())
 
-    finished = run_cli(
-        [str(Path(sys.executable).with_name("jobs-platform")), "status", "--json"], platform_env
-    )
+    finished = run_cli([JOBS_PLATFORM, "status", "--json"], platform_env)
 
     assert finished.returncode == 0, finished.stderr
     report = json.loads(finished.stdout)

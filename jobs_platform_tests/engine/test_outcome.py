@@ -9,14 +9,11 @@ from jobs_platform.engine.outcome import Record, settle
 from jobs_platform.errors import Classification, Verdict
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.quarantine import active_entry
-from jobs_platform_tests.store import conftest as store_fixtures
 from jobs_platform_tests.store.factories import ASSET, PARTITION, an_attempt
 
 BUDGET = RetryBudget(max_attempts=3, base_delay_seconds=0.0, lease_seconds=60.0)
 RETRYABLE = Verdict(Classification.RETRYABLE, None, "test")
 TERMINAL = Verdict(Classification.TERMINAL, None, "test")
-
-connection = store_fixtures.connection  # one transaction on a fresh, upgraded warehouse
 
 
 def settled(connection: sa.Connection, verdict: Verdict | None, record: Record):

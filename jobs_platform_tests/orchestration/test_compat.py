@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import types
+from collections.abc import Callable
 
 import dagster as dg
 import pytest
@@ -55,27 +56,26 @@ def parameters(function) -> list[str]:
     return list(inspect.signature(function).parameters)
 
 
-@pytest.mark.parametrize("module_name", sorted(PRIVATE_NAMES))
-def test_the_private_names_the_shims_import_exist(module_name):
+def require_names(module_name: str, names: list[str], message: Callable[[str], str]) -> None:
+    """Fail with `message` of what changed unless the module imports and has every name."""
     try:
         module = importlib.import_module(module_name)
     except ImportError as missing:
-        pytest.fail(changed(f"the module {module_name} ({missing})"), pytrace=False)
-    for name in PRIVATE_NAMES[module_name]:
+        pytest.fail(message(f"the module {module_name} ({missing})"), pytrace=False)
+    for name in names:
         if not hasattr(module, name):
-            pytest.fail(changed(f"{module_name}.{name}: it is gone"), pytrace=False)
+            pytest.fail(message(f"{module_name}.{name}: it is gone"), pytrace=False)
+
+
+@pytest.mark.parametrize("module_name", sorted(PRIVATE_NAMES))
+def test_the_private_names_the_shims_import_exist(module_name):
+    require_names(module_name, PRIVATE_NAMES[module_name], changed)
 
 
 @pytest.mark.parametrize("module_name", sorted(CELERY_PRIVATE_NAMES))
 def test_the_private_dagster_celery_names_the_shims_import_exist(module_name):
     pytest.importorskip("dagster_celery")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as missing:
-        pytest.fail(celery_changed(f"the module {module_name} ({missing})"), pytrace=False)
-    for name in CELERY_PRIVATE_NAMES[module_name]:
-        if not hasattr(module, name):
-            pytest.fail(celery_changed(f"{module_name}.{name}: it is gone"), pytrace=False)
+    require_names(module_name, CELERY_PRIVATE_NAMES[module_name], celery_changed)
 
 
 def test_the_multiprocess_loop_builds_its_plan_state_by_the_module_level_name():

@@ -55,6 +55,15 @@ def events_of(instance: dg.DagsterInstance, event_type: dg.DagsterEventType) -> 
     return list(instance.all_logs(runs[0].run_id, of_type=event_type)) if runs else []
 
 
+def first_snooze(instance: dg.DagsterInstance):
+    """The run's first step-up-for-retry event: its step snoozing on the busy partition."""
+    return wait_for(
+        lambda: events_of(instance, Events.STEP_UP_FOR_RETRY),
+        timeout=120,
+        what="the step to snooze on the busy partition",
+    )[0]
+
+
 def executor_loop_pid(instance: dg.DagsterInstance) -> int | None:
     """The pid the multiprocess executor reports as its parent process (its loop's)."""
     for entry in events_of(instance, Events.ENGINE_EVENT):
@@ -95,11 +104,7 @@ def test_a_run_whose_step_waits_for_its_retry_sleeps_then_retries_on_time(busy_p
     run = start_run(env, DAY, log_path=tmp_path / "run.log")
     try:
         with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-            retry = wait_for(
-                lambda: events_of(instance, Events.STEP_UP_FOR_RETRY),
-                timeout=120,
-                what="the step to snooze on the busy partition",
-            )[0]
+            retry = first_snooze(instance)
             first = cpu_sample(run.pid)
             # The partition is free again: the second attempt, when it comes, will finish.
             give_back(env, grant)
@@ -145,11 +150,7 @@ def test_a_run_whose_step_waits_for_its_retry_stops_promptly_when_terminated(
     run = start_run(env, DAY, log_path=tmp_path / "run.log")
     try:
         with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-            retry = wait_for(
-                lambda: events_of(instance, Events.STEP_UP_FOR_RETRY),
-                timeout=120,
-                what="the step to snooze on the busy partition",
-            )[0]
+            retry = first_snooze(instance)
             due = retry.timestamp + retry.dagster_event.step_retry_data.seconds_to_wait
             # Only the run process: it must notice the signal on its own while it waits.
             os.kill(run.pid, signal.SIGTERM)

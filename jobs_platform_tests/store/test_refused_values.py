@@ -30,20 +30,21 @@ def measures_table() -> sa.Table:
     )
 
 
-@pytest.fixture
-def measures(warehouse_url) -> tuple[sa.Engine, sa.Table]:
+def created_measures(url: str) -> tuple[sa.Engine, sa.Table]:
     table = measures_table()
-    engine = warehouse_engine(warehouse_url)
+    engine = warehouse_engine(url)
     table.create(engine)
     return engine, table
+
+
+@pytest.fixture
+def measures(warehouse_url) -> tuple[sa.Engine, sa.Table]:
+    return created_measures(warehouse_url)
 
 
 @pytest.fixture
 def pg_measures(pg_url) -> tuple[sa.Engine, sa.Table]:
-    table = measures_table()
-    engine = warehouse_engine(pg_url)
-    table.create(engine)
-    return engine, table
+    return created_measures(pg_url)
 
 
 def frame(*rows: tuple, index: pd.Index | None = None) -> pd.DataFrame:
@@ -53,6 +54,20 @@ def frame(*rows: tuple, index: pd.Index | None = None) -> pd.DataFrame:
 def refusal(engine: sa.Engine, table: sa.Table, chunk: pd.DataFrame) -> RefusedValue:
     with pytest.raises(RefusedValue) as refused, engine.begin() as connection:
         upsert_frame(connection, table, ["id"], chunk)
+    return refused.value
+
+
+def sweep_refusal(engine: sa.Engine, table: sa.Table, chunks: list[pd.DataFrame]) -> RefusedValue:
+    """Write chunks as a sweep does (each chunk's keys recorded as seen, then the chunk)."""
+    with (
+        pytest.raises(RefusedValue) as refused,
+        engine.connect() as connection,
+        seen_keys_on(connection, table, ["id"]) as seen_keys,
+    ):
+        for chunk in chunks:
+            with connection.begin():
+                seen_keys.add(chunk)
+                upsert_frame(connection, table, ["id"], chunk)
     return refused.value
 
 
@@ -130,9 +145,7 @@ def test_a_check_constraint_met_by_a_copy_names_the_row(pg_measures):
 
 
 def test_sqlite_stores_a_value_of_the_wrong_type_or_length_as_it_is(sqlite_url):
-    table = measures_table()
-    engine = warehouse_engine(sqlite_url)
-    table.create(engine)
+    engine, table = created_measures(sqlite_url)
 
     with engine.begin() as connection:
         upsert_frame(connection, table, ["id"], frame((1, "kilo", "two")))
@@ -141,42 +154,23 @@ def test_sqlite_stores_a_value_of_the_wrong_type_or_length_as_it_is(sqlite_url):
         assert connection.execute(sa.select(table)).all() == [(1, "kilo", "two")]
 
 
-def test_a_refusal_while_writing_a_chunk_names_the_chunk(warehouse_url):
-    table = measures_table()
-    engine = warehouse_engine(warehouse_url)
-    table.create(engine)
+def test_a_refusal_while_writing_a_chunk_names_the_chunk(measures):
+    engine, table = measures
     chunks = [frame((1, "kg", 1)), frame((2, "kg", 2), (3, None, 3))]
 
-    with (
-        pytest.raises(RefusedValue) as refused,
-        engine.connect() as connection,
-        seen_keys_on(connection, table, ["id"]) as seen_keys,
-    ):
-        for chunk in chunks:
-            with connection.begin():
-                seen_keys.add(chunk)
-                upsert_frame(connection, table, ["id"], chunk)
+    refused = sweep_refusal(engine, table, chunks)
 
-    assert str(refused.value) == "chunk 1, row 1, column 'unit': NULL in a NOT NULL column"
+    assert str(refused) == "chunk 1, row 1, column 'unit': NULL in a NOT NULL column"
 
 
-def test_a_key_refused_by_the_seen_keys_names_the_chunk(pg_url):
-    table = measures_table()
-    engine = warehouse_engine(pg_url)
-    table.create(engine)
+def test_a_key_refused_by_the_seen_keys_names_the_chunk(pg_measures):
+    engine, table = pg_measures
     chunks = [frame((1, "kg", 1)), frame((2, "kg", 2), ("x3", "kg", 3))]
 
-    with (
-        pytest.raises(RefusedValue) as refused,
-        engine.connect() as connection,
-        seen_keys_on(connection, table, ["id"]) as seen_keys,
-    ):
-        for chunk in chunks:
-            with connection.begin():
-                seen_keys.add(chunk)
+    refused = sweep_refusal(engine, table, chunks)
 
-    assert str(refused.value) == "chunk 1, row 1, column 'id': 'x3' is not a valid BIGINT"
-    assert "jp_stage_seen_keys" in str(refused.value.__cause__)  # the database's words, kept
+    assert str(refused) == "chunk 1, row 1, column 'id': 'x3' is not a valid BIGINT"
+    assert "jp_stage_seen_keys" in str(refused.__cause__)  # the database's words, kept
 
 
 def test_a_refused_value_survives_pickling_with_its_fields():
