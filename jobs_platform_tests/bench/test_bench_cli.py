@@ -111,8 +111,8 @@ def test_bench_backfill_via_daemon_launches_through_graphql_and_reports_the_ui_p
 ):
     env = {"JOBS_PLATFORM_DATABASE_URL": pg_url}
 
-    # Two UI backfills (the first and its unchanged re-run), each two runs and a few
-    # daemon ticks of 30 s: minutes on a loaded machine.
+    # Two UI backfills (the first and its unchanged re-run), each one run (orders and
+    # daily_revenue are one chain) and a few daemon ticks of 30 s: minutes when loaded.
     figures = bench(
         ["backfill", "--partitions", "2", "--rows-per-partition", "50", "--via", "daemon"],
         env,
@@ -129,7 +129,7 @@ def test_bench_backfill_via_daemon_launches_through_graphql_and_reports_the_ui_p
     assert figures["wait_for_first_run_seconds"] >= 0
     assert figures["ratio_end_to_end"] >= figures["ratio"]
     rerun = figures["rerun_unchanged"]
-    assert rerun["new_row_versions"] == 0 and rerun["runs_created"] >= 2
+    assert rerun["new_row_versions"] == 0 and rerun["runs_created"] >= 1
     assert figures["peak_rss_mib"]["daemon_step"] > 0
     assert bench_schemas(pg_url) == []
 
