@@ -30,6 +30,7 @@ from jobs_platform.store import leases as lease_store
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.clock import LeaseClock
 from jobs_platform.store.partitions import current_episode, unfinished
+from jobs_platform.store.rows import TableRow
 
 # What the attempts that never reported were, as far as anyone can tell.
 _SPENT_BY_CRASHES = Verdict(Classification.CRASH, None, "attempt budget spent by crashes")
@@ -52,7 +53,7 @@ class Workplace:
     engine: sa.Engine
     clock: LeaseClock
     rng: random.Random
-    log: logging.Logger | logging.LoggerAdapter
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger]
     upstream: tuple[str, ...] = ()
 
     @property
@@ -169,7 +170,7 @@ def _record_start(
     )
 
 
-def _quarantined(asset: str, partition: str, entry: sa.Row) -> TerminalError:
+def _quarantined(asset: str, partition: str, entry: TableRow) -> TerminalError:
     return TerminalError(
         f"{asset}/{partition} is quarantined (entry {entry.id}, {entry.attempts} attempts, "
         f"last error: {entry.last_error}); requeue it with: "

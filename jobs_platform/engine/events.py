@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -64,8 +65,8 @@ class EventTrail:
         *,
         error_class: str | None = None,
         **details: Any,
-    ) -> dict:
-        record = {
+    ) -> dict[str, object]:
+        record: dict[str, object] = {
             "event": str(event),
             "run_id": self.run_id,
             "asset": self.asset,
@@ -80,7 +81,7 @@ class EventTrail:
         return record
 
 
-def render(record: dict, log_format: LogFormat) -> str:
+def render(record: Mapping[str, object], log_format: LogFormat) -> str:
     """One line: JSON, or `asset/partition event …` for people."""
     if log_format is LogFormat.JSON:
         return json.dumps(record, default=str, sort_keys=False)

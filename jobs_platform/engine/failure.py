@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import random
 import traceback
 
 import sqlalchemy as sa
@@ -109,7 +110,7 @@ def _as_lost(
 
 
 def record_error_before_attempt(
-    budget: RetryBudget, asset: str, partition: str, exc: Exception, tries: int, rng
+    budget: RetryBudget, asset: str, partition: str, exc: Exception, tries: int, rng: random.Random
 ) -> FailedAttempt:
     """A failure in the gate, the lease or the attempt's start: there is no attempt to fail.
 

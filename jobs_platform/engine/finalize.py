@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import sqlalchemy as sa
+
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.results import ChunkTally
 from jobs_platform.store import attempts as history
@@ -96,7 +98,12 @@ def finish_if_unchanged(
     return tally, time.monotonic() - began
 
 
-def _succeed(place: Workplace, attempt: StartedAttempt, connection, before_commit) -> None:
+def _succeed(
+    place: Workplace,
+    attempt: StartedAttempt,
+    connection: sa.Connection,
+    before_commit: Callable[[], None],
+) -> None:
     quarantine_store.resolve_requeued(connection, place.spec.asset, attempt.partition)
     history.finish_attempt(connection, attempt.history_id)
     before_commit()

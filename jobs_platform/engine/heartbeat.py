@@ -53,7 +53,7 @@ class Heartbeat:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join(timeout=self.call_timeout_seconds + _SHUTDOWN_MARGIN_SECONDS)
         if self._thread.is_alive():

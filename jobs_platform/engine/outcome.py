@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import random
 from dataclasses import dataclass
+from typing import overload
 
 import sqlalchemy as sa
 
@@ -39,6 +40,34 @@ class Settled:
     decision: Decision
     failures: int  # the episode's counted failures (or the tries, when nothing is recorded)
     entry_id: int | None = None
+
+
+@overload
+def settle(
+    connection: sa.Connection,
+    budget: RetryBudget,
+    asset: str,
+    partition: str,
+    episode: int,
+    verdict: Verdict,
+    *,
+    record: Record,
+    rng: random.Random | None = None,
+) -> Settled: ...
+
+
+@overload
+def settle(
+    connection: sa.Connection,
+    budget: RetryBudget,
+    asset: str,
+    partition: str,
+    episode: int,
+    verdict: None,
+    *,
+    record: Record,
+    rng: random.Random | None = None,
+) -> Settled | None: ...
 
 
 def settle(

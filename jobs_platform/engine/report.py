@@ -70,6 +70,8 @@ def _succeeded(trail: EventTrail, report: PartitionReport) -> None:
 
 
 def _failed(trail: EventTrail, failed: FailedAttempt) -> None:
+    # FAILED and FAILED_BEFORE, the stops that come here, are built with their verdict.
+    assert failed.verdict is not None
     error, error_class = failed.error, str(failed.verdict.classification)
     message = (str(error) or type(error).__name__).splitlines()[0][:500]
     if failed.stop is Stop.FAILED_BEFORE:

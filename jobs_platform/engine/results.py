@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from jobs_platform.engine.decisions import Decision, NextStep
 from jobs_platform.errors import Classification, Verdict
+from jobs_platform.store.rows import TableRow
 from jobs_platform.store.upsert import UpsertCounts
 
 
@@ -90,7 +91,9 @@ class FailedAttempt:
         return str(self.error)
 
     @classmethod
-    def refused(cls, asset: str, partition: str, error: BaseException, entry) -> FailedAttempt:
+    def refused(
+        cls, asset: str, partition: str, error: BaseException, entry: TableRow
+    ) -> FailedAttempt:
         """Quarantined already (`entry`, its open quarantine row): terminal until requeued."""
         return cls(
             asset,

@@ -68,7 +68,7 @@ class PartitionRunner:
         spec: BackfillSpec,
         settings: Settings,
         *,
-        log: logging.Logger | logging.LoggerAdapter | None = None,
+        log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
         interrupt_types: tuple[type[BaseException], ...] = (),
         rng: random.Random | None = None,
         clock: LeaseClock = DATABASE_CLOCK,
@@ -77,7 +77,12 @@ class PartitionRunner:
         self.spec = spec
         self.settings = settings
         self.log = log or logging.getLogger("jobs_platform")
-        self.interrupt_types = (KeyboardInterrupt, SystemExit, AttemptInterrupted, *interrupt_types)
+        self.interrupt_types: tuple[type[BaseException], ...] = (
+            KeyboardInterrupt,
+            SystemExit,
+            AttemptInterrupted,
+            *interrupt_types,
+        )
         self.failpoints: tuple[Failpoint, ...] = parse_failpoints(settings.failpoints)
         self.engine = warehouse_engine(settings.database_url)  # connects lazily
         # The zero-set-up SQLite default makes itself ready here, once; any other

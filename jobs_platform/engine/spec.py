@@ -23,7 +23,7 @@ class PartitionInput:
     chunk_rows: int
     settings: Settings
     warehouse: sa.Engine
-    log: logging.Logger | logging.LoggerAdapter = field(
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(
         default_factory=lambda: logging.getLogger("jobs_platform")
     )
 

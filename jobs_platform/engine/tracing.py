@@ -27,15 +27,23 @@ instrumentation of its own), the attempt span links to it.
 
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Concatenate, Final, Literal, ParamSpec, Protocol, TypeVar
 
 from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.results import Attempter, FailedAttempt, PartitionReport
+from jobs_platform.engine.spec import BackfillSpec
+
+if TYPE_CHECKING:  # at run time OpenTelemetry is imported only when tracing is on
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Span, Tracer, TracerProvider
 
 ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 SPAN_NAME = "jobs_platform.attempt"
@@ -44,9 +52,17 @@ DEFAULT_SERVICE_NAME = "jobs_platform"  # unless OTEL_SERVICE_NAME names another
 # The spec's default; `grpc` needs a collector's gRPC port (4317) instead of 4318.
 DEFAULT_PROTOCOL = "http/protobuf"
 
-_UNSET = object()
-_tracer: Any = _UNSET
-_provider: Any = None  # the provider this module made, kept so its exporter lives
+
+class _Unset(enum.Enum):
+    """Not decided yet: the environment is read on the first attempt."""
+
+    UNSET = enum.auto()
+
+
+_UNSET: Final = _Unset.UNSET
+_tracer: Tracer | Literal[_Unset.UNSET] | None = _UNSET
+# The provider this module made, kept so its exporter lives.
+_provider: SdkTracerProvider | None = None
 _lock = threading.Lock()
 
 
@@ -71,11 +87,32 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(f"jobs_platform/trace/{key}".encode()).digest()
 
 
-def traced_attempt(attempt: Callable) -> Callable:
+class _Runner(Protocol):
+    """What the span reads of the runner whose attempt it wraps (`PartitionRunner`)."""
+
+    @property
+    def spec(self) -> BackfillSpec: ...
+
+
+_RunnerT = TypeVar("_RunnerT", bound=_Runner)
+_ResultT = TypeVar("_ResultT", bound=PartitionReport | FailedAttempt)
+_Rest = ParamSpec("_Rest")
+
+
+def traced_attempt(
+    attempt: Callable[Concatenate[_RunnerT, str, Attempter, _Rest], _ResultT],
+) -> Callable[Concatenate[_RunnerT, str, Attempter, _Rest], _ResultT]:
     """Wrap `PartitionRunner.attempt` in a span when tracing is on; else call it as is."""
 
     @functools.wraps(attempt)
-    def traced(runner, partition: str, attempter: Attempter, *args, **kwargs):
+    def traced(
+        runner: _RunnerT,
+        partition: str,
+        attempter: Attempter,
+        /,
+        *args: _Rest.args,
+        **kwargs: _Rest.kwargs,
+    ) -> _ResultT:
         tracer = active_tracer()
         if tracer is None:
             return attempt(runner, partition, attempter, *args, **kwargs)
@@ -121,10 +158,15 @@ def outcome_attributes(result: PartitionReport | FailedAttempt) -> dict[str, str
     return attributes
 
 
-def _attempt_span(tracer, asset: str, partition: str, attempter: Attempter):
+def _attempt_span(
+    tracer: Tracer, asset: str, partition: str, attempter: Attempter
+) -> AbstractContextManager[Span]:
     from opentelemetry import trace
 
-    attributes = {"jobs_platform.asset": asset, "jobs_platform.partition": partition}
+    attributes: dict[str, str] = {
+        "jobs_platform.asset": asset,
+        "jobs_platform.partition": partition,
+    }
     if attempter.correlation_id:
         attributes["jobs_platform.correlation_id"] = attempter.correlation_id
     if attempter.run_id:
@@ -146,16 +188,16 @@ def _attempt_span(tracer, asset: str, partition: str, attempter: Attempter):
     )
 
 
-def _describe(span, result: PartitionReport | FailedAttempt) -> None:
+def _describe(span: Span, result: PartitionReport | FailedAttempt) -> None:
     from opentelemetry.trace import Status, StatusCode
 
     attributes = outcome_attributes(result)
     span.set_attributes(attributes)
-    if attributes["jobs_platform.outcome"] == "failed":
+    if isinstance(result, FailedAttempt) and attributes["jobs_platform.outcome"] == "failed":
         span.set_status(Status(StatusCode.ERROR, result.message[:500]))
 
 
-def active_tracer():
+def active_tracer() -> Tracer | None:
     """The tracer attempts report to, or None when tracing is off (decided once a process)."""
     global _tracer
     if _tracer is _UNSET:
@@ -165,7 +207,7 @@ def active_tracer():
     return _tracer
 
 
-def use_tracer_provider(provider) -> None:
+def use_tracer_provider(provider: TracerProvider | None) -> None:
     """Report attempts to `provider` (tests, or a process that set OpenTelemetry up itself);
     None goes back to deciding from the environment."""
     global _tracer
@@ -173,7 +215,7 @@ def use_tracer_provider(provider) -> None:
         _tracer = _UNSET if provider is None else provider.get_tracer(TRACER_NAME)
 
 
-def _tracer_from_environment():
+def _tracer_from_environment() -> Tracer | None:
     global _provider
     # OpenTelemetry's own variables, read where they are used, as its SDK reads them.
     if not os.environ.get(ENDPOINT_VARIABLE):
@@ -198,20 +240,24 @@ def _tracer_from_environment():
     return provider.get_tracer(TRACER_NAME)
 
 
-def _otlp_exporter():
+def _otlp_exporter() -> SpanExporter:
     protocol = (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
         or DEFAULT_PROTOCOL
     ).strip()
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcSpanExporter,
+        )
+
+        return GrpcSpanExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
     return OTLPSpanExporter()
 
 
-def _flush_at_exit(provider) -> None:
+def _flush_at_exit(provider: SdkTracerProvider) -> None:
     """Export what is batched before the process ends.
 
     The provider flushes at interpreter exit (atexit); a multiprocessing child, which is

@@ -11,7 +11,7 @@ import enum
 import sqlalchemy as sa
 
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.rows import upsert_row
+from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import alert_ledger
 
 
@@ -80,7 +80,7 @@ def record_failed_send(
     return status, tries
 
 
-def delivery_rows(connection: sa.Connection, entry_id: int) -> list[sa.Row]:
+def delivery_rows(connection: sa.Connection, entry_id: int) -> list[TableRow]:
     """The ledger rows of one entry, by sink name."""
     return list(
         connection.execute(
@@ -91,7 +91,7 @@ def delivery_rows(connection: sa.Connection, entry_id: int) -> list[sa.Row]:
     )
 
 
-def _update(connection: sa.Connection, entry_id: int, sink: str, **values) -> None:
+def _update(connection: sa.Connection, entry_id: int, sink: str, **values: object) -> None:
     connection.execute(
         sa.update(alert_ledger)
         .where(*_of(entry_id, sink))

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from jobs_platform.errors import Classification
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import attempts
 
 
@@ -104,7 +105,7 @@ def finish_attempt(
     clock: LeaseClock = DATABASE_CLOCK,
 ) -> None:
     """Record how an attempt ended (its own worker knows best, so it may correct a crash)."""
-    values: dict = {"ended_at": clock.now(connection)}
+    values: dict[str, object] = {"ended_at": clock.now(connection)}
     if failure is None:
         # A crash recorded by someone else is corrected entirely, not only its class.
         values.update(
@@ -141,7 +142,7 @@ def record_abandoned_attempts(
     ).rowcount
 
 
-def crash_values(now: dt.datetime) -> dict:
+def crash_values(now: dt.datetime) -> dict[str, object]:
     """The columns of an attempt whose worker died without reporting."""
     return {
         "outcome": AttemptOutcome.FAILED,
@@ -189,7 +190,7 @@ def budget_state(
 
 def failing_streak(
     connection: sa.Connection, asset: str, partition: str, episode: int
-) -> list[sa.Row]:
+) -> list[TableRow]:
     """The failed attempts of this episode since the partition last succeeded, oldest first."""
     return list(
         connection.execute(
@@ -216,7 +217,7 @@ def _failing_streak(asset: str, partition: str, episode: int) -> list[sa.ColumnE
 
 def attempt_history(
     connection: sa.Connection, asset: str, partition: str, episode: int | None = None
-) -> list[sa.Row]:
+) -> list[TableRow]:
     """Every attempt at the partition (or one episode of it), oldest first."""
     query = sa.select(attempts).where(attempts.c.asset == asset, attempts.c.partition == partition)
     if episode is not None:

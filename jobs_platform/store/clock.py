@@ -32,7 +32,8 @@ class DatabaseClock:
 
     def now(self, connection: sa.Connection) -> dt.datetime:
         if connection.dialect.name == "postgresql":
-            return connection.execute(sa.text("SELECT clock_timestamp()")).scalar_one()
+            now: dt.datetime = connection.execute(sa.text("SELECT clock_timestamp()")).scalar_one()
+            return now
         return utcnow()
 
 

@@ -15,9 +15,11 @@ and the column types decide.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import sqlalchemy as sa
 
@@ -32,7 +34,7 @@ _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
 def copy_text(
-    frame: pd.DataFrame, types: Sequence[sa.types.TypeEngine], dialect: sa.Dialect
+    frame: pd.DataFrame, types: Sequence[sa.types.TypeEngine[Any]], dialect: sa.Dialect
 ) -> bytes | None:
     """The rows of `frame` as COPY text-format lines, or None if a column needs the row path."""
     encoded = []
@@ -46,7 +48,7 @@ def copy_text(
 
 
 def _column_text(
-    series: pd.Series, column_type: sa.types.TypeEngine, dialect: sa.Dialect
+    series: pd.Series, column_type: sa.types.TypeEngine[Any], dialect: sa.Dialect
 ) -> list[str] | None:
     dtype = series.dtype
     if isinstance(dtype, pd.DatetimeTZDtype):
@@ -67,7 +69,7 @@ def _column_text(
     return None
 
 
-def _holds_instants(column_type: sa.types.TypeEngine, dialect: sa.Dialect) -> bool:
+def _holds_instants(column_type: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> bool:
     """A zone-aware column type: any representation of the same instant stores the same value.
 
     UtcDateTime's bind processing only converts to UTC, which the text below already is.
@@ -89,11 +91,16 @@ def _timestamps(series: pd.Series) -> list[str]:
     return _with_nulls(text, np.isnat(micros))
 
 
-def _numpy_dtype(dtype) -> np.dtype:
-    return dtype.numpy_dtype if isinstance(dtype, pd.api.extensions.ExtensionDtype) else dtype
+def _numpy_dtype(dtype: np.dtype[Any] | pd.api.extensions.ExtensionDtype) -> np.dtype[Any]:
+    numpy_dtype: np.dtype[Any] = (
+        dtype.numpy_dtype if isinstance(dtype, pd.api.extensions.ExtensionDtype) else dtype
+    )
+    return numpy_dtype
 
 
-def _numbers(series: pd.Series, numpy_dtype, to_text) -> list[str]:
+def _numbers(
+    series: pd.Series, numpy_dtype: npt.DTypeLike, to_text: Callable[[object], str]
+) -> list[str]:
     missing = series.isna().to_numpy()
     if missing.any():
         filler = np.zeros(1, dtype=numpy_dtype)[0]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from pathlib import Path
 
 import sqlalchemy as sa
+from sqlalchemy.pool import ConnectionPoolEntry
 
 _engines: dict[tuple[str, int], sa.Engine] = {}
 _engines_lock = threading.Lock()
@@ -77,7 +79,7 @@ def _create_sqlite_engine(url: sa.URL) -> sa.Engine:
     )
 
     @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record):
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
         # Let SQLAlchemy, not pysqlite, decide when transactions begin, so that
         # every transaction can take the write lock up front (below).
         dbapi_connection.isolation_level = None
@@ -87,7 +89,7 @@ def _create_sqlite_engine(url: sa.URL) -> sa.Engine:
         cursor.close()
 
     @sa.event.listens_for(engine, "begin")
-    def _on_begin(connection):
+    def _on_begin(connection: sa.Connection) -> None:
         # BEGIN IMMEDIATE takes the write lock at the start: two writers never
         # both read then both try to upgrade, which SQLite answers with "locked".
         connection.exec_driver_sql("BEGIN IMMEDIATE")

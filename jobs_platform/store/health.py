@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -122,7 +123,7 @@ def _percentile(
     if not count:
         return None
     rank = max(1, -(-count * percent // 100))  # ceil without floats
-    value = connection.execute(
+    value: float = connection.execute(
         sa.select(partitions.c.duration_seconds)
         .where(done, partitions.c.duration_seconds.is_not(None))
         .order_by(partitions.c.duration_seconds)
@@ -132,5 +133,5 @@ def _percentile(
     return round(value, 3)
 
 
-def health_as_dict(report: Mapping[str, AssetHealth]) -> dict[str, dict]:
+def health_as_dict(report: Mapping[str, AssetHealth]) -> dict[str, dict[str, Any]]:
     return {asset: asdict(health) for asset, health in report.items()}

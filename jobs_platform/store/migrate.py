@@ -20,7 +20,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.schema import CreateIndex, CreateTable, ExecutableDDLElement
 
 from jobs_platform.errors import TerminalError
 from jobs_platform.settings import embedded_database_url
@@ -257,7 +257,10 @@ def write_user_tables_sql(
     """
     missing = missing_user_tables(engine, tables)
     for table in missing:
-        statements = [CreateTable(table), *(CreateIndex(index) for index in table.indexes)]
+        statements: list[ExecutableDDLElement] = [
+            CreateTable(table),
+            *(CreateIndex(index) for index in table.indexes),
+        ]
         for statement in statements:
             out.write(f"{str(statement.compile(dialect=engine.dialect)).strip()};\n\n")
     return missing

@@ -13,10 +13,12 @@ import datetime as dt
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
 from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import outbox
 
 
@@ -82,7 +84,7 @@ def insert_request(connection: sa.Connection, request: Mapping[str, object]) -> 
         "created_at": DATABASE_CLOCK.now(connection),
     }
     try:
-        return connection.execute(
+        request_id: int = connection.execute(
             sa.insert(outbox).values(**values).returning(outbox.c.id)
         ).scalar_one()
     except sa.exc.DBAPIError as error:
@@ -93,6 +95,7 @@ def insert_request(connection: sa.Connection, request: Mapping[str, object]) -> 
                 "inside your transaction"
             ) from error
         raise
+    return request_id
 
 
 def claim_pending(
@@ -177,7 +180,7 @@ def list_requests(
     *,
     limit: int,
     statuses: Sequence[OutboxStatus] | None = None,
-) -> list[sa.Row]:
+) -> list[TableRow]:
     """The newest `limit` requests (of `statuses`, if given), oldest first."""
     query = sa.select(outbox).order_by(outbox.c.id.desc()).limit(limit)
     if statuses:
@@ -188,7 +191,7 @@ def list_requests(
 def _claim(
     connection: sa.Connection,
     claimable: sa.ColumnElement[bool],
-    order_by: tuple[sa.ColumnElement, ...],
+    order_by: tuple[sa.ColumnElement[Any], ...],
     limit: int,
     now: dt.datetime | None,
 ) -> list[ClaimedRequest]:
@@ -212,10 +215,12 @@ def _claim(
             .returning(outbox.c.id)
         ).scalars()
     )
-    return [ClaimedRequest(*row, claimed_at=now) for row in candidates if row.id in claimed]
+    return [
+        ClaimedRequest(**row._mapping, claimed_at=now) for row in candidates if row.id in claimed
+    ]
 
 
-def _finish_claim(connection: sa.Connection, request_id: int, **values) -> bool:
+def _finish_claim(connection: sa.Connection, request_id: int, **values: object) -> bool:
     # Only a claimed request moves on: a tick that lost the race finds the request already
     # finished by another tick, and changes nothing.
     return (

@@ -7,7 +7,7 @@ import enum
 import sqlalchemy as sa
 
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
-from jobs_platform.store.rows import upsert_row
+from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import partitions
 
 
@@ -28,7 +28,7 @@ def current_episode(connection: sa.Connection, asset: str, partition: str) -> in
     return episode or 1
 
 
-def done_record(connection: sa.Connection, asset: str, partition: str) -> sa.Row | None:
+def done_record(connection: sa.Connection, asset: str, partition: str) -> TableRow | None:
     """The partition's row if it is done (with the fingerprint of the input it was done from)."""
     return connection.execute(
         sa.select(partitions).where(
@@ -39,7 +39,9 @@ def done_record(connection: sa.Connection, asset: str, partition: str) -> sa.Row
     ).first()
 
 
-def unfinished(connection: sa.Connection, asset_partitions: list[tuple[str, str]]) -> dict:
+def unfinished(
+    connection: sa.Connection, asset_partitions: list[tuple[str, str]]
+) -> dict[tuple[str, str], str]:
     """Of the given (asset, partition) pairs, those not done, with their status or `missing`."""
     if not asset_partitions:
         return {}
@@ -66,7 +68,7 @@ def set_partition_status(
     *,
     episode: int | None = None,
     clock: LeaseClock = DATABASE_CLOCK,
-    **details,
+    **details: object,
 ) -> None:
     """Upsert the partition's row (idempotent: the same call twice leaves the same row)."""
     values = {"status": str(status), "updated_at": clock.now(connection), **details}
@@ -81,7 +83,7 @@ def set_partition_status(
     )
 
 
-def partition_rows(connection: sa.Connection, asset: str | None = None) -> list[sa.Row]:
+def partition_rows(connection: sa.Connection, asset: str | None = None) -> list[TableRow]:
     query = sa.select(partitions)
     if asset is not None:
         query = query.where(partitions.c.asset == asset)

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from jobs_platform.store.attempts import budget_state, failing_streak
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.partitions import PartitionStatus, set_partition_status
-from jobs_platform.store.rows import upsert_row
+from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import attempts, quarantine
 
 # A launch `dead-letter requeue` started this recently may still be creating its run (it
@@ -45,9 +45,9 @@ def quarantine_partition(
     clock: LeaseClock = DATABASE_CLOCK,
 ) -> int:
     """Quarantine the partition's episode from its history; returns the entry id."""
-    existing = _entry_for_episode(connection, asset, partition, episode)
+    existing = _entry_id_for_episode(connection, asset, partition, episode)
     if existing is not None:
-        return existing.id
+        return existing
     history = failing_streak(connection, asset, partition, episode)
     last = history[-1] if history else None
     now = clock.now(connection)
@@ -74,12 +74,15 @@ def quarantine_partition(
     if inserted is None:
         # The hook and the runner reported the same failure at once; the other one's entry
         # stands, and it set the partition's state.
-        return _entry_for_episode(connection, asset, partition, episode).id
+        other = _entry_id_for_episode(connection, asset, partition, episode)
+        assert other is not None  # the insert found it by this key
+        return other
     set_partition_status(connection, asset, partition, PartitionStatus.QUARANTINED, clock=clock)
-    return inserted.id
+    entry_id: int = inserted.id
+    return entry_id
 
 
-def active_entry(connection: sa.Connection, asset: str, partition: str) -> sa.Row | None:
+def active_entry(connection: sa.Connection, asset: str, partition: str) -> TableRow | None:
     """The partition's open entry, if it is quarantined now."""
     return connection.execute(
         sa.select(quarantine).where(
@@ -90,7 +93,7 @@ def active_entry(connection: sa.Connection, asset: str, partition: str) -> sa.Ro
     ).first()
 
 
-def latest_entry(connection: sa.Connection, asset: str, partition: str) -> sa.Row:
+def latest_entry(connection: sa.Connection, asset: str, partition: str) -> TableRow:
     row = connection.execute(
         sa.select(quarantine)
         .where(quarantine.c.asset == asset, quarantine.c.partition == partition)
@@ -106,7 +109,7 @@ def list_entries(
     connection: sa.Connection,
     statuses: tuple[QuarantineStatus, ...] = (QuarantineStatus.QUARANTINED,),
     asset: str | None = None,
-) -> list[sa.Row]:
+) -> list[TableRow]:
     """Entries in `statuses` (of one asset if given), oldest first; by `ix_jp_quarantine_status`."""
     query = sa.select(quarantine).where(quarantine.c.status.in_([str(s) for s in statuses]))
     if asset is not None:
@@ -114,7 +117,7 @@ def list_entries(
     return list(connection.execute(query.order_by(quarantine.c.id)))
 
 
-def entries_by_id(connection: sa.Connection, entry_ids: Sequence[int]) -> list[sa.Row]:
+def entries_by_id(connection: sa.Connection, entry_ids: Sequence[int]) -> list[TableRow]:
     """The entries with these ids, oldest first (unknown ids are left out)."""
     if not entry_ids:
         return []
@@ -127,7 +130,7 @@ def entries_by_id(connection: sa.Connection, entry_ids: Sequence[int]) -> list[s
     )
 
 
-def entries_after(connection: sa.Connection, after_id: int, limit: int) -> list[sa.Row]:
+def entries_after(connection: sa.Connection, after_id: int, limit: int) -> list[TableRow]:
     """Entries created after `after_id`, oldest first (a sensor's cursor walk; indexed by id)."""
     return list(
         connection.execute(
@@ -141,7 +144,7 @@ def entries_after(connection: sa.Connection, after_id: int, limit: int) -> list[
 
 def requeue_partition(
     connection: sa.Connection, asset: str, partition: str, *, clock: LeaseClock = DATABASE_CLOCK
-) -> sa.Row:
+) -> TableRow:
     """Release the open entry: the partition starts a new episode with a fresh budget.
 
     The old attempts stay in the history under their episode.
@@ -178,7 +181,7 @@ def requeues_awaiting_run(
     limit: int,
     *,
     now: dt.datetime | None = None,
-) -> list[sa.Row]:
+) -> list[TableRow]:
     """Requeued entries of `assets` whose run may never have been launched.
 
     Those are the entries whose partition recorded no attempt in the episode the requeue
@@ -205,7 +208,7 @@ def requeues_awaiting_run(
     )
 
 
-def requeue_awaiting_run(connection: sa.Connection, asset: str, partition: str) -> sa.Row | None:
+def requeue_awaiting_run(connection: sa.Connection, asset: str, partition: str) -> TableRow | None:
     """The partition's latest entry if it is requeued and its new episode has not started."""
     latest = (
         sa.select(sa.func.max(quarantine.c.id))
@@ -242,13 +245,14 @@ def resolve_requeued(
     ).rowcount
 
 
-def _entry_for_episode(
+def _entry_id_for_episode(
     connection: sa.Connection, asset: str, partition: str, episode: int
-) -> sa.Row | None:
-    return connection.execute(
-        sa.select(quarantine).where(
+) -> int | None:
+    entry_id: int | None = connection.execute(
+        sa.select(quarantine.c.id).where(
             quarantine.c.asset == asset,
             quarantine.c.partition == partition,
             quarantine.c.episode == episode,
         )
-    ).first()
+    ).scalar()
+    return entry_id

@@ -16,12 +16,13 @@ from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import AttemptOutcome, crash_values
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.holders import holder_is_dead
+from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import attempts, leases
 
 
 def record_abandoned_attempts_everywhere(
     connection: sa.Connection, clock: LeaseClock = DATABASE_CLOCK
-) -> list[sa.Row]:
+) -> list[TableRow]:
     """Mark every abandoned attempt as a crash; returns the attempts marked.
 
     A holder in another PID namespace or on another host is never judged dead here: its

@@ -10,10 +10,14 @@ written by `store.upsert` (staged, in bulk) instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+
+# A row read through SQLAlchemy Core from the framework's tables: the tables are plain
+# `sa.Table`s, so a row's columns (by name or position) are untyped.
+TableRow: TypeAlias = "sa.Row[*tuple[Any, ...]]"
 
 _INSERTS: dict[str, Callable[[sa.Table], Any]] = {
     "postgresql": postgresql.insert,
@@ -28,8 +32,8 @@ def upsert_row(
     *,
     update: Sequence[str] = (),
     key: Sequence[str] | None = None,
-    returning: Sequence[sa.ColumnElement] = (),
-) -> sa.Row | None:
+    returning: Sequence[sa.ColumnElement[Any]] = (),
+) -> TableRow | None:
     """Insert `row`; when a row with its `key` exists, set only its `update` columns.
 
     `key` is the primary key unless named (a unique constraint's columns); without

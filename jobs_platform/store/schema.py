@@ -14,13 +14,15 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 
 
-class UtcDateTime(sa.types.TypeDecorator):
+class UtcDateTime(sa.types.TypeDecorator[dt.datetime]):
     """A timestamp stored in UTC and always read back timezone-aware (SQLite drops the zone)."""
 
     impl = sa.DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value, dialect):
+    def process_bind_param(
+        self, value: dt.datetime | None, dialect: sa.Dialect
+    ) -> dt.datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
@@ -28,7 +30,9 @@ class UtcDateTime(sa.types.TypeDecorator):
         value = value.astimezone(dt.UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
-    def process_result_value(self, value, dialect):
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: sa.Dialect
+    ) -> dt.datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import pandas as pd
 import sqlalchemy as sa
@@ -59,7 +60,8 @@ class SeenKeys:
         except RefusedValue as refused:
             raise refused.in_chunk(self.chunks_added - 1) from refused.__cause__
 
-    def add_values(self, keys: Iterable) -> None:
+    def add_values(self, keys: Iterable[Any]) -> None:
+        """Record keys as values: each one column's value, or a tuple of them for a compound key."""
         values = list(keys)
         for start in range(0, len(values), SWEEP_BATCH):
             batch = values[start : start + SWEEP_BATCH]
@@ -106,7 +108,7 @@ def sweep_partition(
     table: sa.Table,
     key: Sequence[str],
     scope: sa.ColumnElement[bool],
-    seen_keys: SeenKeys | Collection,
+    seen_keys: SeenKeys | Collection[Any],
 ) -> int:
     """Delete rows in `scope` whose key is not in `seen_keys`; returns how many.
 

@@ -6,6 +6,7 @@ turns the rows into Prometheus' shapes.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -13,6 +14,7 @@ import sqlalchemy as sa
 from jobs_platform.store.attempts import AttemptOutcome
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.quarantine import QuarantineStatus
+from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import attempts, partitions, quarantine
 
 # Only ended attempts are counted, so each count only grows; a running attempt is seen in
@@ -23,7 +25,9 @@ ENDED_OUTCOMES = (str(AttemptOutcome.SUCCEEDED), str(AttemptOutcome.FAILED))
 OPEN_ENTRY_STATUSES = (str(QuarantineStatus.QUARANTINED), str(QuarantineStatus.REQUEUED))
 
 
-def ended_attempts_by_duration(connection: sa.Connection, bounds: Sequence[float]) -> list[sa.Row]:
+def ended_attempts_by_duration(
+    connection: sa.Connection, bounds: Sequence[float]
+) -> list[TableRow]:
     """One grouped scan of the ended attempts: (asset, outcome, error_class, bucket, count,
     seconds), `bucket` being the index of the first of `bounds` the duration fits under
     (len(bounds) past the last).
@@ -39,18 +43,20 @@ def ended_attempts_by_duration(connection: sa.Connection, bounds: Sequence[float
         *((seconds <= bound, index) for index, bound in enumerate(bounds)),
         else_=len(bounds),
     ).label("bucket")
-    return connection.execute(
-        sa.select(
-            attempts.c.asset,
-            attempts.c.outcome,
-            attempts.c.error_class,
-            bucket,
-            sa.func.count(),
-            sa.func.sum(seconds),
+    return list(
+        connection.execute(
+            sa.select(
+                attempts.c.asset,
+                attempts.c.outcome,
+                attempts.c.error_class,
+                bucket,
+                sa.func.count(),
+                sa.func.sum(seconds),
+            )
+            .where(attempts.c.outcome.in_(ENDED_OUTCOMES), attempts.c.ended_at.is_not(None))
+            .group_by(attempts.c.asset, attempts.c.outcome, attempts.c.error_class, bucket)
         )
-        .where(attempts.c.outcome.in_(ENDED_OUTCOMES), attempts.c.ended_at.is_not(None))
-        .group_by(attempts.c.asset, attempts.c.outcome, attempts.c.error_class, bucket)
-    ).all()
+    )
 
 
 def rows_written(connection: sa.Connection) -> dict[str, int]:
@@ -76,7 +82,9 @@ def open_entries(connection: sa.Connection) -> dict[str, int]:
     )
 
 
-def _seconds_between(dialect: str, start: sa.ColumnElement, end: sa.ColumnElement):
+def _seconds_between(
+    dialect: str, start: sa.ColumnElement[dt.datetime], end: sa.ColumnElement[dt.datetime]
+) -> sa.ColumnElement[float]:
     if dialect == "sqlite":
         # SQLite stores the UTC timestamps as text; julianday() reads them as days, a
         # double whose precision is tens of microseconds here: kept to the millisecond.

@@ -29,6 +29,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -37,6 +38,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from jobs_platform.errors import TerminalError
 from jobs_platform.store.copy_text import copy_text
+
+if TYPE_CHECKING:  # imported where COPY runs: a SQLite warehouse never loads psycopg
+    import psycopg
 
 _SHOWN_VALUE_CHARS = 60
 # PostgreSQL's context of a failed COPY: the line of its input (one per row of the frame
@@ -194,7 +198,8 @@ def _refused_value(
     if isinstance(sqlstate, str):  # psycopg
         if sqlstate[:2] not in ("22", "23"):
             return None
-        diag = driver_error.diag
+        # A string SQLSTATE comes from psycopg 3, the PostgreSQL driver (`db.normalize_url`).
+        diag = cast("psycopg.Error", driver_error).diag
         copied = _COPY_CONTEXT.match(diag.context or "")
         line = int(copied["line"]) if copied else None
         column = (copied["column"] if copied else None) or diag.column_name
@@ -259,7 +264,7 @@ def _stage_table(table: sa.Table, columns: Sequence[str]) -> sa.Table:
     )
 
 
-def _records(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict]:
+def _records(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, object]]:
     values = _python_values(frame[list(columns)])
     return [dict(zip(columns, row, strict=True)) for row in values]
 
@@ -282,7 +287,7 @@ def _whole_numbers_as_integers(table: sa.Table, frame: pd.DataFrame) -> pd.DataF
     return frame.assign(**whole) if whole else frame
 
 
-def _python_values(frame: pd.DataFrame) -> list[tuple]:
+def _python_values(frame: pd.DataFrame) -> list[tuple[object, ...]]:
     """Rows as tuples of plain Python values, missing values as None."""
     # Zone-aware timestamps as stdlib datetimes: a pandas Timestamp is several times
     # slower to make and to pass through the column type's bind processing.
@@ -352,7 +357,8 @@ def _copy_into(
     )
     dialect = connection.dialect
     text = copy_text(frame[list(columns)], [target.c[name].type for name in columns], dialect)
-    driver_connection = connection.connection.driver_connection
+    # COPY is psycopg 3's: the driver of every PostgreSQL warehouse (`db.normalize_url`).
+    driver_connection = cast("psycopg.Connection[Any]", connection.connection.driver_connection)
     with driver_connection.cursor() as cursor, cursor.copy(copy_statement) as copy:
         if text is not None:
             copy.write(text)
@@ -382,13 +388,6 @@ def _merge_from_stage(
     row_count: int,
 ) -> UpsertCounts:
     postgres = connection.dialect.name == "postgresql"
-    existing = None
-    if not postgres:
-        join_on = sa.and_(*[table.c[name] == stage.c[name] for name in key])
-        existing = connection.execute(
-            sa.select(sa.func.count()).select_from(stage.join(table, join_on))
-        ).scalar_one()
-
     insert = (postgresql.insert if postgres else sqlite.insert)(table)
     # `WHERE true` keeps SQLite from reading ON CONFLICT as part of the SELECT.
     source = sa.select(*[stage.c[name] for name in columns]).where(sa.true())
@@ -414,6 +413,11 @@ def _merge_from_stage(
     if postgres:
         inserted, written = _merge_counting_inserts(connection, statement)
     else:
+        # Counted before the merge writes: the staged keys already in the table.
+        join_on = sa.and_(*[table.c[name] == stage.c[name] for name in key])
+        existing: int = connection.execute(
+            sa.select(sa.func.count()).select_from(stage.join(table, join_on))
+        ).scalar_one()
         written = connection.execute(
             statement, execution_options={"preserve_rowcount": True}
         ).rowcount
@@ -445,7 +449,7 @@ def _differs_from_stored(
     return stored_values.is_distinct_from(staged_values)
 
 
-def _merge_counting_inserts(connection: sa.Connection, statement) -> tuple[int, int]:
+def _merge_counting_inserts(connection: sa.Connection, statement: sa.Insert) -> tuple[int, int]:
     """Run the merge; (rows inserted, rows written) as PostgreSQL saw them.
 
     A row the merge inserted has no xmax; a row it updated carries the lock ON CONFLICT

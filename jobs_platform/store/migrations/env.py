@@ -33,7 +33,10 @@ def run_migrations_online() -> None:
     if connection is None:
         # Alembic's own commands (e.g. `revision --autogenerate` while writing a revision)
         # come without a connection: use the URL of the configuration.
-        engine = sa.create_engine(context.config.get_main_option("sqlalchemy.url"))
+        url = context.config.get_main_option("sqlalchemy.url")
+        if url is None:
+            raise RuntimeError("alembic: no connection given and no sqlalchemy.url configured")
+        engine = sa.create_engine(url)
         with engine.connect() as own_connection:
             _run_online(own_connection)
             own_connection.commit()
