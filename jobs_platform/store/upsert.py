@@ -43,6 +43,9 @@ if TYPE_CHECKING:  # imported where COPY runs: a SQLite warehouse never loads ps
     import psycopg
 
 _SHOWN_VALUE_CHARS = 60
+# Rows turned into COPY text at a time: small enough that the server is kept busy from
+# the first block on, large enough that building a block's text stays column-wise.
+COPY_BLOCK_ROWS = 5_000
 # PostgreSQL's context of a failed COPY: the line of its input (one per row of the frame
 # it was given) and, for a value it could not convert, the column.
 _COPY_CONTEXT = re.compile(r"^COPY [^,]+, line (?P<line>\d+)(?:, column (?P<column>.+?): )?")
@@ -356,27 +359,44 @@ def _copy_into(
         sql.Identifier(*name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
     )
     dialect = connection.dialect
-    text = copy_text(frame[list(columns)], [target.c[name].type for name in columns], dialect)
+    selected = frame[list(columns)]
+    types = [target.c[name].type for name in columns]
     # COPY is psycopg 3's: the driver of every PostgreSQL warehouse (`db.normalize_url`).
     driver_connection = cast("psycopg.Connection[Any]", connection.connection.driver_connection)
     with driver_connection.cursor() as cursor, cursor.copy(copy_statement) as copy:
-        if text is not None:
-            copy.write(text)
-            return
-        # COPY bypasses SQLAlchemy, so apply the column types' own bind processing here
-        # (such as UtcDateTime refusing naive datetimes), as the executemany path does.
-        processors = [
-            (position, processor)
-            for position, name in enumerate(columns)
-            if (processor := target.c[name].type.dialect_impl(dialect).bind_processor(dialect))
-        ]
-        for row in _python_values(frame[list(columns)]):
-            if processors:
-                values = list(row)
-                for position, processor in processors:
-                    values[position] = processor(values[position])
-                row = tuple(values)
-            copy.write_row(row)
+        # Block by block, so the server stores one block while the next is turned into
+        # text: the two overlap instead of adding up (docs/BENCHMARKS.md). One COPY, so
+        # its line numbers are still the frame's rows.
+        for start in range(0, len(selected), COPY_BLOCK_ROWS):
+            block = selected.iloc[start : start + COPY_BLOCK_ROWS]
+            text = copy_text(block, types, dialect)
+            if text is not None:
+                copy.write(text)
+            else:
+                _write_rows(copy, target, columns, block, dialect)
+
+
+def _write_rows(
+    copy: psycopg.Copy,
+    target: sa.Table,
+    columns: Sequence[str],
+    block: pd.DataFrame,
+    dialect: sa.Dialect,
+) -> None:
+    """A block whose columns need the row path: psycopg's adapters, the column types' own
+    bind processing (such as UtcDateTime refusing naive datetimes), as executemany would."""
+    processors = [
+        (position, processor)
+        for position, name in enumerate(columns)
+        if (processor := target.c[name].type.dialect_impl(dialect).bind_processor(dialect))
+    ]
+    for row in _python_values(block):
+        if processors:
+            values = list(row)
+            for position, processor in processors:
+                values[position] = processor(values[position])
+            row = tuple(values)
+        copy.write_row(row)
 
 
 def _merge_from_stage(

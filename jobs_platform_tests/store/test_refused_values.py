@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from jobs_platform.errors import Classification, classify
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.sweep import seen_keys_on
-from jobs_platform.store.upsert import RefusedValue, upsert_frame
+from jobs_platform.store.upsert import COPY_BLOCK_ROWS, RefusedValue, upsert_frame
 
 
 def measures_table() -> sa.Table:
@@ -122,6 +122,24 @@ def test_a_null_copied_straight_into_the_table_names_its_row(pg_measures):
     refused = refusal(engine, table, frame((1, "kg", 1), (2, None, 2)))
 
     assert str(refused) == "row 1, column 'unit': NULL in a NOT NULL column"
+
+
+def test_a_refusal_in_a_later_block_of_a_large_chunk_names_its_own_row(pg_measures):
+    """The chunk is COPYed in blocks (`COPY_BLOCK_ROWS`): still one COPY, one line a row."""
+    engine, table = pg_measures
+    rows = COPY_BLOCK_ROWS * 2 + 10
+    bad = COPY_BLOCK_ROWS + 7
+    chunk = pd.DataFrame(
+        {
+            "id": range(1, rows + 1),
+            "unit": ["kg" if n != bad else "kilogram" for n in range(rows)],
+            "amount": range(rows),
+        }
+    )
+
+    refused = refusal(engine, table, chunk)
+
+    assert str(refused) == f"row {bad}, column 'unit': 'kilogram' is too long for VARCHAR(3)"
 
 
 def test_a_check_constraint_is_refused_in_the_databases_words_never_the_stages(measures):
