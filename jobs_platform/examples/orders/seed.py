@@ -19,7 +19,7 @@ __all__ = ["iter_days", "seed_orders"]
 # Order ids are (days since ORDER_ID_EPOCH) * ORDER_ID_DAY_STRIDE + index + 1, so they are
 # unique across days, positive, and a glance at one tells which day it came from.
 ORDER_ID_EPOCH = date(2024, 1, 1)
-ORDER_ID_DAY_STRIDE = 10_000_000
+ORDER_ID_DAY_STRIDE = 100_000_000
 MAX_ORDERS_PER_DAY = ORDER_ID_DAY_STRIDE - 2  # the last id of a day's stride is the poison line's
 
 _CURRENCIES = ("USD", "EUR", "GBP")
