@@ -424,7 +424,11 @@ def start_run(
     log_path: Path | None = None,
     in_process: bool = False,
 ) -> subprocess.Popen:
-    """Start `dagster job execute` in its own process group (so tests can signal it whole)."""
+    """Start `dagster job execute` in its own process group (so tests can signal it whole).
+
+    With the default handlers of SIGTERM and SIGINT, as a service manager starts it: a
+    process can inherit them ignored from the shell that started the tests.
+    """
     output = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(
         dagster_job_command(partition, chunk_rows=chunk_rows, in_process=in_process),
@@ -432,7 +436,14 @@ def start_run(
         stdout=output,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=default_signal_handlers,
     )
+
+
+def default_signal_handlers() -> None:
+    """`preexec_fn` of a child that must see SIGTERM and SIGINT as a fresh process does."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class ManualClock:

@@ -38,6 +38,7 @@ from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, 
 from jobs_platform.engine.failure import record_error_before_attempt, record_failure
 from jobs_platform.engine.finalize import finalize, finish_if_unchanged
 from jobs_platform.engine.heartbeat import Heartbeat
+from jobs_platform.engine.interrupts import InterruptShield
 from jobs_platform.engine.report import report_outcome
 from jobs_platform.engine.results import Attempter, ChunkTally, FailedAttempt, PartitionReport
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
@@ -98,7 +99,9 @@ class PartitionRunner:
     ) -> Result:
         """One attempt at `partition`, reported once (`report.report_outcome`).
 
-        An interruption (shutdown) is recorded and reported, then raised again.
+        An interruption (shutdown) is recorded and reported, then raised again. A signal
+        interrupts only the work; one arriving while the attempt starts, finalizes or
+        records its end waits for that to be written (`interrupts.InterruptShield`).
         """
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
@@ -110,14 +113,22 @@ class PartitionRunner:
             correlation_id=attempter.correlation_id,
             log_format=LogFormat(self.settings.log_format),
         )
-        result, interruption = self._attempt(partition, attempter, trail, chunk_rows)
-        report_outcome(trail, result)
+        with InterruptShield() as shield:
+            result, interruption = self._attempt(partition, attempter, trail, chunk_rows, shield)
+            report_outcome(trail, result)
+            if interruption is not None:
+                shield.drop_held()  # a second signal of the same shutdown changes nothing
         if interruption is not None:
             raise interruption
         return result
 
     def _attempt(
-        self, partition: str, attempter: Attempter, trail: EventTrail, chunk_rows: int
+        self,
+        partition: str,
+        attempter: Attempter,
+        trail: EventTrail,
+        chunk_rows: int,
+        shield: InterruptShield,
     ) -> tuple[Result, BaseException | None]:
         """Gates, lease and start (`attempt`), then the work under a heartbeat (`failure`)."""
         try:
@@ -143,8 +154,9 @@ class PartitionRunner:
             clock=self.place.clock,
         ) as heartbeat:
             try:
-                return self._work(started, chunk_rows, heartbeat), None
+                return self._work(started, chunk_rows, heartbeat, shield), None
             except BaseException as exc:
+                # Signals are held from here on (`shield`): the record below is written whole.
                 interrupted = isinstance(exc, self.interrupt_types)
                 failed = record_failure(
                     self.place,
@@ -156,13 +168,22 @@ class PartitionRunner:
                 return failed, exc if interrupted else None
 
     def _work(
-        self, attempt: StartedAttempt, chunk_rows: int, heartbeat: Heartbeat
+        self,
+        attempt: StartedAttempt,
+        chunk_rows: int,
+        heartbeat: Heartbeat,
+        shield: InterruptShield,
     ) -> PartitionReport:
-        """Chunks → finalize (`finalize`); a done partition with unchanged input skips both."""
+        """Chunks → finalize (`finalize`); a done partition with unchanged input skips both.
+
+        A signal interrupts the reads and the chunks (`shield.delivering()`); the finalize
+        transaction is short and is let finish.
+        """
         source = PartitionInput(
             self.spec.asset, attempt.partition, chunk_rows, self.settings, self.engine, self.log
         )
-        fingerprint = self._fingerprint(source)
+        with shield.delivering():
+            fingerprint = self._fingerprint(source)
         at_finalize = lambda: self._failpoint(Point.FINALIZE, attempt, None)  # noqa: E731
         if self.spec.fingerprint is not None:
             unchanged = finish_if_unchanged(self.place, attempt, fingerprint, at_finalize)
@@ -176,9 +197,10 @@ class PartitionRunner:
             self.engine.connect() as connection,
             seen_keys_on(connection, self.spec.table, self.spec.key) as seen_keys,
         ):
-            tally = self._write_chunks(
-                source, attempt, fingerprint, committed, seen_keys, heartbeat
-            )
+            with shield.delivering():
+                tally = self._write_chunks(
+                    source, attempt, fingerprint, committed, seen_keys, heartbeat
+                )
             _check_still_owner(heartbeat, lease=attempt.lease)
             swept, duration = finalize(
                 self.place,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dagster as dg
 
 from jobs_platform.engine.failure import quarantine_if_spent
+from jobs_platform.engine.interrupts import InterruptShield
 from jobs_platform.errors import WarehouseNotShared
 from jobs_platform.orchestration._compat import failed_step_cause
 from jobs_platform.orchestration.tags import STEP_ASSETS_TAG
@@ -38,10 +39,13 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
     # The backfills the step computes (one, or a chain of them: `chain_backfills`), and of
     # each the partitions this run attempted: a partition the step never reached (blocked
     # behind its upstream, or after the failure) has nothing to quarantine.
-    for asset in context.op.tags[STEP_ASSETS_TAG].split(","):
-        with engine.connect() as connection:
-            partitions = partitions_attempted_in_run(connection, asset, context.run_id)
-        for key in partitions:
-            entry_id = quarantine_if_spent(engine, settings, asset, key, holder=this_holder())
-            if entry_id is not None:
-                context.log.warning("%s/%s is quarantined as entry %s", asset, key, entry_id)
+    # A shutdown signal (the second of a process group's SIGTERM and the executor's SIGINT)
+    # waits until each lease this takes is given back (`InterruptShield`).
+    with InterruptShield():
+        for asset in context.op.tags[STEP_ASSETS_TAG].split(","):
+            with engine.connect() as connection:
+                partitions = partitions_attempted_in_run(connection, asset, context.run_id)
+            for key in partitions:
+                entry_id = quarantine_if_spent(engine, settings, asset, key, holder=this_holder())
+                if entry_id is not None:
+                    context.log.warning("%s/%s is quarantined as entry %s", asset, key, entry_id)
