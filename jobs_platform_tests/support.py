@@ -416,6 +416,21 @@ def dagster_job_command(
     return _job_execute_args(partition, job, config)
 
 
+def ranged_job_command(
+    first: dt.date, last: dt.date, *, job: str = "orders_backfill", chunk_rows: int = 0
+) -> list[str]:
+    """`dagster job execute` of one run over the days `first`…`last` (the range tags)."""
+    tags = {
+        "dagster/asset_partition_range_start": first.isoformat(),
+        "dagster/asset_partition_range_end": last.isoformat(),
+    }
+    args = [DAGSTER, "job", "execute", "-m", "jobs_platform.definitions", "-j", job]
+    args += ["--tags", json.dumps(tags)]
+    if chunk_rows:
+        args += ["--config", _config_file(chunk_rows_config(["orders"], chunk_rows))]
+    return args
+
+
 def start_run(
     env: dict[str, str],
     partition: str,

@@ -22,7 +22,6 @@ statements of the bookkeeping, through Dagster's own handlers (and, without Dags
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import signal
 import subprocess
@@ -35,17 +34,15 @@ from sqlalchemy import event
 from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
-from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 from jobs_platform.store.schema import attempts, checkpoints, leases, quarantine
 from jobs_platform_tests.support import (
-    DAGSTER,
-    _config_file,
     _job_execute_args,
     declared_rows,
     default_signal_handlers,
     engine_from,
     expected_tables_from_landing,
     materialize,
+    ranged_job_command,
     run_cli,
     wait_for,
 )
@@ -100,7 +97,8 @@ def test_sigterm_to_the_process_group_is_graceful_every_time(pg_platform_env, tm
     assert _count(engine, sa.select(sa.func.count()).select_from(quarantine)) == 0
 
     # One re-run over every day, with the same budget of one attempt: exact.
-    rerun = run_cli(ranged_run_command(days[0], days[-1]), {**pg_platform_env, **budget})
+    rerun_command = ranged_job_command(days[0], days[-1], chunk_rows=CHUNK_ROWS)
+    rerun = run_cli(rerun_command, {**pg_platform_env, **budget})
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     expected = [expected_tables_from_landing(landing, day.isoformat()) for day in days]
     assert declared_rows(engine, orders_table) == [row for o, _ in expected for row in o]
@@ -134,15 +132,6 @@ def start_run(
             start_new_session=True,
             preexec_fn=default_signal_handlers,
         )
-
-
-def ranged_run_command(first: dt.date, last: dt.date) -> list[str]:
-    tags = {PARTITION_RANGE_START_TAG: first.isoformat(), PARTITION_RANGE_END_TAG: last.isoformat()}
-    config = {"ops": {"orders": {"config": {"chunk_rows": CHUNK_ROWS}}}}
-    return [
-        DAGSTER, "job", "execute", "-m", "jobs_platform.definitions", "-j", "orders_backfill",
-        "--tags", json.dumps(tags), "--config", _config_file(config),
-    ]  # fmt: skip
 
 
 class Signals:

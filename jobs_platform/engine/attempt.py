@@ -92,9 +92,7 @@ def begin_attempt(
     if entry is not None:
         return FailedAttempt.refused(asset, partition, _quarantined(asset, partition, entry), entry)
     if waiting_on:
-        return FailedAttempt.blocked(
-            asset, partition, _upstream_not_done(asset, partition, waiting_on)
-        )
+        return blocked_by(asset, partition, waiting_on)
     try:
         grant = lease_store.acquire_lease(
             place.engine,
@@ -168,6 +166,12 @@ def _record_start(
         began=began,
         attempter=attempter,
     )
+
+
+def blocked_by(asset: str, partition: str, waiting_on: dict[tuple[str, str], str]) -> FailedAttempt:
+    """Not attempted: the upstream partitions in `waiting_on` ((name, key) → status) are
+    not done. Nothing is recorded; it runs again with its upstream."""
+    return FailedAttempt.blocked(asset, partition, _upstream_not_done(asset, partition, waiting_on))
 
 
 def _quarantined(asset: str, partition: str, entry: TableRow) -> TerminalError:

@@ -35,6 +35,13 @@ def report_outcome(trail: EventTrail, result: PartitionReport | FailedAttempt) -
             delay_seconds=round(result.decision.delay_seconds, 3),
             snooze=True,
         )
+    elif result.stop is Stop.NOT_DUE:
+        trail.emit(
+            Lifecycle.RETRYING,
+            "not due yet: not attempted in this step try, nothing recorded",
+            delay_seconds=round(result.decision.delay_seconds, 3),
+            snooze=result.decision.next_step is NextStep.SNOOZE,
+        )
     elif result.stop is Stop.SPENT:
         trail.emit(
             Lifecycle.QUARANTINED,

@@ -17,12 +17,22 @@ from jobs_platform.store.upsert import UpsertCounts
 
 @dataclass(frozen=True)
 class Attempter:
-    """Who is attempting: the run, the step retry, and this process as a lease holder."""
+    """Who is attempting: the run, the step retry, and this process as a lease holder.
+
+    `tries_before` is how many times this step already tried this partition (what bounds
+    failures nothing could record); None means every try of the step (`step_retry`).
+    """
 
     run_id: str | None = None
     step_retry: int = 0
     correlation_id: str | None = None
     holder: str = ""
+    tries_before: int | None = None
+
+    @property
+    def tries(self) -> int:
+        """This try's number among the step's tries of the partition (1 for the first)."""
+        return (self.step_retry if self.tries_before is None else self.tries_before) + 1
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,7 @@ class Stop(enum.StrEnum):
     GATED = "gated"  # already quarantined: refused at the gate, nothing recorded
     BLOCKED = "blocked"  # a partition it reads is not done: not attempted, nothing recorded
     BUSY = "busy"  # another live worker holds the lease: snoozed, nothing recorded
+    NOT_DUE = "not_due"  # its retry delay has not passed: skipped this try, nothing recorded
     SPENT = "spent"  # earlier attempts (crashes) spent the budget: quarantined before starting
     FAILED = "failed"  # the attempt raised; it is in the history
     FAILED_BEFORE = "failed_before"  # gate, lease or start raised: there is no attempt
@@ -116,6 +127,15 @@ class FailedAttempt:
         cls, asset: str, partition: str, decision: Decision, error: BaseException
     ) -> FailedAttempt:
         return cls(asset, partition, Stop.BUSY, decision, error)
+
+    @classmethod
+    def not_due(cls, asset: str, partition: str, decision: Decision, tries: int) -> FailedAttempt:
+        """Its delay has not passed (`retry_schedule`): not attempted, nothing spent."""
+        error = RuntimeError(
+            f"{asset}/{partition} is due again in {decision.delay_seconds:.3f}s; "
+            "not attempted in this step try"
+        )
+        return cls(asset, partition, Stop.NOT_DUE, decision, error, failures=tries)
 
     @classmethod
     def spent(

@@ -32,7 +32,8 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from jobs_platform.engine.attempt import StartedAttempt, Workplace, begin_attempt
+from jobs_platform.engine.attempt import StartedAttempt, Workplace, begin_attempt, blocked_by
+from jobs_platform.engine.decisions import Decision
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
 from jobs_platform.engine.failure import record_error_before_attempt, record_failure
@@ -105,14 +106,7 @@ class PartitionRunner:
         """
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
-        trail = EventTrail(
-            self.log,
-            self.spec.asset,
-            partition,
-            run_id=attempter.run_id,
-            correlation_id=attempter.correlation_id,
-            log_format=LogFormat(self.settings.log_format),
-        )
+        trail = self._trail(partition, attempter)
         with InterruptShield() as shield:
             result, interruption = self._attempt(partition, attempter, trail, chunk_rows, shield)
             report_outcome(trail, result)
@@ -121,6 +115,35 @@ class PartitionRunner:
         if interruption is not None:
             raise interruption
         return result
+
+    def blocked(
+        self, partition: str, attempter: Attempter, waiting_on: dict[tuple[str, str], str]
+    ) -> FailedAttempt:
+        """Not attempted, nothing recorded: the caller saw an upstream partition not finish
+        (`waiting_on`: (name, key) → why), so the warehouse need not be asked."""
+        skipped = blocked_by(self.spec.asset, partition, waiting_on)
+        report_outcome(self._trail(partition, attempter), skipped)
+        return skipped
+
+    def not_due(self, partition: str, attempter: Attempter, decision: Decision) -> FailedAttempt:
+        """A partition whose retry is not due yet: reported, not attempted, nothing spent.
+
+        `decision` is when it is due (`decision.delay_seconds` from now) and what it waits
+        for (a retry or a snooze); the step's schedule decides (`retry_schedule`).
+        """
+        skipped = FailedAttempt.not_due(self.spec.asset, partition, decision, attempter.tries - 1)
+        report_outcome(self._trail(partition, attempter), skipped)
+        return skipped
+
+    def _trail(self, partition: str, attempter: Attempter) -> EventTrail:
+        return EventTrail(
+            self.log,
+            self.spec.asset,
+            partition,
+            run_id=attempter.run_id,
+            correlation_id=attempter.correlation_id,
+            log_format=LogFormat(self.settings.log_format),
+        )
 
     def _attempt(
         self,
@@ -135,8 +158,8 @@ class PartitionRunner:
             check_schema(self.engine)  # no DDL: a warehouse behind fails before any attempt
             started = begin_attempt(self.place, partition, attempter, trail)
         except Exception as exc:
-            # Dagster's step retry number counts this step's consecutive tries.
-            tries = attempter.step_retry + 1
+            # This step's tries of the partition (the warehouse may be what failed).
+            tries = attempter.tries
             failed = record_error_before_attempt(
                 self.place.budget, self.spec.asset, partition, exc, tries, self.place.rng
             )

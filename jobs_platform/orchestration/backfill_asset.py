@@ -13,7 +13,8 @@ import dagster as dg
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.engine.runner import Attempter, PartitionRunner
+from jobs_platform.engine.decisions import NextStep
+from jobs_platform.engine.runner import Attempter, FailedAttempt, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
@@ -26,6 +27,7 @@ from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.outcomes import CRASH_RETRY_POLICY, finish_step
 from jobs_platform.orchestration.registry import register_backfill, upstream_partitioned_alike
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.step_retries import StepTry
 from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, STEP_ASSETS_TAG
 from jobs_platform.store.leases import this_holder
 
@@ -191,6 +193,16 @@ def _asset_key(dep) -> dg.AssetKey:
     return dg.AssetKey.from_coercible(dep)
 
 
+# How an upstream partition that did not finish in this step try is named to its downstream.
+_UNFINISHED = {
+    NextStep.QUARANTINE: "quarantined",
+    NextStep.RETRY: "failed, retrying",
+    NextStep.SNOOZE: "snoozing",
+    NextStep.GIVE_UP: "failed before its attempt",
+    NextStep.BLOCKED: "blocked",
+}
+
+
 def run_backfill_step(
     context: dg.AssetExecutionContext, specs: Sequence[BackfillSpec], chunk_rows: int
 ) -> Iterator[dg.MaterializeResult]:
@@ -199,7 +211,9 @@ def run_backfill_step(
     `specs` are the step's backfills in dependency order (one, or a chain of backfills
     partitioned alike: `chain_backfills`). Each partition is its own unit: a downstream
     partition is attempted only once the partitions it reads are done, so a poison
-    partition withholds its own downstream and nothing else.
+    partition withholds its own downstream and nothing else. When the step retries, each
+    partition is attempted again only once its own delay is due, and one an earlier try
+    finished is not attempted again (`StepTry`).
     """
     resource: JobsPlatformResource = getattr(context.resources, RESOURCE_KEY)
     try:
@@ -221,21 +235,44 @@ def run_backfill_step(
     selected = {key.to_user_string() for key in context.selected_asset_keys}
     chosen = [spec for spec in specs if spec.asset in selected]
     partitions = list(context.partition_keys)
-    results = []
+    step = StepTry.begin(context, [spec.asset for spec in chosen], partitions)
+    results: list[PartitionReport | FailedAttempt] = []
+    # What did not finish in this try, so a downstream partition of the same step is
+    # blocked without asking the warehouse (which may be what failed).
+    unfinished: dict[tuple[str, str], str] = {}
     for spec in chosen:
         spec = with_resources(spec, context)
         # A warehouse behind on its schema fails each attempt before it exists (terminal:
         # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
+        upstream = upstream_partitioned_alike(spec)
         runner = PartitionRunner(
             spec,
             settings,
             log=context.log,
             interrupt_types=(dg.DagsterExecutionInterruptedError,),
-            upstream=upstream_partitioned_alike(spec),
+            upstream=upstream,
         )
         for partition in partitions:
+            if (spec.asset, partition) in step.done_before:
+                continue  # materialized by an earlier try of this step
+            due = step.due(spec.asset, partition)
+            this_try = dataclasses.replace(attempter, tries_before=due.tries_before)
+            waiting_on = {
+                (name, partition): unfinished[name, partition]
+                for name in upstream
+                if (name, partition) in unfinished
+            }
+            if waiting_on or not due.attempt:
+                if waiting_on:
+                    skipped = runner.blocked(partition, this_try, waiting_on)
+                else:
+                    skipped = runner.not_due(partition, this_try, step.not_due_decision(due))
+                    unfinished[spec.asset, partition] = "waiting for its retry"
+                step.ended(skipped, due)
+                results.append(skipped)
+                continue
             try:
-                results.append(runner.attempt(partition, attempter, chunk_rows=chunk_rows))
+                result = runner.attempt(partition, this_try, chunk_rows=chunk_rows)
             except dg.DagsterExecutionInterruptedError:
                 # Shutdown (SIGTERM, or the run terminated from the UI): the runner rolled
                 # back the in-flight chunk, recorded the attempt as interrupted and released
@@ -247,4 +284,8 @@ def run_backfill_step(
                     metadata={"error_class": "interrupted"},
                     allow_retries=False,
                 ) from None
-    yield from finish_step(context, [spec.asset for spec in chosen], results)
+            if isinstance(result, FailedAttempt):
+                unfinished[spec.asset, partition] = _UNFINISHED[result.decision.next_step]
+            step.ended(result, due)
+            results.append(result)
+    yield from finish_step(context, [spec.asset for spec in chosen], results, step)

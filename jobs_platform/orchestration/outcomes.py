@@ -9,11 +9,15 @@ our code never sees: a step process killed outright, which Dagster retries on it
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.runner import FailedAttempt, PartitionReport
+
+if TYPE_CHECKING:
+    from jobs_platform.orchestration.step_retries import StepTry
 
 # Dagster's own budget for step processes that die (SIGKILL, OOM): larger than any
 # sensible JOBS_PLATFORM_MAX_ATTEMPTS, because the cross-run ceiling in the warehouse
@@ -79,25 +83,33 @@ def finish_step(
     context: dg.AssetExecutionContext,
     assets: list[str],
     results: list[PartitionReport | FailedAttempt],
+    step: StepTry,
 ) -> Iterator[dg.MaterializeResult]:
     """End a backfill step: every (asset, partition) was attempted on its own; now decide.
 
     All done: one result per asset, and Dagster records each of its partitions. Otherwise
     the partitions that committed are reported one by one, so the UI shows them
-    materialized and only the others failed, and the step retries (some partition will
-    be tried again after a delay) or fails for good. A poison partition is quarantined
-    alone, the other partitions of the range commit, and a downstream partition of the
-    same step runs unless it reads the poison one (then it is blocked, not attempted).
+    materialized and only the others failed, and the step retries or fails for good. It
+    retries when some partition will be tried again: when the first of them is due, each
+    after its own delay (`step_retries`). A poison partition is quarantined alone, the
+    other partitions of the range commit, and a downstream partition of the same step
+    runs unless it reads the poison one (then it is blocked, not attempted). Partitions
+    an earlier try finished (`step.done_before`) count as committed.
     """
     reports = [result for result in results if isinstance(result, PartitionReport)]
     failed = [result for result in results if isinstance(result, FailedAttempt)]
     if not failed:
         for asset in assets:
             own = [report for report in reports if report.asset == asset]
-            yield dg.MaterializeResult(asset_key=asset, metadata=_step_metadata(own))
+            metadata = _step_metadata(own)
+            earlier = sum(1 for done_asset, _ in step.done_before if done_asset == asset)
+            if earlier:
+                metadata["partitions_done_in_earlier_tries"] = earlier
+            yield dg.MaterializeResult(asset_key=asset, metadata=metadata)
         return
     causes = [f for f in failed if f.decision.next_step is not NextStep.BLOCKED]
-    if len(causes) == 1 and not reports and len({f.partition for f in failed}) == 1:
+    alone = not reports and not step.done_before and len({f.partition for f in failed}) == 1
+    if len(causes) == 1 and alone:
         # One partition, failed on its own account (its downstream only blocked by it).
         raise_for_dagster(causes[0], context.retry_number)
     for report in reports:
@@ -108,14 +120,16 @@ def finish_step(
         )
     again = [f for f in failed if f.decision.next_step in (NextStep.RETRY, NextStep.SNOOZE)]
     if again:
+        # Until the first partition is due; each is attempted once its own delay is.
+        schedule = step.ask_to_retry(failed)
         raise dg.RetryRequested(
-            max_retries=context.retry_number + 1,
-            seconds_to_wait=round(min(f.decision.delay_seconds for f in again), 3),
+            max_retries=context.retry_number + 1, seconds_to_wait=schedule.wait_seconds
         ) from again[0].error
     quarantined = _named(failed, NextStep.QUARANTINE)
     stopped = _named(failed, NextStep.GIVE_UP)
     blocked = _named(failed, NextStep.BLOCKED)
     committed = [f"{report.asset}/{report.partition}" for report in reports]
+    committed += [f"{asset}/{partition}" for asset, partition in sorted(step.done_before)]
     raise dg.Failure(
         description=(
             f"{len(quarantined)} of {len(results)} partitions quarantined "

@@ -1,0 +1,212 @@
+"""A ranged step's retries, partition by partition: the schedule kept in the run's events.
+
+The rule is the core's (`engine.retry_schedule`); this keeps its state between the tries
+of a step, which run in new processes, maybe on other machines, while the warehouse may
+be down. It lives in Dagster's instance, in the run's own events:
+
+- a try that asks to be retried logs, for every partition that waits (a retry, a snooze,
+  or one that gave up), an `AssetObservation` of that partition: when it is due again and
+  why, shown on the partition in the UI, and read back by the step's next try;
+- a partition that finished in an earlier try of the step has its `AssetMaterialization`
+  in the run already: the next tries do not attempt it again.
+
+A step of one partition needs none of this (Dagster waits its own delay) and logs nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import dagster as dg
+
+from jobs_platform.engine.decisions import Decision, NextStep
+from jobs_platform.engine.results import FailedAttempt, PartitionReport, Stop
+from jobs_platform.engine.retry_schedule import (
+    Due,
+    RetrySchedule,
+    Waiting,
+    due_now,
+    schedule_retry,
+)
+from jobs_platform.store.holders import HolderIdentity
+from jobs_platform.store.leases import this_holder
+
+# The observation's metadata: "retry/…" for people, the rest for the next try.
+_PREFIX = "jobs_platform/retry/"
+_STEP_TRY = _PREFIX + "step_try"
+_WAITING = (NextStep.RETRY, NextStep.SNOOZE)
+
+
+def monotonic_clock() -> str:
+    """Whose monotonic clock this process reads: one per host and kernel boot."""
+    identity = HolderIdentity.parse(this_holder())
+    return f"{identity.host}:{identity.boot_id}" if identity else ""
+
+
+@dataclass
+class StepTry:
+    """One try of a backfill step: which partitions it attempts, and what it leaves."""
+
+    context: dg.AssetExecutionContext
+    assets: Sequence[str]
+    partitions: Sequence[str]
+    previous: RetrySchedule | None = None
+    done_before: set[tuple[str, str]] = field(default_factory=set)
+    began: float = field(default_factory=time.monotonic)
+    clock: str = field(default_factory=monotonic_clock)
+    _waiting: list[Waiting] = field(default_factory=list)
+
+    @classmethod
+    def begin(
+        cls, context: dg.AssetExecutionContext, assets: Sequence[str], partitions: Sequence[str]
+    ) -> StepTry:
+        step = cls(context, assets, partitions)
+        if context.retry_number > 0 and len(partitions) > 1:
+            step.previous = _previous_schedule(context, assets, partitions)
+            step.done_before = _materialized_in_run(context, assets, partitions)
+        return step
+
+    @property
+    def waited(self) -> float:
+        if self.previous is None:
+            return 0.0
+        return self.previous.waited(self.clock, self.began)
+
+    def due(self, asset: str, partition: str) -> Due:
+        return due_now(
+            self.previous,
+            asset,
+            partition,
+            waited=self.waited,
+            step_retry=self.context.retry_number,
+        )
+
+    def not_due_decision(self, due: Due) -> Decision:
+        return Decision(NextStep(due.next_step), due.remaining_seconds)
+
+    def ended(self, result: PartitionReport | FailedAttempt, due: Due) -> None:
+        """Note how a partition ended in this try (attempted, skipped, or blocked)."""
+        if isinstance(result, PartitionReport):
+            return
+        decision = result.decision
+        if decision.next_step not in (*_WAITING, NextStep.GIVE_UP, NextStep.BLOCKED):
+            return  # quarantined: the gate refuses it from now on
+        # A try it made counts; one it was not due for, or blocked in, does not.
+        attempted = result.stop not in (Stop.NOT_DUE, Stop.BLOCKED)
+        self._waiting.append(
+            Waiting(
+                result.asset,
+                result.partition,
+                delay_seconds=decision.delay_seconds,
+                decided_at=time.monotonic() if attempted else self.began,
+                tries=due.tries_before + 1 if attempted else due.tries_before,
+                next_step=str(decision.next_step),
+            )
+        )
+
+    def ask_to_retry(self, failed: Sequence[FailedAttempt]) -> RetrySchedule:
+        """The schedule of the next try, logged in the run; its `wait_seconds` is Dagster's."""
+        # One that gave up, or was blocked, is due at once with its tries (one that gave
+        # up gives up again unless it can be attempted by then).
+        waiting = [w if w.next_step in _WAITING else _at_once(w) for w in self._waiting]
+        schedule = schedule_retry(waiting, clock=self.clock, now=time.monotonic())
+        if len(self.partitions) == 1:
+            return schedule  # Dagster waits exactly this; the next try needs nothing
+        why = {(f.asset, f.partition): f.message.splitlines()[0][:300] for f in failed}
+        for pending in schedule.pending:
+            record = {_PREFIX + n: value for n, value in schedule.to_record(pending).items()}
+            self.context.log_event(
+                dg.AssetObservation(
+                    asset_key=dg.AssetKey.from_user_string(pending.asset),
+                    partition=pending.partition,
+                    description=_describe(pending.next_step, pending.due_in),
+                    metadata={
+                        "retry_due_in_seconds": round(pending.due_in, 3),
+                        "next_step": pending.next_step,
+                        "reason": why.get((pending.asset, pending.partition), ""),
+                        _STEP_TRY: self.context.retry_number,
+                        **record,
+                    },
+                )
+            )
+        return schedule
+
+
+def _at_once(waiting: Waiting) -> Waiting:
+    return Waiting(
+        waiting.asset,
+        waiting.partition,
+        delay_seconds=0.0,
+        decided_at=waiting.decided_at,
+        tries=waiting.tries,
+        next_step=waiting.next_step,
+    )
+
+
+def _describe(next_step: str, due_in: float) -> str:
+    if next_step == NextStep.GIVE_UP:
+        return "failed before its attempt could start, tries spent; the next try gives up again"
+    if next_step == NextStep.BLOCKED:
+        return "blocked: a partition it reads is not done; tried with it in the next try"
+    return f"{next_step} due {due_in:.3f}s after the step's retry request"
+
+
+def _previous_schedule(
+    context: dg.AssetExecutionContext, assets: Sequence[str], partitions: Sequence[str]
+) -> RetrySchedule | None:
+    """The schedule the step's previous try logged, or None (it logged none: it died)."""
+    wanted = context.retry_number - 1
+    records: dict[tuple[str, str], dict[str, object]] = {}
+    for asset, record in _this_runs(context, assets, partitions, observations=True):
+        metadata = record.asset_observation.metadata if record.asset_observation else {}
+        step_try = metadata.get(_STEP_TRY)
+        if step_try is None or step_try.value != wanted or record.partition_key is None:
+            continue
+        entry: dict[str, object] = {
+            name.removeprefix(_PREFIX): value.value
+            for name, value in metadata.items()
+            if name.startswith(_PREFIX)
+        }
+        records.setdefault((asset, record.partition_key), entry)
+    return RetrySchedule.from_records(records)
+
+
+def _materialized_in_run(
+    context: dg.AssetExecutionContext, assets: Sequence[str], partitions: Sequence[str]
+) -> set[tuple[str, str]]:
+    """The partitions an earlier try of this step materialized."""
+    return {
+        (asset, record.partition_key)
+        for asset, record in _this_runs(context, assets, partitions, observations=False)
+        if record.partition_key is not None
+    }
+
+
+def _this_runs(
+    context: dg.AssetExecutionContext,
+    assets: Sequence[str],
+    partitions: Sequence[str],
+    *,
+    observations: bool,
+) -> Iterator[tuple[str, dg.EventLogRecord]]:
+    """This run's observations (or materializations) of the step's partitions, newest first."""
+    fetch = (
+        context.instance.fetch_observations
+        if observations
+        else context.instance.fetch_materializations
+    )
+    # Newest first: this run's own events come before older runs'. Each earlier try
+    # logs at most one event per partition; the margin covers other runs' events.
+    limit = 2 * len(partitions) * max(1, context.retry_number) + 20
+    for asset in assets:
+        records = fetch(
+            dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey.from_user_string(asset), asset_partitions=list(partitions)
+            ),
+            limit=limit,
+        ).records
+        for record in records:
+            if record.run_id == context.run.run_id:
+                yield asset, record
