@@ -60,7 +60,9 @@ def requeue_sensor(
             dg.RunRequest(
                 run_key=requeue_run_key(entry.id),
                 partition_key=entry.partition,
-                asset_selection=with_downstream_backfills(graph, dg.AssetKey(entry.asset)),
+                asset_selection=with_downstream_backfills(
+                    graph, dg.AssetKey.from_user_string(entry.asset)
+                ),
             )
         )
     return dg.SensorResult(
