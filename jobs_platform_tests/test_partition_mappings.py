@@ -177,3 +177,89 @@ def test_a_day_runs_once_all_its_hours_are_done(pg_platform_env):
     assert run_hours(f"{DAY}-00:00", f"{DAY}-23:00").success
     assert run(events_daily.key, partition_key=DAY).success
     assert daily_rows(pg_platform_env) == day_reference(DAY)
+
+
+tenants = dg.StaticPartitionsDefinition(["north", "south"])
+tenants_table = sa.Table(
+    "mapped_tenants",
+    mapped,
+    sa.Column("tenant", sa.String(16), primary_key=True),
+    sa.Column("rate", sa.BigInteger, nullable=False),
+)
+tenant_days_table = sa.Table(
+    "mapped_tenant_days",
+    mapped,
+    sa.Column("day", sa.String(10), primary_key=True),
+    sa.Column("tenant", sa.String(16), primary_key=True),
+    sa.Column("charge", sa.BigInteger, nullable=False),
+)
+poison_tenants: set[str] = set()
+
+
+@backfill_asset(
+    table=tenants_table,
+    partitions_def=tenants,
+    partition_scope=lambda table, tenant: table.c.tenant == tenant,
+)
+def mapped_tenants(source: PartitionInput):
+    """A tenant's rate (test-only); a poison tenant fails terminally."""
+    if source.partition_key in poison_tenants:
+        raise TerminalError(f"bad tenant file {source.partition_key}")
+    yield pd.DataFrame([{"tenant": source.partition_key, "rate": len(source.partition_key)}])
+
+
+@backfill_asset(
+    table=tenant_days_table,
+    partitions_def=dg.MultiPartitionsDefinition({"day": daily, "tenant": tenants}),
+    partition_scope=lambda table, key: sa.and_(
+        table.c.day == key.split("|")[0], table.c.tenant == key.split("|")[1]
+    ),
+    deps=[
+        dg.AssetDep(
+            mapped_tenants,
+            partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
+                partition_dimension_name="tenant"
+            ),
+        )
+    ],
+)
+def mapped_tenant_days(source: PartitionInput):
+    """A tenant's charge for a day, from its rate (test-only)."""
+    day, tenant = source.partition_key.split("|")
+    with source.warehouse.connect() as connection:
+        rate = connection.execute(
+            sa.select(tenants_table.c.rate).where(tenants_table.c.tenant == tenant)
+        ).scalar_one()
+    yield pd.DataFrame([{"day": day, "tenant": tenant, "charge": rate * 10}])
+
+
+def test_a_multi_partition_reading_a_static_one_waits_for_its_own_tenant_only(pg_platform_env):
+    engine = engine_from(pg_platform_env)
+    create_user_tables(engine, tenants_table, tenant_days_table)
+    from jobs_platform.definitions import defs
+
+    location = dg.Definitions(
+        assets=[mapped_tenants, mapped_tenant_days], resources=dict(defs.resources)
+    )
+    job = location.resolve_implicit_global_asset_job_def()
+
+    def run_one(key: dg.AssetKey, partition: str) -> bool:
+        return job.execute_in_process(
+            instance=dg.DagsterInstance.get(),
+            asset_selection=[key],
+            partition_key=partition,
+            raise_on_error=False,
+        ).success
+
+    poison_tenants.add("south")
+    try:
+        assert run_one(mapped_tenants.key, "north")
+        assert not run_one(mapped_tenants.key, "south")
+    finally:
+        poison_tenants.clear()
+    assert run_one(mapped_tenant_days.key, f"{DAY}|north")
+    assert not run_one(mapped_tenant_days.key, f"{DAY}|south")  # blocked on its tenant
+    assert attempts_of(engine, "mapped_tenant_days", f"{DAY}|south") == []
+    with engine.connect() as connection:
+        rows = [tuple(r) for r in connection.execute(sa.select(tenant_days_table))]
+    assert rows == [(DAY, "north", 50)]
