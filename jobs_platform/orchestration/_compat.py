@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import dagster as dg
+from dagster._core.definitions.backfill_policy import BackfillPolicyType
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.execution.plan.active import ActiveExecution
 from dagster._core.execution.retries import RetryMode
@@ -30,9 +31,11 @@ __all__ = [
     "CELERY_CONFIG",
     "DAGSTER_VERSION_READ",
     "ActiveExecution",
+    "BackfillPolicyType",
     "CeleryExecutor",
     "MultiprocessExecutor",
     "RetryMode",
+    "admitting_cli_ranges",
     "backfill_is_busy",
     "backfill_succeeded",
     "celery_execution_loop",
@@ -45,6 +48,50 @@ __all__ = [
 
 # The Dagster release the shims below were written for (dagster-celery 0.29.27 alike).
 DAGSTER_VERSION_READ = "1.13.27"
+
+
+class BackfillPolicy(dg.BackfillPolicy):
+    """`multi_run(n)` for the backfill daemon; `single_run()` to the CLI's range check.
+
+    Written for Dagster 1.13.27. `dagster asset materialize --partition-range`
+    (`execute_materialize_command` in `dagster/_cli/asset.py`) refuses a range unless every
+    selected asset's `backfill_policy.policy_type` is `SINGLE_RUN`, read on the definitions
+    loaded in the CLI's own process; it then runs the range in one run, which a backfill
+    step handles partition by partition. The backfill daemon and the
+    webserver never see this class: they read the code location's snapshot, serialized by
+    class name (`dagster_shared/serdes/serdes.py`, `val.__class__.__name__`), so this one,
+    named as Dagster's, arrives as a plain `BackfillPolicy(max_partitions_per_run=n)` and a
+    UI backfill is split into runs of at most n partitions (the asset backfill reads
+    `policy_type`, the job backfill `max_partitions_per_run`, both on that snapshot).
+
+    Equal to `BackfillPolicy.multi_run(n)` (a tuple of the same field). The one other
+    reader of `policy_type` in the code location's process is an automation condition
+    sensor built with `use_user_code_server=True`, which would request a range in one run.
+    """
+
+    __slots__ = ()
+
+    @property
+    def policy_type(self) -> BackfillPolicyType:
+        return BackfillPolicyType.SINGLE_RUN
+
+    def __str__(self) -> str:
+        return f"BackfillPolicy.multi_run(max_partitions_per_run={self.max_partitions_per_run})"
+
+
+@overload
+def admitting_cli_ranges(policy: dg.BackfillPolicy) -> dg.BackfillPolicy: ...
+@overload
+def admitting_cli_ranges(policy: None) -> None: ...
+def admitting_cli_ranges(policy: dg.BackfillPolicy | None) -> dg.BackfillPolicy | None:
+    """`policy` as the daemon reads it, which `--partition-range` on the CLI also accepts.
+
+    A multi-run policy becomes the `BackfillPolicy` above; `single_run()` and None (one
+    partition per run, which no CLI range accepts) are returned as given.
+    """
+    if policy is None or policy.max_partitions_per_run is None:
+        return policy
+    return BackfillPolicy(max_partitions_per_run=policy.max_partitions_per_run)
 
 
 def multiprocess_execute_with(active_execution_class: type[ActiveExecution]) -> Callable:

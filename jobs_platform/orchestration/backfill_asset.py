@@ -21,6 +21,7 @@ from jobs_platform.engine.spec import (
     PartitionScope,
 )
 from jobs_platform.errors import WarehouseNotShared
+from jobs_platform.orchestration._compat import admitting_cli_ranges
 from jobs_platform.orchestration.executors import runs_remotely
 from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.outcomes import CRASH_RETRY_POLICY, finish_step
@@ -41,8 +42,13 @@ RESOURCE_KEY = "jobs_platform"
 # to the run queue's limit), and a run that dies redoes at most 30 partitions' checks
 # (committed partitions finish on their fingerprint without reading their input).
 # Each partition stays its own unit of checkpoint, attempt count, quarantine and UI
-# status inside the run (`run_backfill_step`, `finish_step`).
-DEFAULT_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=30)
+# status inside the run (`run_backfill_step`, `finish_step`). Every multi-run policy of a
+# backfill also admits `dagster asset materialize --partition-range` (one run over the
+# range, which Dagster's CLI otherwise allows only under `single_run()`): the daemon
+# still reads it as `multi_run(30)` (`admitting_cli_ranges`).
+DEFAULT_BACKFILL_POLICY = admitting_cli_ranges(
+    dg.BackfillPolicy.multi_run(max_partitions_per_run=30)
+)
 
 
 class BackfillConfig(dg.Config):
@@ -147,7 +153,7 @@ def backfill_asset(
                     "natural_key": ", ".join(spec.key),
                 },
                 required_resource_keys={RESOURCE_KEY, *resource_keys},
-                backfill_policy=backfill_policy,
+                backfill_policy=admitting_cli_ranges(backfill_policy),
                 op_tags={STEP_ASSETS_TAG: asset_name},
                 **asset_kwargs,
             )(_backfill)

@@ -112,5 +112,9 @@ def platform_health_schedule(
         target=dg.AssetSelection.assets(PLATFORM_HEALTH)
         | dg.AssetSelection.checks(*backfill_checks),
         cron_schedule="*/10 * * * *",
+        # On by default: a backfill's own runs skip its quarantine checks when a partition
+        # fails (a failed step skips its checks), so without this tick the checks would
+        # show "Execution failed" instead of what is quarantined.
+        default_status=dg.DefaultScheduleStatus.RUNNING,
         description="Refreshes the platform_health figures and the quarantine checks.",
     )
