@@ -21,6 +21,7 @@ from jobs_platform_tests.support import (
     platform_environment,
     record_requested_run,
     run_cli,
+    stored_materialization_metadata,
     table_snapshot,
     upgraded_warehouse,
 )
@@ -128,6 +129,19 @@ def write_acme_events(env, lines: list[str]) -> None:
     path.write_text("\n".join(["source,event_id,amount_cents", *lines]) + "\n")
 
 
+def dead_letter_partition_in(env, module: str, entry_id: int) -> dict:
+    """The metadata of the entry's `dead_letter` partition, materialized in `module`."""
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        instance.add_dynamic_partitions("dead_letter_entries", [str(entry_id)])
+    finished = run_cli(
+        [DAGSTER, "asset", "materialize", "-m", module, "--select", "dead_letter",
+         "--partition", str(entry_id)],
+        env,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    return stored_materialization_metadata(env, "dead_letter", str(entry_id))
+
+
 def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_partition(
     pg_url, tmp_path
 ):
@@ -144,6 +158,7 @@ def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_pa
 
     (listed,) = json.loads(cli(env, "list", "-m", ACME, "--json").stdout)
     shown = json.loads(cli(env, "show", "-m", ACME, "acme_events", ACME_DAY, "--json").stdout)
+    entry_in_the_ui = dead_letter_partition_in(env, ACME, shown["id"])
     write_acme_events(env, ["web,1,100", "web,2,200", "app,1,5"])  # the input is fixed
     requeued = cli(env, "requeue", "-m", ACME, "acme_events", ACME_DAY)
 
@@ -166,9 +181,12 @@ def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_pa
         [failed] = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
         [failure] = instance.all_logs(failed.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
     assert run.status == dg.DagsterRunStatus.SUCCESS
-    # The failed step suggests the requeue in the location its run was launched from.
-    suggested = failure.dagster_event.step_failure_data.user_failure_data.metadata["requeue"]
-    assert suggested.value == f"jobs-platform dead-letter requeue -m {ACME} acme_events {ACME_DAY}"
+    # The failed step and the dead_letter partition suggest the requeue in the location
+    # their runs were launched from.
+    suggested = f"jobs-platform dead-letter requeue -m {ACME} acme_events {ACME_DAY}"
+    step = failure.dagster_event.step_failure_data.user_failure_data.metadata["requeue"]
+    assert step.value == suggested
+    assert entry_in_the_ui["requeue"] == suggested
 
 
 def test_requeue_in_a_location_without_the_asset_releases_nothing(pg_url, tmp_path):
