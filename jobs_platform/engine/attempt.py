@@ -175,8 +175,7 @@ def _record_start(
 def _quarantined(asset: str, partition: str, entry: TableRow) -> TerminalError:
     return TerminalError(
         f"{asset}/{partition} is quarantined (entry {entry.id}, {entry.attempts} attempts, "
-        f"last error: {entry.last_error}); requeue it with: "
-        f"jobs-platform dead-letter requeue {asset} {partition}"
+        f"last error: {entry.last_error}); it runs again once requeued"
     )
 
 

@@ -12,6 +12,7 @@ a subclass needs, on first use through `__getattr__`), so this module loads with
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
@@ -43,6 +44,8 @@ __all__ = [
     "job_module_name",
     "multiprocess_execute_with",
     "retry_mode_from_config",
+    "run_location_module",
+    "sensor_location_module",
     "submit_celery_task",
 ]
 
@@ -128,6 +131,50 @@ def job_module_name(job: object) -> str | None:
     """
     get_module = getattr(job, "get_module", None)
     return get_module() if get_module is not None else None
+
+
+def run_location_module(run: dg.DagsterRun) -> str | None:
+    """The module of the code location a run was launched from, as `-m` names it; None
+    for a run that names none (`dg.materialize`, `execute_in_process`).
+
+    Written for Dagster 1.13.27: a run launched from a code location (the CLI, the UI, a
+    sensor, a backfill) carries `job_code_origin`, a `JobPythonOrigin` whose
+    `repository_origin.code_pointer` is a `ModuleCodePointer` or `PackageCodePointer`
+    (`.module`) or, for `-f FILE`, a `FileCodePointer` (`.python_file`), which Dagster
+    imports as the module named by the file's stem.
+    """
+    repository = getattr(run.job_code_origin, "repository_origin", None)
+    pointer = getattr(repository, "code_pointer", None)
+    return _module_named_by(getattr(pointer, "module", None), getattr(pointer, "python_file", None))
+
+
+def sensor_location_module(context: dg.SensorEvaluationContext) -> str | None:
+    """The module of the code location a sensor tick runs in, as `-m` names it; None when
+    Dagster does not say (a tick built in a test, a location on its own code server).
+
+    Written for Dagster 1.13.27: the daemon evaluates a tick with the location's
+    `code_location_origin`; one Dagster starts itself (`dagster dev -m`, a workspace's
+    `python_module`, `python_package` or `python_file`) is a
+    `ManagedGrpcPythonEnvCodeLocationOrigin` whose `loadable_target_origin` names
+    `module_name`, `package_name` or `python_file`; a `GrpcServerCodeLocationOrigin` (a
+    `dagster code-server` of its own) knows only its host and port, and its
+    `loadable_target_origin` raises `DagsterInvariantViolationError`.
+    """
+    origin = context.code_location_origin
+    try:
+        target = origin.loadable_target_origin if origin is not None else None
+    except dg.DagsterInvariantViolationError:  # a GrpcServerCodeLocationOrigin's answer
+        target = None
+    module = getattr(target, "module_name", None) or getattr(target, "package_name", None)
+    return _module_named_by(module, getattr(target, "python_file", None))
+
+
+def _module_named_by(module: object, python_file: object) -> str | None:
+    if isinstance(module, str) and module:
+        return module
+    if isinstance(python_file, str) and python_file:
+        return os.path.splitext(os.path.basename(python_file))[0]
+    return None
 
 
 def failed_step_cause(context: dg.HookContext) -> BaseException | None:

@@ -317,3 +317,52 @@ def fails_with_a_cause() -> None:
 @dg.job(hooks={record_cause})
 def failing_job():
     fails_with_a_cause()
+
+
+def a_tick_in(origin) -> dg.SensorEvaluationContext:
+    """A sensor tick's context as the daemon builds it for a location of this origin."""
+    return dg.SensorEvaluationContext(
+        instance_ref=None,
+        last_tick_completion_time=None,
+        last_run_key=None,
+        cursor=None,
+        log_key=None,
+        repository_name=None,
+        code_location_origin=origin,
+    )
+
+
+def workspace_target(kind: str, **fields: object):
+    """What `dagster dev -m`, `--package-name`, `-f` or `--grpc-port` is loaded as."""
+    from dagster._core.workspace import load_target
+
+    return getattr(load_target, kind)(location_name=None, **fields)
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "module"),
+    [
+        ("ModuleTarget", {"module_name": "acme.defs"}, "acme.defs"),
+        ("PackageTarget", {"package_name": "acme"}, "acme"),
+        ("PythonFileTarget", {"python_file": "/src/acme/definitions.py"}, "definitions"),
+    ],
+)
+def test_a_sensor_tick_names_the_module_of_the_location_dagster_started(kind, fields, module):
+    from jobs_platform.orchestration._compat import sensor_location_module
+
+    target = workspace_target(kind, attribute=None, working_directory=None, **fields)
+    [origin] = target.create_origins()
+
+    assert sensor_location_module(a_tick_in(origin)) == module, changed(
+        f"the code location origin of a sensor tick: {origin!r}"
+    )
+
+
+def test_a_sensor_tick_of_a_code_server_or_of_a_test_names_no_module():
+    from jobs_platform.orchestration._compat import sensor_location_module
+
+    target = workspace_target("GrpcServerTarget", host="localhost", port=4266, socket=None)
+    [origin] = target.create_origins()
+
+    assert sensor_location_module(a_tick_in(origin)) is None
+    assert sensor_location_module(dg.build_sensor_context()) is None
