@@ -89,8 +89,54 @@ DEFS = textwrap.dedent(
         yield pd.DataFrame([{"day": source.partition_key, "events": count, "amount_cents": total}])
 
 
+    tenants_table = sa.Table(
+        "acme_tenants", metadata,
+        sa.Column("tenant", sa.String(16), primary_key=True),
+        sa.Column("rate", sa.BigInteger, nullable=False),
+    )
+    charges_table = sa.Table(
+        "acme_tenant_charges", metadata,
+        sa.Column("day", sa.String(10), primary_key=True),
+        sa.Column("tenant", sa.String(16), primary_key=True),
+        sa.Column("charge", sa.BigInteger, nullable=False),
+    )
+    tenant_partitions = dg.StaticPartitionsDefinition(["north", "south"])
+
+
+    @backfill_asset(
+        table=tenants_table,
+        partitions_def=tenant_partitions,
+        partition_scope=lambda table, tenant: table.c.tenant == tenant,
+        key_prefix=["acme"],
+    )
+    def tenants(source: PartitionInput, landing: Landing):
+        rate = pd.read_csv(f"{landing.root}/tenants/{source.partition_key}.csv")["rate"]
+        yield pd.DataFrame([{"tenant": source.partition_key, "rate": int(rate.iloc[0])}])
+
+
+    @backfill_asset(
+        table=charges_table,
+        partitions_def=dg.MultiPartitionsDefinition(
+            {"day": dg.DailyPartitionsDefinition("2024-05-01"), "tenant": tenant_partitions}
+        ),
+        partition_scope=lambda table, key: sa.and_(
+            table.c.day == key.split("|")[0], table.c.tenant == key.split("|")[1]
+        ),
+        deps=[dg.AssetDep(tenants, partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
+            partition_dimension_name="tenant"))],
+        key_prefix=["acme"],
+    )
+    def charges(source: PartitionInput):
+        day, tenant = source.partition_key.split("|")
+        with source.warehouse.connect() as connection:
+            rate = connection.execute(
+                sa.select(tenants_table.c.rate).where(tenants_table.c.tenant == tenant)
+            ).scalar_one()
+        yield pd.DataFrame([{"day": day, "tenant": tenant, "charge": 3 * rate}])
+
+
     defs = dg.Definitions.merge(
-        platform_definitions([events, events_daily]),
+        platform_definitions([events, events_daily, tenants, charges]),
         dg.Definitions(
             jobs=[dg.define_asset_job("acme_hourly", selection=[events])],
             resources={"landing": Landing(root=dg.EnvVar("ACME_LANDING"))},
@@ -192,3 +238,24 @@ def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updat
     assert "acme/events_daily" in requeued
     assert daily_rows(pg_url) == day_reference(landing)
     assert json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json"))) == []
+
+
+def test_a_multi_partitioned_backfill_waits_for_the_static_one_it_reads(acme, pg_url):
+    env, landing = acme, Path(acme["ACME_LANDING"])
+    ok(jobs_platform(env, "db", "upgrade", "-m", MODULE))
+    (landing / "tenants").mkdir(parents=True)
+    (landing / "tenants" / "north.csv").write_text("rate\n7\n")
+
+    def materialize(asset: str, partition: str):
+        return run_cli(
+            [str(BIN / "dagster"), "asset", "materialize", "-m", MODULE, "--select", asset,
+             "--partition", partition],
+            env,
+        )  # fmt: skip
+
+    ok(materialize("acme/tenants", "north"))
+    ok(materialize("acme/charges", f"{DAY}|north"))
+    assert materialize("acme/charges", f"{DAY}|south").returncode == 1  # south never ran
+    with sa.create_engine(pg_url).connect() as connection:
+        rows = [tuple(r) for r in connection.execute(sa.text("SELECT * FROM acme_tenant_charges"))]
+    assert rows == [(DAY, "north", 21)]
