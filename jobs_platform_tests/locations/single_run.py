@@ -8,6 +8,7 @@ import dagster as dg
 
 from jobs_platform import backfill_asset
 from jobs_platform.examples.orders import assets as example
+from jobs_platform.examples.orders.resources import LandingZone
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.platform import platform_definitions
 
@@ -18,9 +19,9 @@ from jobs_platform.orchestration.platform import platform_definitions
     partition_scope=example.orders_of_day,
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
-def orders(source):
+def orders(source, landing: LandingZone):
     """Orders of one day from the landing zone."""
-    yield from example.orders_of_landing_day(source)
+    yield from example.orders_of_landing_day(source, landing)
 
 
 @backfill_asset(
@@ -35,4 +36,7 @@ def daily_revenue(source):
     yield from example.revenue_of_orders_day(source)
 
 
-defs = platform_definitions([orders, daily_revenue])
+defs = dg.Definitions.merge(
+    platform_definitions([orders, daily_revenue]),
+    dg.Definitions(resources={"landing": LandingZone()}),
+)
