@@ -56,7 +56,6 @@ class AssetArguments(TypedDict, total=False):
     """The `@dg.asset` arguments `backfill_asset` passes through as they are (typed, so a
     user's type checker sees a misspelt or mistyped one)."""
 
-    key: dg.AssetKey | str | Sequence[str]
     key_prefix: str | Sequence[str]
     owners: Sequence[str]
     pool: str
@@ -104,8 +103,11 @@ def backfill_asset(
     `table`; its primary key when omitted), the sweep of rows no longer in the input,
     fencing, the error taxonomy, bounded retries and quarantine. The function's first
     parameter is the `PartitionInput`; each further parameter annotated with a
-    `dg.ConfigurableResource` subclass is the resource of that name, as in an `@dg.asset`
-    function (`def events(source: PartitionInput, landing: CsvLanding)`).
+    `dg.ConfigurableResource` subclass is the resource of that name, and `config:
+    <a dg.Config subclass>` is the step's run config, as in an `@dg.asset` function
+    (`def events(source: PartitionInput, landing: CsvLanding, config: EventsConfig)`).
+    The run config also holds the framework's `chunk_rows` (`run_config_class`). A
+    `fingerprint` function takes the same: the `PartitionInput`, resources, `config`.
 
     Dagster's vocabulary: `code_version` (bump it after changing the reader, and done
     partitions are recomputed), `deps` (asset keys, names or assets), and every other
@@ -229,8 +231,6 @@ def run_config_class(specs: Sequence[BackfillSpec]) -> type[BackfillConfig]:
     bases = [c for c in declared if not any(o is not c and issubclass(o, c) for o in declared)]
     if not bases:
         return BackfillConfig
-    if len(bases) == 1 and issubclass(bases[0], BackfillConfig):
-        return bases[0]
     return typing.cast(
         type[BackfillConfig],
         types.new_class(

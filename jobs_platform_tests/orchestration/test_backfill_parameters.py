@@ -136,6 +136,27 @@ def test_a_run_config_field_the_config_lacks_is_refused_by_dagster():
         run(configured_rows, config, instance)
 
 
+class SourceVersion(dg.Config):
+    version: str = "v1"
+
+
+def test_a_fingerprint_and_its_reader_may_declare_configs_of_their_own_and_share_one():
+    def versioned(source: PartitionInput, config: SourceVersion) -> str:
+        return config.version
+
+    @backfill_asset(
+        table=tenant_table("two_config_rows"),
+        partitions_def=partitions,
+        partition_scope=rows_of_tenant,
+        fingerprint=versioned,
+    )
+    def two_config_rows(source: PartitionInput, config: Extract):
+        yield from ()
+
+    fields = two_config_rows.op.config_schema.as_field().config_type.fields
+    assert set(fields) == {"rows", "label", "version", "chunk_rows"}
+
+
 def test_a_config_parameter_that_is_not_a_dg_config_is_refused():
     with pytest.raises(TypeError, match=r"`config` parameter must be annotated with a dg\.Config"):
 
