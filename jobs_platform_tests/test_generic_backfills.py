@@ -17,7 +17,6 @@ from jobs_platform.definitions import defs
 from jobs_platform.engine.spec import BackfillSpec
 from jobs_platform.examples.customers.assets import seed_example_customers
 from jobs_platform.examples.orders.assets import seed_example_orders
-from jobs_platform.orchestration.registry import backfill_specs
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.settings import Settings
 from jobs_platform_tests.support import (
@@ -25,6 +24,7 @@ from jobs_platform_tests.support import (
     dagster_asset_materialize,
     declared_rows,
     engine_from,
+    loaded_backfills,
     materialize,
     row_versions,
     sibling_database,
@@ -53,7 +53,7 @@ SEEDERS: dict[str, Callable[[str], list[str]]] = {
 
 
 def _spec(asset: str) -> BackfillSpec:
-    spec = backfill_specs().get(asset)
+    spec = loaded_backfills().get(asset)
     if spec is None:
         pytest.fail(f"asset {asset!r} is tagged {BACKFILL_TAG} but has no registered spec")
     if asset not in SEEDERS:

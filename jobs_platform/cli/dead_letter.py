@@ -190,38 +190,60 @@ def _module_option(module: str | None) -> str:
 def launch_requeue_run(
     entry: sa.Row, definitions: dg.Definitions, module: str | None = None
 ) -> int:
-    """Run the entry's partition of its asset and the backfills it feeds, under its run key.
+    """Run the entry's partition of its asset and the backfills it feeds, under its run key;
+    once it succeeded, the partitions reading it through another partitioning (its day).
 
     `definitions` are those of the code location `module` (resolved as `-m` is), which the
     run loads as `dagster job execute -m` does. The run key `requeue-<entry id>` is what
     the requeue sensor looks for: with it, a run this command launched is never launched
-    again by the sensor, and one that never got created is.
+    again by the sensor, and one that never got created is (likewise the downstream runs'
+    keys, `downstream_run_key`).
     """
     import dagster as dg
 
-    from jobs_platform.location import code_location_module
-    from jobs_platform.orchestration.selections import with_downstream_backfills
-    from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG, requeue_run_key
+    from jobs_platform.orchestration.tags import downstream_run_key, requeue_run_key
+    from jobs_platform.orchestration.upstream import downstream_partitions
 
     graph = definitions.get_repository_def().asset_graph
-    keys = with_downstream_backfills(graph, dg.AssetKey.from_user_string(entry.asset))
-    selection = ",".join(key.to_user_string() for key in keys)
+    key = dg.AssetKey.from_user_string(entry.asset)
+    code = _execute_run(definitions, module, key, entry.partition, requeue_run_key(entry.id))
+    if code != 0:
+        return code
+    for child, partitions in downstream_partitions(graph, key, [entry.partition]).items():
+        for partition in partitions:
+            run_key = downstream_run_key(entry.id, child.to_user_string(), partition)
+            code = _execute_run(definitions, module, child, partition, run_key) or code
+    return code
+
+
+def _execute_run(
+    definitions: dg.Definitions, module: str | None, key: dg.AssetKey, partition: str, run_key: str
+) -> int:
+    """`dagster job execute` of `key`'s partition and the backfills it feeds, under `run_key`."""
+    from jobs_platform.location import code_location_module
+    from jobs_platform.orchestration.selections import with_downstream_backfills
+    from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG
+
+    graph = definitions.get_repository_def().asset_graph
+    keys = with_downstream_backfills(graph, key)
+    selection = ",".join(k.to_user_string() for k in keys)
     # The ops computing those assets: a chain of backfills is one op (`chain_backfills`).
-    ops = sorted({definitions.get_assets_def(key).op.name for key in keys})
-    tags = {PARTITION_TAG: entry.partition, RUN_KEY_TAG: requeue_run_key(entry.id)}
+    ops = sorted({definitions.get_assets_def(k).op.name for k in keys})
+    tags = {PARTITION_TAG: partition, RUN_KEY_TAG: run_key}
     job = definitions.resolve_implicit_global_asset_job_def().name
     command = [
         str(Path(sys.executable).with_name("dagster")), "job", "execute",
         "-m", code_location_module(module), "-j", job,
         "--op-selection", ",".join(ops), "--tags", json.dumps(tags),
     ]  # fmt: skip
-    print(f"launching {selection} for {entry.partition} (run key {tags[RUN_KEY_TAG]})")
+    where = f"{key.to_user_string()}/{partition}"
+    print(f"launching {selection} for {partition} (run key {run_key})")
     finished = subprocess.run(command, capture_output=True, text=True, check=False)
     if finished.returncode == 0:
-        print(f"{entry.asset}/{entry.partition} succeeded")
+        print(f"{where} succeeded")
     else:
         tail = "\n".join((finished.stdout + finished.stderr).strip().splitlines()[-15:])
-        print(f"{entry.asset}/{entry.partition} failed again:\n{tail}", file=sys.stderr)
+        print(f"{where} failed again:\n{tail}", file=sys.stderr)
     return finished.returncode
 
 

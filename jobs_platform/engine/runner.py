@@ -40,7 +40,13 @@ from jobs_platform.engine.finalize import finalize, finish_if_unchanged
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.report import report_outcome
 from jobs_platform.engine.results import Attempter, ChunkTally, FailedAttempt, PartitionReport
-from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
+from jobs_platform.engine.spec import (
+    DEFAULT_CHUNK_ROWS,
+    BackfillSpec,
+    PartitionInput,
+    UpstreamReads,
+    reads_nothing,
+)
 from jobs_platform.engine.tracing import traced_attempt
 from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError
 from jobs_platform.settings import Settings
@@ -72,7 +78,7 @@ class PartitionRunner:
         interrupt_types: tuple[type[BaseException], ...] = (),
         rng: random.Random | None = None,
         clock: LeaseClock = DATABASE_CLOCK,
-        upstream: tuple[str, ...] = (),
+        upstream: UpstreamReads = reads_nothing,
     ):
         self.spec = spec
         self.settings = settings

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Concatenate
 
@@ -36,6 +36,13 @@ class PartitionInput:
 ChunkReader = Callable[Concatenate[PartitionInput, ...], Iterable[pd.DataFrame]]
 Fingerprinter = Callable[Concatenate[PartitionInput, ...], str]
 PartitionScope = Callable[[sa.Table, str], sa.ColumnElement[bool]]
+UpstreamReads = Callable[[str], Sequence[tuple[str, str]]]
+"""The (backfill, partition) pairs a partition of a backfill reads, by its partition key."""
+
+
+def reads_nothing(partition: str) -> Sequence[tuple[str, str]]:
+    """The upstream reads of a backfill that reads no other backfill."""
+    return ()
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,8 @@ class BackfillSpec:
     identifies the input (e.g. a file hash): a done partition whose fingerprint is unchanged
     finishes without reading its input again; bump `version` after changing the reader so
     that it is recomputed. Without a fingerprint, chunks are matched on their content.
-    `upstream` names the backfills it reads (its `deps`).
+    `asset` is its asset key's user string (`acme/events` for `key_prefix=["acme"]`), the
+    name it has in every framework row; `upstream` names the assets it reads (its `deps`).
     """
 
     asset: str

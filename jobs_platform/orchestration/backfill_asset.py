@@ -26,9 +26,10 @@ from jobs_platform.errors import WarehouseNotShared
 from jobs_platform.orchestration.executors import runs_remotely
 from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.outcomes import CRASH_RETRY_POLICY, finish_step
-from jobs_platform.orchestration.registry import register_backfill, upstream_partitioned_alike
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.specs import attach_specs
 from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, STEP_ASSETS_TAG
+from jobs_platform.orchestration.upstream import upstream_reads
 from jobs_platform.store.leases import this_holder
 
 RESOURCE_KEY = "jobs_platform"
@@ -56,7 +57,6 @@ class AssetArguments(TypedDict, total=False):
     """The `@dg.asset` arguments `backfill_asset` passes through as they are (typed, so a
     user's type checker sees a misspelt or mistyped one)."""
 
-    key_prefix: str | Sequence[str]
     owners: Sequence[str]
     pool: str
     automation_condition: dg.AutomationCondition[Any]
@@ -85,8 +85,10 @@ def backfill_asset(
     partition_scope: PartitionScope,
     natural_key: Sequence[str] | None = None,
     fingerprint: Fingerprinter | None = None,
-    deps: Sequence[dg.AssetKey | str | dg.AssetsDefinition | dg.AssetSpec] = (),
+    deps: Sequence[dg.AssetKey | str | dg.AssetsDefinition | dg.AssetSpec | dg.AssetDep] = (),
     name: str | None = None,
+    key_prefix: str | Sequence[str] | None = None,
+    key: dg.AssetKey | str | Sequence[str] | None = None,
     code_version: str | None = None,
     backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
     retry_policy: dg.RetryPolicy | None = None,
@@ -111,7 +113,12 @@ def backfill_asset(
 
     Dagster's vocabulary: `code_version` (bump it after changing the reader, and done
     partitions are recomputed), `deps` (asset keys, names or assets), and every other
-    `@dg.asset` argument passed through (`owners`, `pool`, `automation_condition`, …).
+    `@dg.asset` argument passed through (`key`, `key_prefix`, `owners`, `pool`,
+    `automation_condition`, …). A backfill is known by its asset key everywhere (framework
+    rows, the CLI, metrics, alerts): `key_prefix=["acme"]` makes it `acme/events`. A dep
+    may be partitioned differently (an hourly backfill read by a daily one): each
+    partition is computed only once every upstream partition its Dagster partition mapping
+    names is done (`dg.AssetDep(..., partition_mapping=...)` for another mapping).
     `pool=` bounds how many steps of the backfill run at once across runs (Dagster's pool
     limits: size it to what the downstream system can take). A `retry_policy` sets the
     delay of the step retries Dagster makes after a step process died; the framework keeps
@@ -122,13 +129,16 @@ def backfill_asset(
     quarantine and status in the UI. Pass `backfill_policy=BackfillPolicy.multi_run(1)`
     for one run per partition, or `single_run()` for one run over the whole range.
     """
-    for reserved in ("partitions_def", "required_resource_keys", "hooks", "op_tags", "key"):
+    for reserved in ("partitions_def", "required_resource_keys", "hooks", "op_tags"):
         if reserved in asset_kwargs:
             raise TypeError(f"backfill_asset() sets {reserved}= itself")
+    if key is not None and (name is not None or key_prefix is not None):
+        raise TypeError("backfill_asset() takes key= or name=/key_prefix=, not both")
     upstream = tuple(_asset_key(dep).to_user_string() for dep in deps)
 
     def decorator(read_chunks: Callable[..., Iterable[pd.DataFrame]]) -> dg.AssetsDefinition:
-        asset_name = name or read_chunks.__name__
+        asset_key = _own_key(key, key_prefix, name or read_chunks.__name__)
+        asset_name = asset_key.to_user_string()
         resource_keys = resource_parameters(read_chunks, fingerprint)
         spec = BackfillSpec(
             asset=asset_name,
@@ -140,21 +150,22 @@ def backfill_asset(
             upstream=upstream,
             version=code_version or "",
         )
-        register_backfill(spec, partitions_def)
         config_class = run_config_class([spec])
 
         # Dagster reads the step's config class from this annotation (a class per reader).
         def _backfill(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
             yield from run_backfill_step(context, [spec], config)
 
+        attach_specs(_backfill, [spec])
+
         # `backfill_policy` is marked beta in Dagster 1.13; every backfill has one by
         # default, so the warning would greet each process that loads the code location.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dg.BetaWarning)
             return dg.asset(
-                name=asset_name,
+                key=asset_key,
                 partitions_def=partitions_def,
-                deps=[_asset_key(dep) for dep in deps],
+                deps=[dep if isinstance(dep, dg.AssetDep) else _asset_key(dep) for dep in deps],
                 code_version=code_version,
                 retry_policy=with_crash_retries(retry_policy),
                 hooks={quarantine_on_failure},
@@ -291,7 +302,21 @@ def with_crash_retries(policy: dg.RetryPolicy | None) -> dg.RetryPolicy:
     )
 
 
+def _own_key(
+    key: dg.AssetKey | str | Sequence[str] | None,
+    key_prefix: str | Sequence[str] | None,
+    name: str,
+) -> dg.AssetKey:
+    """The backfill's asset key, as `@dg.asset` makes it from `key` or `key_prefix` + name."""
+    if key is not None:
+        return _asset_key(key)
+    prefix = [key_prefix] if isinstance(key_prefix, str) else list(key_prefix or [])
+    return dg.AssetKey([*prefix, name])
+
+
 def _asset_key(dep) -> dg.AssetKey:
+    if isinstance(dep, dg.AssetDep):
+        return dep.asset_key
     if isinstance(dep, dg.AssetsDefinition):
         return dep.key
     if isinstance(dep, dg.AssetSpec):
@@ -331,8 +356,11 @@ def run_backfill_step(
     selected = {key.to_user_string() for key in context.selected_asset_keys}
     chosen = [spec for spec in specs if spec.asset in selected]
     partitions = list(context.partition_keys)
+    # The whole location's graph (with upstream assets the run does not select).
+    graph = context.job_def.asset_layer.asset_graph
     results = []
     for spec in chosen:
+        reads = upstream_reads(graph, dg.AssetKey.from_user_string(spec.asset), context.instance)
         spec = with_resources(spec, context, config)
         # A warehouse behind on its schema fails each attempt before it exists (terminal:
         # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
@@ -341,7 +369,7 @@ def run_backfill_step(
             settings,
             log=context.log,
             interrupt_types=(dg.DagsterExecutionInterruptedError,),
-            upstream=upstream_partitioned_alike(spec),
+            upstream=reads,
         )
         for partition in partitions:
             try:

@@ -94,7 +94,9 @@ def finish_step(
     if not failed:
         for asset in assets:
             own = [report for report in reports if report.asset == asset]
-            yield dg.MaterializeResult(asset_key=asset, metadata=_step_metadata(own))
+            yield dg.MaterializeResult(
+                asset_key=dg.AssetKey.from_user_string(asset), metadata=_step_metadata(own)
+            )
         return
     causes = [f for f in failed if f.decision.next_step is not NextStep.BLOCKED]
     if len(causes) == 1 and not reports and len({f.partition for f in failed}) == 1:
@@ -103,7 +105,9 @@ def finish_step(
     for report in reports:
         context.log_event(
             dg.AssetMaterialization(
-                asset_key=report.asset, partition=report.partition, metadata=report_metadata(report)
+                asset_key=dg.AssetKey.from_user_string(report.asset),
+                partition=report.partition,
+                metadata=report_metadata(report),
             )
         )
     again = [f for f in failed if f.decision.next_step in (NextStep.RETRY, NextStep.SNOOZE)]
