@@ -320,6 +320,7 @@ def materialize_into(
     database_url: str, assets, partition: str, *, chunk_rows: int | None = None
 ) -> dg.ExecuteInProcessResult:
     """A clean in-process run against another warehouse, on a throwaway Dagster instance."""
+    from jobs_platform.definitions import defs
     from jobs_platform.orchestration.resources import JobsPlatformResource
 
     run_config = {}
@@ -330,7 +331,10 @@ def materialize_into(
             assets,
             partition_key=partition,
             instance=instance,
-            resources={"jobs_platform": JobsPlatformResource(database_url=database_url)},
+            resources={
+                **defs.resources,
+                "jobs_platform": JobsPlatformResource(database_url=database_url),
+            },
             run_config=run_config,
             raise_on_error=True,
         )

@@ -44,7 +44,8 @@ def test_the_code_location_declares_backfills():
     assert BACKFILL_ASSETS, "no asset of jobs_platform.definitions is tagged as a backfill"
 
 
-SEEDERS: dict[str, Callable[[Settings], list[str]]] = {
+# Each takes the landing root (the examples' `landing` resource reads it) and seeds it.
+SEEDERS: dict[str, Callable[[str], list[str]]] = {
     "orders": seed_example_orders,
     "daily_revenue": seed_example_orders,
     "customer_order_history": seed_example_customers,
@@ -80,7 +81,7 @@ def _lineage(asset: str) -> list[str]:
 
 
 def _seed(env: dict[str, str], spec: BackfillSpec) -> list[str]:
-    partitions = SEEDERS[spec.asset](Settings.from_env(env))
+    partitions = SEEDERS[spec.asset](Settings.from_env(env).landing_root)
     assert partitions, f"the seeder of {spec.asset!r} returned no partitions"
     return partitions
 

@@ -166,7 +166,11 @@ class PartitionRunner:
     ) -> PartitionReport:
         """Chunks → finalize (`finalize`); a done partition with unchanged input skips both."""
         source = PartitionInput(
-            self.spec.asset, attempt.partition, chunk_rows, self.settings, self.engine, self.log
+            asset=self.spec.asset,
+            partition_key=attempt.partition,
+            chunk_rows=chunk_rows,
+            warehouse=self.engine,
+            log=self.log,
         )
         fingerprint = self._fingerprint(source)
         at_finalize = lambda: self._failpoint(Point.FINALIZE, attempt, None)  # noqa: E731

@@ -3,11 +3,12 @@
 import dataclasses
 import functools
 import inspect
+import types
 import typing
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, Protocol, TypedDict, TypeVar, Unpack
 
 import dagster as dg
 import pandas as pd
@@ -18,6 +19,7 @@ from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
     Fingerprinter,
+    PartitionInput,
     PartitionScope,
 )
 from jobs_platform.errors import WarehouseNotShared
@@ -57,6 +59,31 @@ class BackfillConfig(dg.Config):
     chunk_rows: int = DEFAULT_CHUNK_ROWS
 
 
+class AssetArguments(TypedDict, total=False):
+    """The `@dg.asset` arguments `backfill_asset` passes through as they are (typed, so a
+    user's type checker sees a misspelt or mistyped one)."""
+
+    owners: Sequence[str]
+    pool: str
+    automation_condition: dg.AutomationCondition[Any]
+    freshness_policy: dg.FreshnessPolicy
+    check_specs: Sequence[dg.AssetCheckSpec]
+    resource_defs: Mapping[str, object]
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class BackfillDecorator(Protocol):
+    """What `backfill_asset(...)` returns: it takes a reader whose first parameter is the
+    `PartitionInput` (the others are resources and `config`) and yields DataFrames."""
+
+    def __call__(
+        self, read_chunks: Callable[Concatenate[PartitionInput, P], Iterable[pd.DataFrame]], /
+    ) -> dg.AssetsDefinition: ...
+
+
 def backfill_asset(
     *,
     table: sa.Table,
@@ -76,16 +103,19 @@ def backfill_asset(
     tags: Mapping[str, str] | None = None,
     metadata: Mapping[str, Any] | None = None,
     kinds: AbstractSet[str] | None = None,
-    **asset_kwargs: Any,
-) -> Callable[[Callable[..., Iterable[pd.DataFrame]]], dg.AssetsDefinition]:
+    **asset_kwargs: Unpack[AssetArguments],
+) -> BackfillDecorator:
     """Declare a backfill: the decorated function yields DataFrame chunks of a partition.
 
     The framework owns the rest: chunk checkpoints, upserts by `natural_key` (columns of
     `table`; its primary key when omitted), the sweep of rows no longer in the input,
     fencing, the error taxonomy, bounded retries and quarantine. The function's first
     parameter is the `PartitionInput`; each further parameter annotated with a
-    `dg.ConfigurableResource` subclass is the resource of that name, as in an `@dg.asset`
-    function (`def events(source: PartitionInput, landing: CsvLanding)`).
+    `dg.ConfigurableResource` subclass is the resource of that name, and `config:
+    <a dg.Config subclass>` is the step's run config, as in an `@dg.asset` function
+    (`def events(source: PartitionInput, landing: CsvLanding, config: EventsConfig)`).
+    The run config also holds the framework's `chunk_rows` (`run_config_class`). A
+    `fingerprint` function takes the same: the `PartitionInput`, resources, `config`.
 
     Dagster's vocabulary: `code_version` (bump it after changing the reader, and done
     partitions are recomputed), `deps` (asset keys, names or assets), and every other
@@ -115,7 +145,7 @@ def backfill_asset(
     def decorator(read_chunks: Callable[..., Iterable[pd.DataFrame]]) -> dg.AssetsDefinition:
         asset_key = _own_key(key, key_prefix, name or read_chunks.__name__)
         asset_name = asset_key.to_user_string()
-        resource_keys = resource_parameters(read_chunks)
+        resource_keys = resource_parameters(read_chunks, fingerprint)
         spec = BackfillSpec(
             asset=asset_name,
             table=table,
@@ -126,9 +156,11 @@ def backfill_asset(
             upstream=upstream,
             version=code_version or "",
         )
+        config_class = run_config_class([spec])
 
-        def _backfill(context: dg.AssetExecutionContext, config: BackfillConfig):
-            yield from run_backfill_step(context, [spec], config.chunk_rows)
+        # Dagster reads the step's config class from this annotation (a class per reader).
+        def _backfill(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
+            yield from run_backfill_step(context, [spec], config)
 
         attach_specs(_backfill, [spec])
 
@@ -161,30 +193,107 @@ def backfill_asset(
     return decorator
 
 
-def resource_parameters(read_chunks: Callable) -> tuple[str, ...]:
-    """The reader's parameters after the first that name a `ConfigurableResource`."""
-    hints = typing.get_type_hints(read_chunks)
-    names = list(inspect.signature(read_chunks).parameters)[1:]
-    wrong = [n for n in names if not _is_resource(hints.get(n))]
-    if wrong:
-        raise TypeError(
-            f"backfill reader {read_chunks.__name__}: parameters after the PartitionInput must "
-            f"be annotated with a dg.ConfigurableResource subclass; {wrong} are not"
-        )
+CONFIG_PARAMETER = "config"
+
+
+def resource_parameters(*functions: Callable[..., Any] | None) -> tuple[str, ...]:
+    """The resources a reader and its fingerprint take: their parameters after the first
+    (the `PartitionInput`) other than `config`, each annotated with a
+    `dg.ConfigurableResource` subclass and injected by its name, as in an `@dg.asset`."""
+    names: dict[str, None] = {}
+    for function in functions:
+        if function is None:
+            continue
+        annotations = _parameters_after_the_input(function)
+        parameters = [name for name in annotations if name != CONFIG_PARAMETER]
+        wrong = [n for n in parameters if not _is_resource(annotations[n])]
+        if wrong:
+            raise TypeError(
+                f"backfill function {_name(function)}: parameters after the PartitionInput "
+                f"must be annotated with a dg.ConfigurableResource subclass (or be `config: "
+                f"<a dg.Config subclass>`); {wrong} are not"
+            )
+        names.update(dict.fromkeys(parameters))
     return tuple(names)
 
 
-def _is_resource(annotation) -> bool:
+def declared_config(function: Callable[..., Any]) -> type[dg.Config] | None:
+    """The `dg.Config` subclass a reader's or fingerprint's `config` parameter names."""
+    annotations = _parameters_after_the_input(function)
+    if CONFIG_PARAMETER not in annotations:
+        return None
+    annotation = annotations[CONFIG_PARAMETER]
+    if not (isinstance(annotation, type) and issubclass(annotation, dg.Config)):
+        raise TypeError(
+            f"backfill function {_name(function)}: its `config` parameter must be annotated "
+            f"with a dg.Config subclass, not {annotation!r}"
+        )
+    return annotation
+
+
+def run_config_class(specs: Sequence[BackfillSpec]) -> type[BackfillConfig]:
+    """The run config of a step computing `specs`: `chunk_rows` (`BackfillConfig`) plus
+    the fields of each `dg.Config` their readers and fingerprints declare as `config`.
+
+    One class extending them all, so the object Dagster builds from the run config is an
+    instance of each user class (and of `BackfillConfig`: `chunk_rows` always works).
+    """
+    declared: list[type[dg.Config]] = []
+    for spec in specs:
+        for function in (spec.read_chunks, spec.fingerprint):
+            found = declared_config(function) if function is not None else None
+            if found is not None and found not in declared:
+                declared.append(found)
+    # A class already extended by another declared one is in the other's bases.
+    bases = [c for c in declared if not any(o is not c and issubclass(o, c) for o in declared)]
+    if not bases:
+        return BackfillConfig
+    return typing.cast(
+        type[BackfillConfig],
+        types.new_class(
+            "".join(base.__name__ for base in bases),
+            (*bases, BackfillConfig),
+            exec_body=lambda namespace: namespace.update(__module__=bases[0].__module__),
+        ),
+    )
+
+
+def with_resources(
+    spec: BackfillSpec, context: dg.AssetExecutionContext, config: BackfillConfig
+) -> BackfillSpec:
+    """The spec whose reader and fingerprint get their resources from the step, and the
+    step's run config as `config` if they declare it, as an asset function would."""
+    fingerprint = spec.fingerprint
+    return dataclasses.replace(
+        spec,
+        read_chunks=_bound(spec.read_chunks, context, config),
+        fingerprint=_bound(fingerprint, context, config) if fingerprint is not None else None,
+    )
+
+
+def _bound(
+    function: Callable[..., T], context: dg.AssetExecutionContext, config: BackfillConfig
+) -> Callable[..., T]:
+    arguments: dict[str, Any] = {
+        name: getattr(context.resources, name) for name in resource_parameters(function)
+    }
+    if declared_config(function) is not None:
+        arguments[CONFIG_PARAMETER] = config
+    return functools.partial(function, **arguments) if arguments else function
+
+
+def _parameters_after_the_input(function: Callable[..., Any]) -> dict[str, Any]:
+    """Each parameter after the first, by name, with its (evaluated) annotation."""
+    parameters = list(inspect.signature(function, eval_str=True).parameters.values())[1:]
+    return {parameter.name: parameter.annotation for parameter in parameters}
+
+
+def _name(function: Callable[..., Any]) -> str:
+    return getattr(function, "__qualname__", None) or repr(function)
+
+
+def _is_resource(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, dg.ConfigurableResource)
-
-
-def with_resources(spec: BackfillSpec, context: dg.AssetExecutionContext) -> BackfillSpec:
-    """The spec whose reader gets its resources from the step, as an asset function would."""
-    names = resource_parameters(spec.read_chunks)
-    if not names:
-        return spec
-    resources = {name: getattr(context.resources, name) for name in names}
-    return dataclasses.replace(spec, read_chunks=functools.partial(spec.read_chunks, **resources))
 
 
 def with_crash_retries(policy: dg.RetryPolicy | None) -> dg.RetryPolicy:
@@ -224,7 +333,7 @@ def _asset_key(dep) -> dg.AssetKey:
 
 
 def run_backfill_step(
-    context: dg.AssetExecutionContext, specs: Sequence[BackfillSpec], chunk_rows: int
+    context: dg.AssetExecutionContext, specs: Sequence[BackfillSpec], config: BackfillConfig
 ) -> Iterator[dg.MaterializeResult]:
     """One step = one attempt at each partition of each selected asset, upstream first.
 
@@ -258,7 +367,7 @@ def run_backfill_step(
     results = []
     for spec in chosen:
         reads = upstream_reads(graph, dg.AssetKey.from_user_string(spec.asset), context.instance)
-        spec = with_resources(spec, context)
+        spec = with_resources(spec, context, config)
         # A warehouse behind on its schema fails each attempt before it exists (terminal:
         # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
         runner = PartitionRunner(
@@ -270,7 +379,7 @@ def run_backfill_step(
         )
         for partition in partitions:
             try:
-                results.append(runner.attempt(partition, attempter, chunk_rows=chunk_rows))
+                results.append(runner.attempt(partition, attempter, chunk_rows=config.chunk_rows))
             except dg.DagsterExecutionInterruptedError:
                 # Shutdown (SIGTERM, or the run terminated from the UI): the runner rolled
                 # back the in-flight chunk, recorded the attempt as interrupted and released

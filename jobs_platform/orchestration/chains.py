@@ -22,8 +22,8 @@ import dagster as dg
 from jobs_platform.engine.spec import BackfillSpec
 from jobs_platform.orchestration.backfill_asset import (
     RESOURCE_KEY,
-    BackfillConfig,
     run_backfill_step,
+    run_config_class,
 )
 from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.specs import attach_specs, specs_of
@@ -102,8 +102,10 @@ def _chain(members: list[dg.AssetsDefinition], specs: list[BackfillSpec]) -> dg.
                 f"one step, which has one {what}; they name {sorted(map(str, found))}"
             )
 
-    def _backfill_chain(context: dg.AssetExecutionContext, config: BackfillConfig):
-        yield from run_backfill_step(context, specs, config.chunk_rows)
+    config_class = run_config_class(specs)
+
+    def _backfill_chain(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
+        yield from run_backfill_step(context, specs, config)
 
     attach_specs(_backfill_chain, specs)
 
