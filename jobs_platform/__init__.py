@@ -5,19 +5,18 @@ What a code location imports: everything else in the package may change.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 __all__ = [
     "DEFAULT_BACKFILL_POLICY",
-    "BackfillSpec",
-    "Classification",
+    "AlertsResource",
     "InputValidationError",
     "JobsPlatformResource",
     "PartitionInput",
     "RetryableError",
-    "Settings",
     "TerminalError",
     "UtcDateTime",
     "backfill_asset",
-    "classify",
     "create_user_tables",
     "platform_definitions",
     "request_backfill",
@@ -28,25 +27,35 @@ __all__ = [
 # (pandas and Dagster cost seconds of CPU to import, and `jobs-platform dead-letter list`
 # needs neither).
 _HOMES = {
-    "BackfillSpec": "jobs_platform.engine.spec",
     "PartitionInput": "jobs_platform.engine.spec",
-    "Classification": "jobs_platform.errors",
     "InputValidationError": "jobs_platform.errors",
     "RetryableError": "jobs_platform.errors",
     "TerminalError": "jobs_platform.errors",
-    "classify": "jobs_platform.errors",
-    "Settings": "jobs_platform.settings",
     "UtcDateTime": "jobs_platform.store.schema",
     "create_user_tables": "jobs_platform.store.schema",
     "request_backfill": "jobs_platform.outbox",
+    "AlertsResource": "jobs_platform.orchestration.alerting",
     "DEFAULT_BACKFILL_POLICY": "jobs_platform.orchestration.backfill_asset",
     "backfill_asset": "jobs_platform.orchestration.backfill_asset",
     "JobsPlatformResource": "jobs_platform.orchestration.resources",
     "platform_definitions": "jobs_platform.orchestration.platform",
 }
 
+# The same names for a type checker, which never runs `__getattr__`: a user's mypy or
+# pyright sees each with its real signature (the package ships `py.typed`). Kept equal
+# to `_HOMES` by test_public_api.py.
+if TYPE_CHECKING:
+    from jobs_platform.engine.spec import PartitionInput
+    from jobs_platform.errors import InputValidationError, RetryableError, TerminalError
+    from jobs_platform.orchestration.alerting import AlertsResource
+    from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY, backfill_asset
+    from jobs_platform.orchestration.platform import platform_definitions
+    from jobs_platform.orchestration.resources import JobsPlatformResource
+    from jobs_platform.outbox import request_backfill
+    from jobs_platform.store.schema import UtcDateTime, create_user_tables
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'jobs_platform' has no attribute {name!r}")

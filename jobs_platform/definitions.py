@@ -11,9 +11,15 @@ from jobs_platform.examples.orders.assets import (
     orders_backfill,
     orders_daily_schedule,
 )
+from jobs_platform.examples.orders.resources import LANDING_RESOURCE_KEY, LandingZone
 from jobs_platform.orchestration.platform import platform_definitions
 
 defs = dg.Definitions.merge(
     platform_definitions([orders, daily_revenue, customer_order_history]),
-    dg.Definitions(jobs=[orders_backfill], schedules=[orders_daily_schedule]),
+    dg.Definitions(
+        jobs=[orders_backfill],
+        schedules=[orders_daily_schedule],
+        # The examples' input: JOBS_PLATFORM_LANDING (or .jobs_platform/landing) unless set.
+        resources={LANDING_RESOURCE_KEY: LandingZone()},
+    ),
 )

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from types import FrameType, TracebackType
 
 import sqlalchemy.exc
 
@@ -62,6 +63,8 @@ class Verdict:
     reason: str
     remedy: str | None = None
     """For a deployment error: what is missing and the deploy step that adds it (recorded)."""
+    raised_in: str | None = None
+    """For a programming error of the user's code: `TypeError in f() at file:line` (recorded)."""
 
 
 class JobsPlatformError(Exception):
@@ -318,6 +321,67 @@ _DEPLOY_STEPS: dict[str, Callable[[dict[str, str]], str]] = {
     "42501": _missing_privilege,
 }
 
+# A programming error fails the same way on every attempt: a retry only delays the
+# quarantine that shows it to a person, and a requeue after the fix runs the partition
+# again. A missing key or index (KeyError, IndexError) is not one of them: it is often the
+# shape of a transient answer (an API's error payload lacks the expected key), so it stays
+# `unknown`, retried within the budget; a reader that knows better raises TerminalError.
+_PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
+    TypeError,
+    NameError,  # UnboundLocalError too
+    AttributeError,
+    ImportError,  # ModuleNotFoundError too
+    SyntaxError,  # compile() or the import of a broken module
+    NotImplementedError,
+)
+_FRAMEWORK = __name__.partition(".")[0]
+# Libraries that both the framework and the user's code call. A frame in one of them, or
+# in the standard library, says nothing about whose mistake it was: the frame that called
+# it decides. So `sa.text(5)` in a reader is the reader's error, and the writer handing
+# SQLAlchemy or pandas what it cannot take is the framework's (a bug of ours or of a
+# driver: `unknown`, retried within the budget). Any other library counts as the user's.
+_SHARED_LIBRARIES = frozenset(
+    {"alembic", "dagster", "fsspec", "httpcore", "httpx", "numpy", "pandas", "psycopg",
+     "psycopg2", "pyarrow", "pydantic", "sqlalchemy"}
+)  # fmt: skip
+
+
+def _innermost_author(traceback: TracebackType | None) -> tuple[FrameType, int] | None:
+    """The innermost frame of the traceback that is the framework's or the user's code."""
+    frames = []
+    while traceback is not None:
+        frames.append((traceback.tb_frame, traceback.tb_lineno))
+        traceback = traceback.tb_next
+    for frame, line in reversed(frames):
+        package = str(frame.f_globals.get("__name__") or "").partition(".")[0]
+        shared = package in _SHARED_LIBRARIES or package.startswith("dagster_")
+        if not (shared or package in sys.stdlib_module_names):
+            return frame, line
+    return None
+
+
+def _by_programming_error(exc: BaseException) -> Verdict | None:
+    """A programming error raised by the user's code: terminal, naming where it was raised.
+
+    Decided by the traceback, so an exception never raised (no traceback) or raised by
+    the framework's own code is not the user's.
+    """
+    if not isinstance(exc, _PROGRAMMING_ERRORS):
+        return None
+    author = _innermost_author(exc.__traceback__)
+    if author is None:
+        return None
+    frame, line = author
+    if str(frame.f_globals.get("__name__") or "").partition(".")[0] == _FRAMEWORK:
+        return None
+    code = frame.f_code
+    function = code.co_qualname if code.co_qualname.startswith("<") else f"{code.co_qualname}()"
+    where = f"{type(exc).__name__} in {function} at {code.co_filename}:{line}"
+    return Verdict(
+        _T, None, f"programming error in user code ({type(exc).__name__})", raised_in=where
+    )
+
+
 _BY_HTTP_STATUS: dict[int, Classification] = {
     408: _R,
     429: _R,
@@ -446,7 +510,7 @@ def _classify_one(exc: BaseException) -> Verdict | None:
     # Our own errors are an explicit decision by job code, so they outrank what they wrap.
     if isinstance(exc, JobsPlatformError):
         return _by_type(exc)
-    return _by_sqlstate(exc) or _by_http_status(exc) or _by_type(exc)
+    return _by_sqlstate(exc) or _by_http_status(exc) or _by_type(exc) or _by_programming_error(exc)
 
 
 def classify(exc: BaseException) -> Verdict:
@@ -468,12 +532,29 @@ def classify(exc: BaseException) -> Verdict:
 
 
 def as_recorded(exc: BaseException, verdict: Verdict) -> BaseException:
-    """The error to record for `exc`: a `DeploymentError` naming the fix when there is one.
+    """The error to record for `exc`: a `DeploymentError` naming the fix when there is one,
+    a programming error of the user's code naming the function, file and line it came from.
 
-    The database's error stays its cause, so the recorded traceback still shows it.
+    The original stays its cause, so the recorded traceback still shows it.
     """
-    if verdict.remedy is None or isinstance(exc, DeploymentError):
+    if verdict.raised_in is not None and not isinstance(exc, JobsPlatformError):
+        recorded = _of_the_same_type(exc, f"{verdict.raised_in}: {exc}")
+    elif verdict.remedy is not None and not isinstance(exc, DeploymentError):
+        recorded = DeploymentError(verdict.remedy)
+    else:
         return exc
-    recorded = DeploymentError(verdict.remedy)
     recorded.__cause__ = exc
     return recorded
+
+
+def _of_the_same_type(exc: BaseException, message: str) -> BaseException:
+    """An error of `exc`'s type (or the nearest base that takes a message) saying `message`.
+
+    The recorded type stays the one raised (`error_type` in the history).
+    """
+    for error_type in type(exc).__mro__:
+        try:
+            return error_type(message)
+        except Exception:
+            continue  # a constructor that wants more than a message
+    return Exception(message)

@@ -98,25 +98,14 @@ def _not_found(name: str, reason: object) -> LookupError:
 
 
 def location_backfills(definitions: dg.Definitions) -> list[BackfillSpec]:
-    """The backfills of a loaded code location (its `backfill_asset` assets), in its order.
+    """The backfills a loaded code location serves (its `backfill_asset` assets), in order.
 
-    The process's registry holds every backfill declared by the modules imported so far,
-    which may be more than the location serves (a location importing another's module);
-    only the location's own assets count.
+    Found on the location's own asset definitions: a module it imports that declares
+    other backfills adds nothing unless the location's `Definitions` hold them.
     """
-    from jobs_platform.orchestration.registry import backfill_specs
-    from jobs_platform.orchestration.tags import BACKFILL_TAG
+    from jobs_platform.orchestration.specs import backfill_specs
 
-    declared = backfill_specs()
-    names = [
-        spec.key.to_user_string()
-        for spec in definitions.resolve_all_asset_specs()
-        if spec.tags.get(BACKFILL_TAG) == "true"
-    ]
-    unknown = [name for name in names if name not in declared]
-    if unknown:
-        raise LookupError(f"backfill assets {unknown} were not declared by backfill_asset")
-    return [declared[name] for name in names]
+    return list(backfill_specs(definitions.assets or ()).values())
 
 
 def dagster_instance() -> dg.DagsterInstance:

@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import sqlalchemy as sa
 
+from jobs_platform.engine.spec import BackfillSpec
 from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
@@ -70,15 +71,26 @@ def upgraded_warehouse(url: str) -> sa.Engine:
 def prepare_warehouse(url: str) -> sa.Engine:
     """A fresh warehouse as a deploy leaves it: upgraded, with the backfills' tables.
 
-    The target tables are those of every backfill declared so far (the examples' and the
+    The target tables are those of every backfill loaded so far (the examples' and the
     tests' own), created as a user's deploy step would (`create_user_tables`).
     """
-    import jobs_platform.definitions  # noqa: F401 - declares the examples' backfills
-    from jobs_platform.orchestration.registry import backfill_specs
-
     engine = upgraded_warehouse(url)
-    create_user_tables(engine, *(spec.table for spec in backfill_specs().values()))
+    create_user_tables(engine, *(spec.table for spec in loaded_backfills().values()))
     return engine
+
+
+def loaded_backfills() -> dict[str, BackfillSpec]:
+    """Every backfill a module of the package or of the suite loaded so far holds at its
+    top level, by asset key: the examples' and the tests' own."""
+    import jobs_platform.definitions  # noqa: F401 - the examples' backfills
+    from jobs_platform.orchestration.specs import backfill_specs
+
+    modules = [
+        module
+        for name, module in list(sys.modules.items())
+        if name.split(".")[0] in ("jobs_platform", "jobs_platform_tests") and module is not None
+    ]
+    return backfill_specs(value for module in modules for value in list(vars(module).values()))
 
 
 def enter_environment(env: dict[str, str], monkeypatch, folder: Path) -> dict[str, str]:
@@ -308,6 +320,7 @@ def materialize_into(
     database_url: str, assets, partition: str, *, chunk_rows: int | None = None
 ) -> dg.ExecuteInProcessResult:
     """A clean in-process run against another warehouse, on a throwaway Dagster instance."""
+    from jobs_platform.definitions import defs
     from jobs_platform.orchestration.resources import JobsPlatformResource
 
     run_config = {}
@@ -318,7 +331,10 @@ def materialize_into(
             assets,
             partition_key=partition,
             instance=instance,
-            resources={"jobs_platform": JobsPlatformResource(database_url=database_url)},
+            resources={
+                **defs.resources,
+                "jobs_platform": JobsPlatformResource(database_url=database_url),
+            },
             run_config=run_config,
             raise_on_error=True,
         )

@@ -21,6 +21,7 @@ from jobs_platform_tests.support import (
     platform_environment,
     record_requested_run,
     run_cli,
+    stored_materialization_metadata,
     table_snapshot,
     upgraded_warehouse,
 )
@@ -128,6 +129,19 @@ def write_acme_events(env, lines: list[str]) -> None:
     path.write_text("\n".join(["source,event_id,amount_cents", *lines]) + "\n")
 
 
+def dead_letter_partition_in(env, module: str, entry_id: int) -> dict:
+    """The metadata of the entry's `dead_letter` partition, materialized in `module`."""
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        instance.add_dynamic_partitions("dead_letter_entries", [str(entry_id)])
+    finished = run_cli(
+        [DAGSTER, "asset", "materialize", "-m", module, "--select", "dead_letter",
+         "--partition", str(entry_id)],
+        env,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    return stored_materialization_metadata(env, "dead_letter", str(entry_id))
+
+
 def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_partition(
     pg_url, tmp_path
 ):
@@ -144,6 +158,7 @@ def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_pa
 
     (listed,) = json.loads(cli(env, "list", "-m", ACME, "--json").stdout)
     shown = json.loads(cli(env, "show", "-m", ACME, "acme_events", ACME_DAY, "--json").stdout)
+    entry_in_the_ui = dead_letter_partition_in(env, ACME, shown["id"])
     write_acme_events(env, ["web,1,100", "web,2,200", "app,1,5"])  # the input is fixed
     requeued = cli(env, "requeue", "-m", ACME, "acme_events", ACME_DAY)
 
@@ -163,7 +178,15 @@ def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_pa
     ]
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         [run] = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: requeue_run_key(shown["id"])}))
+        [failed] = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+        [failure] = instance.all_logs(failed.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
     assert run.status == dg.DagsterRunStatus.SUCCESS
+    # The failed step and the dead_letter partition suggest the requeue in the location
+    # their runs were launched from.
+    suggested = f"jobs-platform dead-letter requeue -m {ACME} acme_events {ACME_DAY}"
+    step = failure.dagster_event.step_failure_data.user_failure_data.metadata["requeue"]
+    assert step.value == suggested
+    assert entry_in_the_ui["requeue"] == suggested
 
 
 def test_requeue_in_a_location_without_the_asset_releases_nothing(pg_url, tmp_path):
@@ -178,3 +201,75 @@ def test_requeue_in_a_location_without_the_asset_releases_nothing(pg_url, tmp_pa
     assert "code location jobs_platform.definitions has no backfill 'acme_events'" in line
     (entry,) = json.loads(cli(env, "list", "--json").stdout)
     assert (entry["asset"], entry["status"]) == ("acme_events", "quarantined")
+
+
+def show(*args: str) -> tuple[int, str, str]:
+    """`jobs-platform dead-letter show ARGS…` through the CLI's main, in this process."""
+    import contextlib
+    import io
+
+    from jobs_platform.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["dead-letter", "show", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_show_gives_the_attempts_of_a_partition_retried_then_done(pg_platform_env, monkeypatch):
+    seed_orders(pg_platform_env["JOBS_PLATFORM_LANDING"], DAY, DAY, orders_per_day=5)
+    monkeypatch.setenv("JOBS_PLATFORM_FAILPOINTS", "read@orders=transient*1")
+    assert materialize([orders], PARTITION).success
+
+    code, out, _ = show("orders", PARTITION, "--json")
+
+    assert code == 0
+    shown = json.loads(out)
+    assert (shown["asset"], shown["partition"]) == ("orders", PARTITION)
+    assert (shown["status"], shown["quarantined"]) == ("done", False)
+    assert [set(attempt) >= HISTORY_FIELDS for attempt in shown["history"]] == [True, True]
+    assert [(a["attempt"], a["error_class"]) for a in shown["history"]] == [
+        (1, "retryable"),
+        (2, "succeeded"),
+    ]
+    code, out, _ = show("orders", PARTITION)
+    assert code == 0
+    assert out.splitlines()[0] == f"orders/{PARTITION}: done, not quarantined (2 attempts)"
+    assert "retryable" in out and "succeeded" in out
+
+
+def test_show_of_a_partition_with_no_attempt_is_a_clear_error(pg_platform_env):
+    code, out, err = show("orders", PARTITION)
+
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: orders/{PARTITION} has no attempt and no quarantine entry: it has never run "
+        "(check the asset's name and the partition key)\n"
+    )
+
+
+def test_show_of_an_entry_says_it_is_quarantined(pg_platform_env):
+    with engine_from(pg_platform_env).begin() as connection:
+        a_quarantine_entry(connection, asset="orders", partition=PARTITION)
+
+    code, out, _ = show("orders", PARTITION, "--json")
+
+    assert code == 0
+    assert (json.loads(out)["status"], json.loads(out)["quarantined"]) == ("quarantined", True)
+
+
+MULTI_KEY = "2024-03-03|apac"
+
+
+def test_show_suggests_a_quoted_requeue_naming_the_code_location(pg_platform_env):
+    import shlex
+
+    with engine_from(pg_platform_env).begin() as connection:
+        a_quarantine_entry(connection, asset="events", partition=MULTI_KEY)
+
+    code, out, _ = show("-m", ACME, "events", MULTI_KEY)
+
+    assert code == 0
+    suggested = out.strip().splitlines()[-1].removeprefix("requeue with: ")
+    assert suggested == f"jobs-platform dead-letter requeue -m {ACME} events '{MULTI_KEY}'"
+    assert shlex.split(suggested)[-2:] == ["events", MULTI_KEY]

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import pickle
 import socket
 import sqlite3
 import threading
 import time
+import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 import httpx
+import pandas as pd
 import psycopg
+import psycopg.sql
 import pydantic
 import pytest
 import sqlalchemy as sa
@@ -36,6 +40,7 @@ from jobs_platform.errors import (
     classify,
     parse_retry_after,
 )
+from jobs_platform.store.copy_text import copy_text
 
 RETRYABLE = Classification.RETRYABLE
 TERMINAL = Classification.TERMINAL
@@ -627,6 +632,185 @@ def test_missing_input_file_is_terminal(tmp_path):
         (tmp_path / "missing.jsonl").read_text()
 
     assert classify(caught.value).classification is TERMINAL
+
+
+# A programming error: terminal when the user's code made it, recorded naming where
+
+
+def _raised(function: Callable[[], object]) -> BaseException:
+    try:
+        function()
+    except BaseException as error:  # what a reader raises, as the runner catches it
+        return error
+    raise AssertionError(f"{function.__name__} raised nothing")
+
+
+def _adds_a_number_to_text() -> object:
+    total = 1
+    return total + "1"
+
+
+def _reads_an_undefined_name() -> object:
+    return undefined_name  # noqa: F821
+
+
+def _reads_a_local_before_assigning_it() -> object:
+    if False:
+        late = 1
+    return late
+
+
+def _reads_an_attribute_of_none() -> object:
+    row = None
+    return row.amount
+
+
+def _imports_a_missing_module() -> object:
+    import jobs_platform_no_such_module  # noqa: F401
+
+    return None
+
+
+def _imports_a_missing_name() -> object:
+    from json import no_such_name  # noqa: F401
+
+    return None
+
+
+def _compiles_broken_code() -> object:
+    return compile("amount =", "<generated>", "exec")
+
+
+def _is_not_written_yet() -> object:
+    raise NotImplementedError("read the new source")
+
+
+@pytest.mark.parametrize(
+    ("function", "error_type"),
+    [
+        (_adds_a_number_to_text, TypeError),
+        (_reads_an_undefined_name, NameError),
+        (_reads_a_local_before_assigning_it, UnboundLocalError),
+        (_reads_an_attribute_of_none, AttributeError),
+        (_imports_a_missing_module, ModuleNotFoundError),
+        (_imports_a_missing_name, ImportError),
+        (_compiles_broken_code, SyntaxError),
+        (_is_not_written_yet, NotImplementedError),
+    ],
+)
+def test_a_programming_error_raised_by_user_code_is_terminal(function, error_type):
+    error = _raised(function)
+
+    assert type(error) is error_type
+    verdict = classify(error)
+    assert verdict.classification is TERMINAL
+    assert verdict.reason == f"programming error in user code ({error_type.__name__})"
+
+
+def _line_of(function: Callable[..., object], text: str) -> int:
+    """The line of `function`'s source holding `text`."""
+    lines, first = inspect.getsourcelines(function)
+    return first + next(n for n, line in enumerate(lines) if text in line)
+
+
+def test_a_programming_error_is_recorded_naming_its_function_file_and_line():
+    error = _raised(_adds_a_number_to_text)
+
+    recorded = as_recorded(error, classify(error))
+
+    line = _line_of(_adds_a_number_to_text, 'total + "1"')
+    assert type(recorded) is TypeError
+    assert str(recorded) == (f"TypeError in _adds_a_number_to_text() at {__file__}:{line}: {error}")
+    assert recorded.__cause__ is error  # the recorded traceback still shows the original
+    assert classify(recorded).classification is TERMINAL
+
+
+def test_a_method_is_named_with_its_class():
+    class Reader:
+        def read(self) -> object:
+            return None.amount
+
+    error = _raised(Reader().read)
+
+    assert "AttributeError in test_a_method_is_named_with_its_class.<locals>.Reader.read() at " in (
+        str(as_recorded(error, classify(error)))
+    )
+
+
+def _parses_nothing() -> object:
+    return json.loads(None)
+
+
+def _builds_sql_from_a_number() -> object:
+    return sa.text(5)
+
+
+def _quotes_a_number_as_an_identifier() -> object:
+    return psycopg.sql.Identifier(5)
+
+
+@pytest.mark.parametrize(
+    ("function", "text"),
+    [
+        (_parses_nothing, "json.loads(None)"),  # raised in the standard library
+        (_builds_sql_from_a_number, "sa.text(5)"),  # raised in SQLAlchemy
+        (_quotes_a_number_as_an_identifier, "Identifier(5)"),  # raised in psycopg
+    ],
+)
+def test_a_programming_error_a_library_raised_for_user_code_names_the_users_function(
+    function, text
+):
+    error = _raised(function)
+
+    assert classify(error).classification is TERMINAL
+    recorded = str(as_recorded(error, classify(error)))
+    assert f" in {function.__name__}() at {__file__}:{_line_of(function, text)}: " in recorded
+
+
+def test_a_programming_error_raised_inside_the_framework_is_not_the_users():
+    # The framework's own bug: `parse_retry_after` given a number fails in jobs_platform.
+    error = _raised(lambda: parse_retry_after(5))
+
+    assert type(error) is AttributeError
+    assert classify(error) == Verdict(Classification.UNKNOWN, None, "unclassified AttributeError")
+    assert as_recorded(error, classify(error)) is error
+
+
+def test_a_programming_error_a_library_raised_for_the_framework_is_not_the_users():
+    # The writer hands SQLAlchemy what it has; SQLAlchemy fails: the framework called it.
+    error = _raised(lambda: copy_text(pd.DataFrame({"amount": [1]}), [sa.Integer()], None))
+
+    assert type(error) is AttributeError
+    assert "sqlalchemy" in traceback.extract_tb(error.__traceback__)[-1].filename
+    assert classify(error).classification is Classification.UNKNOWN
+
+
+def test_a_programming_error_never_raised_has_no_author_and_stays_unknown():
+    assert classify(TypeError("built, not raised")).classification is Classification.UNKNOWN
+
+
+def test_a_programming_error_wrapped_by_user_code_is_terminal_through_its_cause():
+    def wrapped() -> object:
+        try:
+            return _adds_a_number_to_text()
+        except TypeError as error:
+            raise RuntimeError("could not total the day") from error
+
+    verdict = classify(_raised(wrapped))
+
+    assert verdict.classification is TERMINAL
+    assert verdict.reason.endswith("the cause of RuntimeError")
+
+
+@pytest.mark.parametrize(
+    "function",
+    [lambda: {}["amount"], lambda: [][0]],
+    ids=["KeyError", "IndexError"],
+)
+def test_a_missing_key_or_index_stays_unknown(function):
+    # Often the shape of a transient answer (an API's error payload lacks the expected
+    # key): retried within the budget, not quarantined at once.
+    assert classify(_raised(function)).classification is Classification.UNKNOWN
 
 
 def test_plain_value_error_is_unknown():

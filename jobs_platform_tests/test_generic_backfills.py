@@ -17,7 +17,6 @@ from jobs_platform.definitions import defs
 from jobs_platform.engine.spec import BackfillSpec
 from jobs_platform.examples.customers.assets import seed_example_customers
 from jobs_platform.examples.orders.assets import seed_example_orders
-from jobs_platform.orchestration.registry import backfill_specs
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.settings import Settings
 from jobs_platform_tests.support import (
@@ -25,6 +24,7 @@ from jobs_platform_tests.support import (
     dagster_asset_materialize,
     declared_rows,
     engine_from,
+    loaded_backfills,
     materialize,
     row_versions,
     sibling_database,
@@ -44,7 +44,8 @@ def test_the_code_location_declares_backfills():
     assert BACKFILL_ASSETS, "no asset of jobs_platform.definitions is tagged as a backfill"
 
 
-SEEDERS: dict[str, Callable[[Settings], list[str]]] = {
+# Each takes the landing root (the examples' `landing` resource reads it) and seeds it.
+SEEDERS: dict[str, Callable[[str], list[str]]] = {
     "orders": seed_example_orders,
     "daily_revenue": seed_example_orders,
     "customer_order_history": seed_example_customers,
@@ -52,7 +53,7 @@ SEEDERS: dict[str, Callable[[Settings], list[str]]] = {
 
 
 def _spec(asset: str) -> BackfillSpec:
-    spec = backfill_specs().get(asset)
+    spec = loaded_backfills().get(asset)
     if spec is None:
         pytest.fail(f"asset {asset!r} is tagged {BACKFILL_TAG} but has no registered spec")
     if asset not in SEEDERS:
@@ -80,7 +81,7 @@ def _lineage(asset: str) -> list[str]:
 
 
 def _seed(env: dict[str, str], spec: BackfillSpec) -> list[str]:
-    partitions = SEEDERS[spec.asset](Settings.from_env(env))
+    partitions = SEEDERS[spec.asset](Settings.from_env(env).landing_root)
     assert partitions, f"the seeder of {spec.asset!r} returned no partitions"
     return partitions
 

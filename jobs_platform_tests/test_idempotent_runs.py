@@ -8,9 +8,9 @@ from dataclasses import replace
 from jobs_platform.engine.runner import Attempter, PartitionRunner
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.orchestration.registry import backfill_specs
 from jobs_platform_tests.support import (
     engine_from,
+    loaded_backfills,
     materialize,
     metadata_of,
     row_versions,
@@ -67,7 +67,7 @@ def test_unchanged_input_of_a_done_partition_finishes_without_rewriting(platform
 def test_a_new_reader_version_recomputes_a_done_partition(platform_env):
     seed_orders(platform_env["JOBS_PLATFORM_LANDING"], DAY, DAY, orders_per_day=120)
     assert materialize([orders], DAY.isoformat(), chunk_rows=50).success
-    spec = backfill_specs()["orders"]
+    spec = loaded_backfills()["orders"]
     runner = PartitionRunner(replace(spec, version="2"), settings_from(platform_env))
     report = runner.attempt(DAY.isoformat(), Attempter(run_id="v2"), chunk_rows=50)
 

@@ -4,6 +4,8 @@ bundled examples — a code location like any user's — import nothing else of 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 
 import dagster as dg
 import pytest
@@ -18,6 +20,48 @@ ALLOWED_PREFIXES = ("jobs_platform.examples",)
 def test_every_public_name_resolves():
     for name in jobs_platform.__all__:
         assert getattr(jobs_platform, name) is not None, name
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """The names `jobs_platform/__init__.py` imports under `if TYPE_CHECKING:`, by home."""
+    tree = ast.parse((PACKAGE_ROOT / "__init__.py").read_text())
+    blocks = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    ]
+    return {
+        alias.name: node.module
+        for block in blocks
+        for node in block.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+
+
+def test_a_type_checker_sees_every_public_name_where_it_lives():
+    assert sorted(jobs_platform._HOMES) == sorted(jobs_platform.__all__)
+    assert _type_checking_imports() == jobs_platform._HOMES
+
+
+def test_the_public_names_and_the_dead_letter_list_import_neither_dagster_nor_pandas(
+    pg_platform_env,
+):
+    code = (
+        "import sys\n"
+        "import jobs_platform\n"
+        "from jobs_platform import (InputValidationError, RetryableError, TerminalError,\n"
+        "    UtcDateTime, create_user_tables, request_backfill)\n"
+        "from jobs_platform.cli.main import main\n"
+        "assert main(['dead-letter', 'list']) == 0\n"
+        "print(sorted({'dagster', 'pandas'} & set(sys.modules)))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines()[-1] == "[]", completed.stdout
 
 
 def test_an_unknown_name_is_an_attribute_error():

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.examples.orders.assets import daily_partitions, orders_of_day
 from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
+from jobs_platform.examples.orders.resources import LandingZone
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import orders_table
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
@@ -28,9 +29,9 @@ ranged_orders_table = orders_table.to_metadata(ranged_metadata, name="ranged_ord
     partition_scope=orders_of_day,
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
-def ranged_orders(source: PartitionInput):
+def ranged_orders(source: PartitionInput, landing: LandingZone):
     """Orders of a day, backfilled many days per run (a test-only asset)."""
-    path = landing_file(source.settings.landing_root, source.partition_key)
+    path = landing_file(landing.resolved_root(), source.partition_key)
     yield from read_order_chunks(path, source.partition_key, source.chunk_rows)
 
 

@@ -23,6 +23,7 @@ from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.errors import RetryableError
 from jobs_platform.examples.orders.assets import daily_partitions, orders_of_day
 from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
+from jobs_platform.examples.orders.resources import LandingZone
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
@@ -52,11 +53,11 @@ FAULTS: dict[str, list[BaseException]] = defaultdict(list)
     partition_scope=orders_of_day,
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
-def retried_orders(source: PartitionInput):
+def retried_orders(source: PartitionInput, landing: LandingZone):
     """Orders of a day, with faults the test injects per partition (a test-only asset)."""
     if FAULTS[source.partition_key]:
         raise FAULTS[source.partition_key].pop(0)
-    path = landing_file(source.settings.landing_root, source.partition_key)
+    path = landing_file(landing.resolved_root(), source.partition_key)
     yield from read_order_chunks(path, source.partition_key, source.chunk_rows)
 
 

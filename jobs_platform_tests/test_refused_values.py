@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
+from jobs_platform.examples.orders.resources import LandingZone
 from jobs_platform.store.quarantine import active_entry
 from jobs_platform_tests.support import attempts_of, engine_from, materialize
 
@@ -42,9 +43,9 @@ def readings_file(landing_root: str, day: str) -> Path:
     partitions_def=dg.StaticPartitionsDefinition([DAY]),
     partition_scope=lambda table, day: table.c.day == day,
 )
-def readings(source: PartitionInput):
+def readings(source: PartitionInput, landing: LandingZone):
     """A day's meter readings from a CSV file (a test-only backfill, as in the README)."""
-    path = readings_file(source.settings.landing_root, source.partition_key)
+    path = readings_file(landing.resolved_root(), source.partition_key)
     for chunk in pd.read_csv(path, chunksize=source.chunk_rows):
         chunk["day"] = source.partition_key
         # Index the frame by the input's line numbers (line 1 is the header), so that an

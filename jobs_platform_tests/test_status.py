@@ -82,3 +82,56 @@ def test_status_with_a_module_reports_that_locations_backfills(pg_url, tmp_path)
     report = json.loads(finished.stdout)
     assert list(report["assets"]) == ["acme_events"]
     assert report["assets"]["acme_events"]["done"] == 0
+
+
+def status(*args: str) -> tuple[int, str, str]:
+    """`jobs-platform status ARGS…` through the CLI's main, in this process."""
+    import contextlib
+    import io
+
+    from jobs_platform.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["status", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_status_over_a_window_counts_only_the_days_asked_about(pg_platform_env):
+    seed_orders(pg_platform_env["JOBS_PLATFORM_LANDING"], FIRST, POISON, poison_days=[POISON])
+    for day in (FIRST, FIRST + dt.timedelta(days=1), POISON):
+        materialize([orders, daily_revenue], day.isoformat())
+    first, last = (FIRST - dt.timedelta(days=1)).isoformat(), (POISON + dt.timedelta(days=1))
+    before = FIRST - dt.timedelta(days=5)
+    materialize([orders], before.isoformat())  # outside the window: not counted
+
+    code, out, err = status("--from", first, "--to", last.isoformat(), "--json")
+
+    assert code == 0, err
+    report = json.loads(out)
+    counts = ("done", "failed", "quarantined", "missing", "in_flight")
+    # Five days: the day before, three run (one poisoned), the day after.
+    assert [report["assets"]["orders"][name] for name in counts] == [2, 0, 1, 2, 0]
+    assert [report["assets"]["daily_revenue"][name] for name in counts] == [2, 0, 0, 3, 0]
+    assert report["window"] == {
+        "from": first,
+        "to": last.isoformat(),
+        "start": f"{first}T00:00:00+00:00",
+        "end": f"{(last + dt.timedelta(days=1)).isoformat()}T00:00:00+00:00",
+    }
+    assert report["not_windowed"] == ["customer_order_history"]
+    code, out, _ = status("--from", first, "--to", last.isoformat())
+    assert code == 0
+    assert out.startswith(f"window: partitions starting from {first}T00:00:00+00:00 until")
+    assert "not time-partitioned, left out: customer_order_history" in out
+
+
+def test_status_with_a_bad_window_key_says_what_keys_look_like(pg_platform_env):
+    code, out, err = status("--from", "2024-06-31")
+
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: --from '2024-06-31' is not a partition key (or not one yet) of a "
+        "time-partitioned backfill of this code location; their first keys: "
+        "2024-01-01 (daily_revenue, orders)\n"
+    )

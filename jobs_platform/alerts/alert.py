@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.quarantine import UnknownEntry, entries_by_id
+from jobs_platform.suggested_commands import requeue_command
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,13 @@ class QuarantineAlert:
     first_failed_at: dt.datetime | None
     last_failed_at: dt.datetime | None
     history: tuple[AttemptRecord, ...]
+    location: str | None = None
+    """The code location that alerts (its module, as `-m` names it), for the requeue command."""
 
     @classmethod
-    def from_rows(cls, entry: sa.Row, history: Iterable[sa.Row]) -> QuarantineAlert:
+    def from_rows(
+        cls, entry: sa.Row, history: Iterable[sa.Row], location: str | None = None
+    ) -> QuarantineAlert:
         """Build the alert from a `jp_quarantine` row and the partition's `jp_attempts` rows."""
         return cls(
             entry_id=entry.id,
@@ -73,11 +78,12 @@ class QuarantineAlert:
             history=tuple(
                 AttemptRecord.from_row(row) for row in history if row.episode <= entry.episode
             ),
+            location=location,
         )
 
     @property
     def requeue_command(self) -> str:
-        return f"jobs-platform dead-letter requeue {self.asset} {self.partition}"
+        return requeue_command(self.asset, self.partition, self.location)
 
     @property
     def idempotency_key(self) -> str:
@@ -105,21 +111,30 @@ class QuarantineAlert:
         )
 
 
-def load_alerts(connection: sa.Connection, entry_ids: Sequence[int]) -> list[QuarantineAlert]:
+def load_alerts(
+    connection: sa.Connection, entry_ids: Sequence[int], location: str | None = None
+) -> list[QuarantineAlert]:
     """The alerts of the given entries, oldest entry first (one query per entry's history)."""
-    return [alert_for_entry(connection, entry) for entry in entries_by_id(connection, entry_ids)]
+    return [
+        alert_for_entry(connection, entry, location)
+        for entry in entries_by_id(connection, entry_ids)
+    ]
 
 
-def load_alert(connection: sa.Connection, entry_id: int) -> QuarantineAlert:
-    alerts = load_alerts(connection, [entry_id])
+def load_alert(
+    connection: sa.Connection, entry_id: int, location: str | None = None
+) -> QuarantineAlert:
+    alerts = load_alerts(connection, [entry_id], location)
     if not alerts:
         raise UnknownEntry(f"there is no quarantine entry {entry_id}")
     return alerts[0]
 
 
-def alert_for_entry(connection: sa.Connection, entry: sa.Row) -> QuarantineAlert:
+def alert_for_entry(
+    connection: sa.Connection, entry: sa.Row, location: str | None = None
+) -> QuarantineAlert:
     history = attempt_history(connection, entry.asset, entry.partition)
-    return QuarantineAlert.from_rows(entry, history)
+    return QuarantineAlert.from_rows(entry, history, location)
 
 
 def _json_ready(values: dict) -> dict:

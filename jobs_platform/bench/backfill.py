@@ -286,6 +286,7 @@ class _DagsterBackfill:
         import dagster as dg
 
         from jobs_platform.examples.orders.assets import orders
+        from jobs_platform.examples.orders.resources import LANDING_RESOURCE_KEY, LandingZone
         from jobs_platform.orchestration.resources import JobsPlatformResource
 
         dagster_home.mkdir(parents=True)
@@ -297,7 +298,10 @@ class _DagsterBackfill:
         self._dg = dg
         self._asset = orders
         self._instance = dg.DagsterInstance.from_config(str(dagster_home))
-        self._resources = {"jobs_platform": JobsPlatformResource(database_url=url, landing=landing)}
+        self._resources = {
+            "jobs_platform": JobsPlatformResource(database_url=url),
+            LANDING_RESOURCE_KEY: LandingZone(root=landing),
+        }
         self._run_config = {
             "ops": {"orders": {"config": {"chunk_rows": chunk_rows}}},
             # The event log keeps every event; the terminal would only scroll.

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from jobs_platform.location import add_module_option
+from jobs_platform.suggested_commands import suggested_command
 
 if TYPE_CHECKING:
     from jobs_platform.engine.spec import BackfillSpec
@@ -113,8 +114,6 @@ def run_current(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from jobs_platform.location import named_module
-
     read = _read_warehouse(args.module)
     if isinstance(read, int):
         return read
@@ -125,9 +124,9 @@ def run_check(args: argparse.Namespace) -> int:
             f"{_missing_note(missing, backfills, module)}"
         )
         return 0
-    # The remedy names the location when one was named: without -m, `db upgrade` would
-    # create the bundled example's tables instead.
-    upgrade = "jobs-platform db upgrade" + (f" -m {module}" if named_module(args.module) else "")
+    # The remedy names the location: without -m, `db upgrade` creates the tables of
+    # $JOBS_PLATFORM_MODULE or of the bundled example, wherever the command is pasted.
+    upgrade = suggested_command("db", "upgrade", "-m", module)
     if not state.at_head:
         print(state.not_ready_message(upgrade))
     for table in missing:

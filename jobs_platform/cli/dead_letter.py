@@ -15,10 +15,12 @@ import sqlalchemy as sa
 from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.cli.warehouse import open_warehouse
 from jobs_platform.dead_letter_view import entry_summary, plain
-from jobs_platform.location import add_module_option, named_module, require_module
+from jobs_platform.location import add_module_option, require_module
 from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
+from jobs_platform.store.partitions import partition_status
+from jobs_platform.suggested_commands import requeue_command, suggested_command
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -33,7 +35,9 @@ def register(commands) -> None:
     add_module_option(listing)
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=run_list)
-    show = actions.add_parser("show", help="one entry with its whole failure history")
+    show = actions.add_parser(
+        "show", help="a partition's entry, if quarantined, and its whole attempt history"
+    )
     add_module_option(show)
     show.add_argument("asset")
     show.add_argument("partition")
@@ -63,9 +67,9 @@ def run_list(args: argparse.Namespace) -> int:
     # each entry names its asset: every entry is listed, whatever the location. Narrowing
     # it to a location's backfills would import Dagster and the location (seconds, for a
     # command that answers in a fraction of one) and could hide an entry of an asset no
-    # location serves any more. A named location is only checked to exist, without
-    # running it, and carried into the commands the listing suggests.
-    module = named_module(args.module) and require_module(args.module)
+    # location serves any more. The location is only checked to exist, without running
+    # it, and named in the commands the listing suggests.
+    module = require_module(args.module)
     with open_warehouse().connect() as connection:
         entries = [entry_summary(row) for row in quarantine_store.list_entries(connection)]
     if args.json:
@@ -80,42 +84,57 @@ def run_list(args: argparse.Namespace) -> int:
             f"{entry['attempts']} attempt(s), last at {entry['last_failed_at']}\n"
             f"    {_one_line(entry['last_error'])}"
         )
-    print(
-        f"\n{len(entries)} quarantined. Details: jobs-platform dead-letter show"
-        f"{_module_option(module)} ASSET PARTITION"
-    )
+    details = suggested_command("dead-letter", "show", "-m", module, "ASSET", "PARTITION")
+    print(f"\n{len(entries)} quarantined. Details: {details}")
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    # An entry is read by its asset's name, whatever the location; a named location is
-    # only checked to exist (without importing Dagster) and carried into the requeue hint.
-    module = named_module(args.module) and require_module(args.module)
+    # A partition is read by its asset's name, whatever the location; the location is
+    # only checked to exist (without importing Dagster) and named in the requeue hint.
+    module = require_module(args.module)
+    asset, partition = args.asset, args.partition
     with open_warehouse().connect() as connection:
-        row = quarantine_store.latest_entry(connection, args.asset, args.partition)
-        entry = {"id": row.id, "episode": row.episode, **entry_summary(row)}
-        entry["history"] = history_rows(connection, args.asset, args.partition)
+        history = history_rows(connection, asset, partition)
+        try:
+            row = quarantine_store.latest_entry(connection, asset, partition)
+        except quarantine_store.UnknownEntry:
+            row = None
+        # A partition with no entry: its own status, or `missing` while no attempt ended.
+        status = None if row is not None else partition_status(connection, asset, partition)
+    if row is None and not history:
+        raise LookupError(
+            f"{asset}/{partition} has no attempt and no quarantine entry: it has never run "
+            "(check the asset's name and the partition key)"
+        )
+    if row is None:
+        shown = {"asset": asset, "partition": partition, "status": status or "missing"}
+    else:
+        shown = {"id": row.id, "episode": row.episode, **entry_summary(row)}
+    shown["quarantined"] = shown["status"] == quarantine_store.QuarantineStatus.QUARANTINED
+    shown["history"] = history
     if args.json:
-        print(json.dumps(entry, indent=2))
+        print(json.dumps(shown, indent=2))
         return 0
-    print(
-        f"{entry['asset']}/{entry['partition']}: {entry['status']} (entry {entry['id']}, "
-        f"episode {entry['episode']}, {entry['attempts']} attempt(s))"
-    )
-    print(f"first failed {entry['first_failed_at']}, last failed {entry['last_failed_at']}")
-    print(f"last error ({entry['error_class']}): {_one_line(entry['last_error'])}\n")
-    for attempt in entry["history"]:
+    if row is None:
+        attempts = f"{len(history)} attempt{'s' if len(history) != 1 else ''}"
+        print(f"{asset}/{partition}: {shown['status']}, not quarantined ({attempts})\n")
+    else:
+        print(
+            f"{asset}/{partition}: {shown['status']} (entry {shown['id']}, "
+            f"episode {shown['episode']}, {shown['attempts']} attempt(s))"
+        )
+        print(f"first failed {shown['first_failed_at']}, last failed {shown['last_failed_at']}")
+        print(f"last error ({shown['error_class']}): {_one_line(shown['last_error'])}\n")
+    for attempt in history:
         print(
             f"  episode {attempt['episode']} attempt {attempt['attempt']}  {attempt['at']}  "
             f"{attempt['error_class']:<11} {attempt['error_type'] or ''}  run {attempt['run_id']}"
         )
         if attempt["message"]:
             print(f"      {_one_line(attempt['message'])}")
-    if entry["status"] == quarantine_store.QuarantineStatus.QUARANTINED:
-        print(
-            "\nrequeue with: jobs-platform dead-letter requeue"
-            f"{_module_option(module)} {args.asset} {args.partition}"
-        )
+    if shown["quarantined"]:
+        print(f"\nrequeue with: {requeue_command(asset, partition, module)}")
     return 0
 
 
@@ -183,45 +202,63 @@ def _definitions_serving(module: str | None, asset: str) -> dg.Definitions:
     return definitions
 
 
-def _module_option(module: str | None) -> str:
-    return f" -m {module}" if module else ""
-
-
 def launch_requeue_run(
     entry: sa.Row, definitions: dg.Definitions, module: str | None = None
 ) -> int:
-    """Run the entry's partition of its asset and the backfills it feeds, under its run key.
+    """Run the entry's partition of its asset and the backfills it feeds, under its run key;
+    once it succeeded, the partitions reading it through another partitioning (its day).
 
     `definitions` are those of the code location `module` (resolved as `-m` is), which the
     run loads as `dagster job execute -m` does. The run key `requeue-<entry id>` is what
     the requeue sensor looks for: with it, a run this command launched is never launched
-    again by the sensor, and one that never got created is.
+    again by the sensor, and one that never got created is (likewise the downstream runs'
+    keys, `downstream_run_key`).
     """
     import dagster as dg
 
-    from jobs_platform.location import code_location_module
-    from jobs_platform.orchestration.selections import with_downstream_backfills
-    from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG, requeue_run_key
+    from jobs_platform.orchestration.tags import downstream_run_key, requeue_run_key
+    from jobs_platform.orchestration.upstream import downstream_partitions
 
     graph = definitions.get_repository_def().asset_graph
-    keys = with_downstream_backfills(graph, dg.AssetKey.from_user_string(entry.asset))
-    selection = ",".join(key.to_user_string() for key in keys)
+    key = dg.AssetKey.from_user_string(entry.asset)
+    code = _execute_run(definitions, module, key, entry.partition, requeue_run_key(entry.id))
+    if code != 0:
+        return code
+    for child, partitions in downstream_partitions(graph, key, [entry.partition]).items():
+        for partition in partitions:
+            run_key = downstream_run_key(entry.id, child.to_user_string(), partition)
+            code = _execute_run(definitions, module, child, partition, run_key) or code
+    return code
+
+
+def _execute_run(
+    definitions: dg.Definitions, module: str | None, key: dg.AssetKey, partition: str, run_key: str
+) -> int:
+    """`dagster job execute` of `key`'s partition and the backfills it feeds, under `run_key`."""
+    from jobs_platform.location import code_location_module
+    from jobs_platform.orchestration.selections import with_downstream_backfills
+    from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG
+
+    graph = definitions.get_repository_def().asset_graph
+    keys = with_downstream_backfills(graph, key)
+    selection = ",".join(k.to_user_string() for k in keys)
     # The ops computing those assets: a chain of backfills is one op (`chain_backfills`).
-    ops = sorted({definitions.get_assets_def(key).op.name for key in keys})
-    tags = {PARTITION_TAG: entry.partition, RUN_KEY_TAG: requeue_run_key(entry.id)}
+    ops = sorted({definitions.get_assets_def(k).op.name for k in keys})
+    tags = {PARTITION_TAG: partition, RUN_KEY_TAG: run_key}
     job = definitions.resolve_implicit_global_asset_job_def().name
     command = [
         str(Path(sys.executable).with_name("dagster")), "job", "execute",
         "-m", code_location_module(module), "-j", job,
         "--op-selection", ",".join(ops), "--tags", json.dumps(tags),
     ]  # fmt: skip
-    print(f"launching {selection} for {entry.partition} (run key {tags[RUN_KEY_TAG]})")
+    where = f"{key.to_user_string()}/{partition}"
+    print(f"launching {selection} for {partition} (run key {run_key})")
     finished = subprocess.run(command, capture_output=True, text=True, check=False)
     if finished.returncode == 0:
-        print(f"{entry.asset}/{entry.partition} succeeded")
+        print(f"{where} succeeded")
     else:
         tail = "\n".join((finished.stdout + finished.stderr).strip().splitlines()[-15:])
-        print(f"{entry.asset}/{entry.partition} failed again:\n{tail}", file=sys.stderr)
+        print(f"{where} failed again:\n{tail}", file=sys.stderr)
     return finished.returncode
 
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from jobs_platform.location import add_module_option
 from jobs_platform.settings import Settings
+from jobs_platform.suggested_commands import show_command, suggested_command
 
 DEMO_START = dt.date(2024, 1, 1)
 DEMO_END = dt.date(2024, 1, 7)
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                 f"run {result.run_id[:8]}",
                 flush=True,
             )
-    _print_summary(settings, days)
+    _print_summary(settings, days, code_location_module(args.module))
     return 0
 
 
@@ -98,7 +99,7 @@ def _prepare_environment() -> None:
     os.environ["JOBS_PLATFORM_FAILPOINTS"] = f"read@orders/{DEMO_FLAKY}#1=transient*2"
 
 
-def _print_summary(settings: Settings, days: list[str]) -> None:
+def _print_summary(settings: Settings, days: list[str], module: str) -> None:
     from jobs_platform.store.db import warehouse_engine
     from jobs_platform.store.schema import attempts, partitions, quarantine
 
@@ -142,9 +143,9 @@ def _print_summary(settings: Settings, days: list[str]) -> None:
         )
     print(f"  warehouse:   {order_rows} rows in orders, {revenue_rows} rows in daily_revenue")
     print("\nwhere to look")
-    print("  jobs-platform dead-letter list")
+    print(f"  {suggested_command('dead-letter', 'list', '-m', module)}")
     if quarantined:
         first = quarantined[0]
-        print(f"  jobs-platform dead-letter show {first.asset} {first.partition}")
+        print(f"  {show_command(first.asset, first.partition, module)}")
     print(f"  DAGSTER_HOME={os.environ['DAGSTER_HOME']} dagster dev   (then open")
     print("  http://127.0.0.1:3000 > Catalog > orders > Partitions, and dead_letter)")

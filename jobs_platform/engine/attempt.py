@@ -22,7 +22,7 @@ from jobs_platform.engine.decisions import NextStep, RetryBudget
 from jobs_platform.engine.events import EventTrail
 from jobs_platform.engine.outcome import Record, settle, snooze
 from jobs_platform.engine.results import Attempter, FailedAttempt
-from jobs_platform.engine.spec import BackfillSpec
+from jobs_platform.engine.spec import BackfillSpec, UpstreamReads, reads_nothing
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as history
@@ -44,8 +44,10 @@ class UpstreamNotDone(JobsPlatformError):
 class Workplace:
     """What every attempt of one backfill shares: its spec, settings, warehouse and clock.
 
-    `upstream` names the backfills whose partition of the same key this one reads (the
-    orchestrator knows which are partitioned alike); each must be done before an attempt.
+    `upstream(partition)` names the (backfill, partition) pairs that partition reads: the
+    orchestrator knows them from its partition mappings (the same key for backfills
+    partitioned alike, the day's 24 hours for a daily one reading an hourly one, ...); each
+    must be done before an attempt.
     """
 
     spec: BackfillSpec
@@ -54,7 +56,7 @@ class Workplace:
     clock: LeaseClock
     rng: random.Random
     log: logging.Logger | logging.LoggerAdapter[logging.Logger]
-    upstream: tuple[str, ...] = ()
+    upstream: UpstreamReads = reads_nothing
 
     @property
     def budget(self) -> RetryBudget:
@@ -88,7 +90,7 @@ def begin_attempt(
     asset = place.spec.asset
     with place.engine.connect() as connection:
         entry = quarantine_store.active_entry(connection, asset, partition)
-        waiting_on = unfinished(connection, [(name, partition) for name in place.upstream])
+        waiting_on = unfinished(connection, list(place.upstream(partition)))
     if entry is not None:
         return FailedAttempt.refused(asset, partition, _quarantined(asset, partition, entry), entry)
     if waiting_on:
@@ -177,16 +179,23 @@ def blocked_by(asset: str, partition: str, waiting_on: dict[tuple[str, str], str
 def _quarantined(asset: str, partition: str, entry: TableRow) -> TerminalError:
     return TerminalError(
         f"{asset}/{partition} is quarantined (entry {entry.id}, {entry.attempts} attempts, "
-        f"last error: {entry.last_error}); requeue it with: "
-        f"jobs-platform dead-letter requeue {asset} {partition}"
+        f"last error: {entry.last_error}); it runs again once requeued"
     )
 
 
 def _upstream_not_done(
     asset: str, partition: str, waiting_on: dict[tuple[str, str], str]
 ) -> UpstreamNotDone:
-    upstream = ", ".join(f"{name}/{key} ({status})" for (name, key), status in waiting_on.items())
+    # A day reading 24 hours names the first few, and how many more: the message goes into
+    # logs and the UI, where a month of hourly keys would bury it.
+    named = [f"{name}/{key} ({status})" for (name, key), status in waiting_on.items()]
+    shown = ", ".join(named[:_NAMED_UPSTREAM])
+    if len(named) > _NAMED_UPSTREAM:
+        shown += f" and {len(named) - _NAMED_UPSTREAM} more"
     return UpstreamNotDone(
-        f"{asset}/{partition} not attempted: it reads {upstream}, which is not done; it "
-        "runs with its upstream (a requeue of an upstream partition relaunches it too)"
+        f"{asset}/{partition} not attempted: it reads {shown}, not done; it runs again "
+        "with its upstream (a requeue of an upstream partition relaunches it too)"
     )
+
+
+_NAMED_UPSTREAM = 5

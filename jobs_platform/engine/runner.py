@@ -42,7 +42,13 @@ from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.interrupts import InterruptShield
 from jobs_platform.engine.report import report_outcome
 from jobs_platform.engine.results import Attempter, ChunkTally, FailedAttempt, PartitionReport
-from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
+from jobs_platform.engine.spec import (
+    DEFAULT_CHUNK_ROWS,
+    BackfillSpec,
+    PartitionInput,
+    UpstreamReads,
+    reads_nothing,
+)
 from jobs_platform.engine.tracing import traced_attempt
 from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError
 from jobs_platform.settings import Settings
@@ -74,7 +80,7 @@ class PartitionRunner:
         interrupt_types: tuple[type[BaseException], ...] = (),
         rng: random.Random | None = None,
         clock: LeaseClock = DATABASE_CLOCK,
-        upstream: tuple[str, ...] = (),
+        upstream: UpstreamReads = reads_nothing,
     ):
         self.spec = spec
         self.settings = settings
@@ -203,7 +209,11 @@ class PartitionRunner:
         transaction is short and is let finish.
         """
         source = PartitionInput(
-            self.spec.asset, attempt.partition, chunk_rows, self.settings, self.engine, self.log
+            asset=self.spec.asset,
+            partition_key=attempt.partition,
+            chunk_rows=chunk_rows,
+            warehouse=self.engine,
+            log=self.log,
         )
         with shield.delivering():
             fingerprint = self._fingerprint(source)

@@ -3,34 +3,46 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Concatenate
 
 import pandas as pd
 import sqlalchemy as sa
-
-from jobs_platform.settings import Settings
 
 DEFAULT_CHUNK_ROWS = 10_000
 
 
 @dataclass(frozen=True)
 class PartitionInput:
-    """What a backfill's reader gets: which partition, how big a chunk, where things are."""
+    """What a backfill's reader (and its fingerprint) gets: which partition of which asset,
+    how many rows a chunk should hold, the warehouse engine and a log.
+
+    Nothing of the framework's settings: where a reader's input lives and its credentials
+    come from the reader's own resources and `config`, as in any `@dg.asset`.
+    """
 
     asset: str
     partition_key: str
     chunk_rows: int
-    settings: Settings
     warehouse: sa.Engine
     log: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(
         default_factory=lambda: logging.getLogger("jobs_platform")
     )
 
 
-ChunkReader = Callable[[PartitionInput], Iterable[pd.DataFrame]]
-Fingerprinter = Callable[[PartitionInput], str]
+# A reader and a fingerprint take the PartitionInput first; the orchestrator binds any
+# further parameters (resources, config) before the engine calls them with it alone.
+ChunkReader = Callable[Concatenate[PartitionInput, ...], Iterable[pd.DataFrame]]
+Fingerprinter = Callable[Concatenate[PartitionInput, ...], str]
 PartitionScope = Callable[[sa.Table, str], sa.ColumnElement[bool]]
+UpstreamReads = Callable[[str], Sequence[tuple[str, str]]]
+"""The (backfill, partition) pairs a partition of a backfill reads, by its partition key."""
+
+
+def reads_nothing(partition: str) -> Sequence[tuple[str, str]]:
+    """The upstream reads of a backfill that reads no other backfill."""
+    return ()
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,8 @@ class BackfillSpec:
     identifies the input (e.g. a file hash): a done partition whose fingerprint is unchanged
     finishes without reading its input again; bump `version` after changing the reader so
     that it is recomputed. Without a fingerprint, chunks are matched on their content.
-    `upstream` names the backfills it reads (its `deps`).
+    `asset` is its asset key's user string (`acme/events` for `key_prefix=["acme"]`), the
+    name it has in every framework row; `upstream` names the assets it reads (its `deps`).
     """
 
     asset: str

@@ -12,11 +12,13 @@ a subclass needs, on first use through `__getattr__`), so this module loads with
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import dagster as dg
+from dagster._core.definitions.backfill_policy import BackfillPolicyType
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.execution.plan.active import ActiveExecution
 from dagster._core.execution.retries import RetryMode
@@ -30,9 +32,11 @@ __all__ = [
     "CELERY_CONFIG",
     "DAGSTER_VERSION_READ",
     "ActiveExecution",
+    "BackfillPolicyType",
     "CeleryExecutor",
     "MultiprocessExecutor",
     "RetryMode",
+    "admitting_cli_ranges",
     "backfill_is_busy",
     "backfill_succeeded",
     "celery_execution_loop",
@@ -40,11 +44,57 @@ __all__ = [
     "job_module_name",
     "multiprocess_execute_with",
     "retry_mode_from_config",
+    "run_location_module",
+    "sensor_location_module",
     "submit_celery_task",
 ]
 
 # The Dagster release the shims below were written for (dagster-celery 0.29.27 alike).
 DAGSTER_VERSION_READ = "1.13.27"
+
+
+class BackfillPolicy(dg.BackfillPolicy):
+    """`multi_run(n)` for the backfill daemon; `single_run()` to the CLI's range check.
+
+    Written for Dagster 1.13.27. `dagster asset materialize --partition-range`
+    (`execute_materialize_command` in `dagster/_cli/asset.py`) refuses a range unless every
+    selected asset's `backfill_policy.policy_type` is `SINGLE_RUN`, read on the definitions
+    loaded in the CLI's own process; it then runs the range in one run, which a backfill
+    step handles partition by partition. The backfill daemon and the
+    webserver never see this class: they read the code location's snapshot, serialized by
+    class name (`dagster_shared/serdes/serdes.py`, `val.__class__.__name__`), so this one,
+    named as Dagster's, arrives as a plain `BackfillPolicy(max_partitions_per_run=n)` and a
+    UI backfill is split into runs of at most n partitions (the asset backfill reads
+    `policy_type`, the job backfill `max_partitions_per_run`, both on that snapshot).
+
+    Equal to `BackfillPolicy.multi_run(n)` (a tuple of the same field). The one other
+    reader of `policy_type` in the code location's process is an automation condition
+    sensor built with `use_user_code_server=True`, which would request a range in one run.
+    """
+
+    __slots__ = ()
+
+    @property
+    def policy_type(self) -> BackfillPolicyType:
+        return BackfillPolicyType.SINGLE_RUN
+
+    def __str__(self) -> str:
+        return f"BackfillPolicy.multi_run(max_partitions_per_run={self.max_partitions_per_run})"
+
+
+@overload
+def admitting_cli_ranges(policy: dg.BackfillPolicy) -> dg.BackfillPolicy: ...
+@overload
+def admitting_cli_ranges(policy: None) -> None: ...
+def admitting_cli_ranges(policy: dg.BackfillPolicy | None) -> dg.BackfillPolicy | None:
+    """`policy` as the daemon reads it, which `--partition-range` on the CLI also accepts.
+
+    A multi-run policy becomes the `BackfillPolicy` above; `single_run()` and None (one
+    partition per run, which no CLI range accepts) are returned as given.
+    """
+    if policy is None or policy.max_partitions_per_run is None:
+        return policy
+    return BackfillPolicy(max_partitions_per_run=policy.max_partitions_per_run)
 
 
 def multiprocess_execute_with(active_execution_class: type[ActiveExecution]) -> Callable:
@@ -81,6 +131,50 @@ def job_module_name(job: object) -> str | None:
     """
     get_module = getattr(job, "get_module", None)
     return get_module() if get_module is not None else None
+
+
+def run_location_module(run: dg.DagsterRun) -> str | None:
+    """The module of the code location a run was launched from, as `-m` names it; None
+    for a run that names none (`dg.materialize`, `execute_in_process`).
+
+    Written for Dagster 1.13.27: a run launched from a code location (the CLI, the UI, a
+    sensor, a backfill) carries `job_code_origin`, a `JobPythonOrigin` whose
+    `repository_origin.code_pointer` is a `ModuleCodePointer` or `PackageCodePointer`
+    (`.module`) or, for `-f FILE`, a `FileCodePointer` (`.python_file`), which Dagster
+    imports as the module named by the file's stem.
+    """
+    repository = getattr(run.job_code_origin, "repository_origin", None)
+    pointer = getattr(repository, "code_pointer", None)
+    return _module_named_by(getattr(pointer, "module", None), getattr(pointer, "python_file", None))
+
+
+def sensor_location_module(context: dg.SensorEvaluationContext) -> str | None:
+    """The module of the code location a sensor tick runs in, as `-m` names it; None when
+    Dagster does not say (a tick built in a test, a location on its own code server).
+
+    Written for Dagster 1.13.27: the daemon evaluates a tick with the location's
+    `code_location_origin`; one Dagster starts itself (`dagster dev -m`, a workspace's
+    `python_module`, `python_package` or `python_file`) is a
+    `ManagedGrpcPythonEnvCodeLocationOrigin` whose `loadable_target_origin` names
+    `module_name`, `package_name` or `python_file`; a `GrpcServerCodeLocationOrigin` (a
+    `dagster code-server` of its own) knows only its host and port, and its
+    `loadable_target_origin` raises `DagsterInvariantViolationError`.
+    """
+    origin = context.code_location_origin
+    try:
+        target = origin.loadable_target_origin if origin is not None else None
+    except dg.DagsterInvariantViolationError:  # a GrpcServerCodeLocationOrigin's answer
+        target = None
+    module = getattr(target, "module_name", None) or getattr(target, "package_name", None)
+    return _module_named_by(module, getattr(target, "python_file", None))
+
+
+def _module_named_by(module: object, python_file: object) -> str | None:
+    if isinstance(module, str) and module:
+        return module
+    if isinstance(python_file, str) and python_file:
+        return os.path.splitext(os.path.basename(python_file))[0]
+    return None
 
 
 def failed_step_cause(context: dg.HookContext) -> BaseException | None:

@@ -3,11 +3,12 @@
 import dataclasses
 import functools
 import inspect
+import types
 import typing
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, Protocol, TypedDict, TypeVar, Unpack
 
 import dagster as dg
 import pandas as pd
@@ -19,16 +20,19 @@ from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
     Fingerprinter,
+    PartitionInput,
     PartitionScope,
 )
 from jobs_platform.errors import WarehouseNotShared
+from jobs_platform.orchestration._compat import admitting_cli_ranges
 from jobs_platform.orchestration.executors import runs_remotely
 from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.outcomes import CRASH_RETRY_POLICY, finish_step
-from jobs_platform.orchestration.registry import register_backfill, upstream_partitioned_alike
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.specs import attach_specs
 from jobs_platform.orchestration.step_retries import StepTry
 from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, STEP_ASSETS_TAG
+from jobs_platform.orchestration.upstream import upstream_reads
 from jobs_platform.store.leases import this_holder
 
 RESOURCE_KEY = "jobs_platform"
@@ -42,14 +46,44 @@ RESOURCE_KEY = "jobs_platform"
 # to the run queue's limit), and a run that dies redoes at most 30 partitions' checks
 # (committed partitions finish on their fingerprint without reading their input).
 # Each partition stays its own unit of checkpoint, attempt count, quarantine and UI
-# status inside the run (`run_backfill_step`, `finish_step`).
-DEFAULT_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=30)
+# status inside the run (`run_backfill_step`, `finish_step`). Every multi-run policy of a
+# backfill also admits `dagster asset materialize --partition-range` (one run over the
+# range, which Dagster's CLI otherwise allows only under `single_run()`): the daemon
+# still reads it as `multi_run(30)` (`admitting_cli_ranges`).
+DEFAULT_BACKFILL_POLICY = admitting_cli_ranges(
+    dg.BackfillPolicy.multi_run(max_partitions_per_run=30)
+)
 
 
 class BackfillConfig(dg.Config):
     """Run config every backfill asset takes."""
 
     chunk_rows: int = DEFAULT_CHUNK_ROWS
+
+
+class AssetArguments(TypedDict, total=False):
+    """The `@dg.asset` arguments `backfill_asset` passes through as they are (typed, so a
+    user's type checker sees a misspelt or mistyped one)."""
+
+    owners: Sequence[str]
+    pool: str
+    automation_condition: dg.AutomationCondition[Any]
+    freshness_policy: dg.FreshnessPolicy
+    check_specs: Sequence[dg.AssetCheckSpec]
+    resource_defs: Mapping[str, object]
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class BackfillDecorator(Protocol):
+    """What `backfill_asset(...)` returns: it takes a reader whose first parameter is the
+    `PartitionInput` (the others are resources and `config`) and yields DataFrames."""
+
+    def __call__(
+        self, read_chunks: Callable[Concatenate[PartitionInput, P], Iterable[pd.DataFrame]], /
+    ) -> dg.AssetsDefinition: ...
 
 
 def backfill_asset(
@@ -59,8 +93,10 @@ def backfill_asset(
     partition_scope: PartitionScope,
     natural_key: Sequence[str] | None = None,
     fingerprint: Fingerprinter | None = None,
-    deps: Sequence[dg.AssetKey | str | dg.AssetsDefinition | dg.AssetSpec] = (),
+    deps: Sequence[dg.AssetKey | str | dg.AssetsDefinition | dg.AssetSpec | dg.AssetDep] = (),
     name: str | None = None,
+    key_prefix: str | Sequence[str] | None = None,
+    key: dg.AssetKey | str | Sequence[str] | None = None,
     code_version: str | None = None,
     backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
     retry_policy: dg.RetryPolicy | None = None,
@@ -69,20 +105,28 @@ def backfill_asset(
     tags: Mapping[str, str] | None = None,
     metadata: Mapping[str, Any] | None = None,
     kinds: AbstractSet[str] | None = None,
-    **asset_kwargs: Any,
-) -> Callable[[Callable[..., Iterable[pd.DataFrame]]], dg.AssetsDefinition]:
+    **asset_kwargs: Unpack[AssetArguments],
+) -> BackfillDecorator:
     """Declare a backfill: the decorated function yields DataFrame chunks of a partition.
 
     The framework owns the rest: chunk checkpoints, upserts by `natural_key` (columns of
     `table`; its primary key when omitted), the sweep of rows no longer in the input,
     fencing, the error taxonomy, bounded retries and quarantine. The function's first
     parameter is the `PartitionInput`; each further parameter annotated with a
-    `dg.ConfigurableResource` subclass is the resource of that name, as in an `@dg.asset`
-    function (`def events(source: PartitionInput, landing: CsvLanding)`).
+    `dg.ConfigurableResource` subclass is the resource of that name, and `config:
+    <a dg.Config subclass>` is the step's run config, as in an `@dg.asset` function
+    (`def events(source: PartitionInput, landing: CsvLanding, config: EventsConfig)`).
+    The run config also holds the framework's `chunk_rows` (`run_config_class`). A
+    `fingerprint` function takes the same: the `PartitionInput`, resources, `config`.
 
     Dagster's vocabulary: `code_version` (bump it after changing the reader, and done
     partitions are recomputed), `deps` (asset keys, names or assets), and every other
-    `@dg.asset` argument passed through (`owners`, `pool`, `automation_condition`, …).
+    `@dg.asset` argument passed through (`key`, `key_prefix`, `owners`, `pool`,
+    `automation_condition`, …). A backfill is known by its asset key everywhere (framework
+    rows, the CLI, metrics, alerts): `key_prefix=["acme"]` makes it `acme/events`. A dep
+    may be partitioned differently (an hourly backfill read by a daily one): each
+    partition is computed only once every upstream partition its Dagster partition mapping
+    names is done (`dg.AssetDep(..., partition_mapping=...)` for another mapping).
     `pool=` bounds how many steps of the backfill run at once across runs (Dagster's pool
     limits: size it to what the downstream system can take). A `retry_policy` sets the
     delay of the step retries Dagster makes after a step process died; the framework keeps
@@ -93,14 +137,17 @@ def backfill_asset(
     quarantine and status in the UI. Pass `backfill_policy=BackfillPolicy.multi_run(1)`
     for one run per partition, or `single_run()` for one run over the whole range.
     """
-    for reserved in ("partitions_def", "required_resource_keys", "hooks", "op_tags", "key"):
+    for reserved in ("partitions_def", "required_resource_keys", "hooks", "op_tags"):
         if reserved in asset_kwargs:
             raise TypeError(f"backfill_asset() sets {reserved}= itself")
+    if key is not None and (name is not None or key_prefix is not None):
+        raise TypeError("backfill_asset() takes key= or name=/key_prefix=, not both")
     upstream = tuple(_asset_key(dep).to_user_string() for dep in deps)
 
     def decorator(read_chunks: Callable[..., Iterable[pd.DataFrame]]) -> dg.AssetsDefinition:
-        asset_name = name or read_chunks.__name__
-        resource_keys = resource_parameters(read_chunks)
+        asset_key = _own_key(key, key_prefix, name or read_chunks.__name__)
+        asset_name = asset_key.to_user_string()
+        resource_keys = resource_parameters(read_chunks, fingerprint)
         spec = BackfillSpec(
             asset=asset_name,
             table=table,
@@ -111,19 +158,22 @@ def backfill_asset(
             upstream=upstream,
             version=code_version or "",
         )
-        register_backfill(spec, partitions_def)
+        config_class = run_config_class([spec])
 
-        def _backfill(context: dg.AssetExecutionContext, config: BackfillConfig):
-            yield from run_backfill_step(context, [spec], config.chunk_rows)
+        # Dagster reads the step's config class from this annotation (a class per reader).
+        def _backfill(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
+            yield from run_backfill_step(context, [spec], config)
+
+        attach_specs(_backfill, [spec])
 
         # `backfill_policy` is marked beta in Dagster 1.13; every backfill has one by
         # default, so the warning would greet each process that loads the code location.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dg.BetaWarning)
             return dg.asset(
-                name=asset_name,
+                key=asset_key,
                 partitions_def=partitions_def,
-                deps=[_asset_key(dep) for dep in deps],
+                deps=[dep if isinstance(dep, dg.AssetDep) else _asset_key(dep) for dep in deps],
                 code_version=code_version,
                 retry_policy=with_crash_retries(retry_policy),
                 hooks={quarantine_on_failure},
@@ -137,7 +187,7 @@ def backfill_asset(
                     "natural_key": ", ".join(spec.key),
                 },
                 required_resource_keys={RESOURCE_KEY, *resource_keys},
-                backfill_policy=backfill_policy,
+                backfill_policy=admitting_cli_ranges(backfill_policy),
                 op_tags={STEP_ASSETS_TAG: asset_name},
                 **asset_kwargs,
             )(_backfill)
@@ -145,30 +195,107 @@ def backfill_asset(
     return decorator
 
 
-def resource_parameters(read_chunks: Callable) -> tuple[str, ...]:
-    """The reader's parameters after the first that name a `ConfigurableResource`."""
-    hints = typing.get_type_hints(read_chunks)
-    names = list(inspect.signature(read_chunks).parameters)[1:]
-    wrong = [n for n in names if not _is_resource(hints.get(n))]
-    if wrong:
-        raise TypeError(
-            f"backfill reader {read_chunks.__name__}: parameters after the PartitionInput must "
-            f"be annotated with a dg.ConfigurableResource subclass; {wrong} are not"
-        )
+CONFIG_PARAMETER = "config"
+
+
+def resource_parameters(*functions: Callable[..., Any] | None) -> tuple[str, ...]:
+    """The resources a reader and its fingerprint take: their parameters after the first
+    (the `PartitionInput`) other than `config`, each annotated with a
+    `dg.ConfigurableResource` subclass and injected by its name, as in an `@dg.asset`."""
+    names: dict[str, None] = {}
+    for function in functions:
+        if function is None:
+            continue
+        annotations = _parameters_after_the_input(function)
+        parameters = [name for name in annotations if name != CONFIG_PARAMETER]
+        wrong = [n for n in parameters if not _is_resource(annotations[n])]
+        if wrong:
+            raise TypeError(
+                f"backfill function {_name(function)}: parameters after the PartitionInput "
+                f"must be annotated with a dg.ConfigurableResource subclass (or be `config: "
+                f"<a dg.Config subclass>`); {wrong} are not"
+            )
+        names.update(dict.fromkeys(parameters))
     return tuple(names)
 
 
-def _is_resource(annotation) -> bool:
+def declared_config(function: Callable[..., Any]) -> type[dg.Config] | None:
+    """The `dg.Config` subclass a reader's or fingerprint's `config` parameter names."""
+    annotations = _parameters_after_the_input(function)
+    if CONFIG_PARAMETER not in annotations:
+        return None
+    annotation = annotations[CONFIG_PARAMETER]
+    if not (isinstance(annotation, type) and issubclass(annotation, dg.Config)):
+        raise TypeError(
+            f"backfill function {_name(function)}: its `config` parameter must be annotated "
+            f"with a dg.Config subclass, not {annotation!r}"
+        )
+    return annotation
+
+
+def run_config_class(specs: Sequence[BackfillSpec]) -> type[BackfillConfig]:
+    """The run config of a step computing `specs`: `chunk_rows` (`BackfillConfig`) plus
+    the fields of each `dg.Config` their readers and fingerprints declare as `config`.
+
+    One class extending them all, so the object Dagster builds from the run config is an
+    instance of each user class (and of `BackfillConfig`: `chunk_rows` always works).
+    """
+    declared: list[type[dg.Config]] = []
+    for spec in specs:
+        for function in (spec.read_chunks, spec.fingerprint):
+            found = declared_config(function) if function is not None else None
+            if found is not None and found not in declared:
+                declared.append(found)
+    # A class already extended by another declared one is in the other's bases.
+    bases = [c for c in declared if not any(o is not c and issubclass(o, c) for o in declared)]
+    if not bases:
+        return BackfillConfig
+    return typing.cast(
+        type[BackfillConfig],
+        types.new_class(
+            "".join(base.__name__ for base in bases),
+            (*bases, BackfillConfig),
+            exec_body=lambda namespace: namespace.update(__module__=bases[0].__module__),
+        ),
+    )
+
+
+def with_resources(
+    spec: BackfillSpec, context: dg.AssetExecutionContext, config: BackfillConfig
+) -> BackfillSpec:
+    """The spec whose reader and fingerprint get their resources from the step, and the
+    step's run config as `config` if they declare it, as an asset function would."""
+    fingerprint = spec.fingerprint
+    return dataclasses.replace(
+        spec,
+        read_chunks=_bound(spec.read_chunks, context, config),
+        fingerprint=_bound(fingerprint, context, config) if fingerprint is not None else None,
+    )
+
+
+def _bound(
+    function: Callable[..., T], context: dg.AssetExecutionContext, config: BackfillConfig
+) -> Callable[..., T]:
+    arguments: dict[str, Any] = {
+        name: getattr(context.resources, name) for name in resource_parameters(function)
+    }
+    if declared_config(function) is not None:
+        arguments[CONFIG_PARAMETER] = config
+    return functools.partial(function, **arguments) if arguments else function
+
+
+def _parameters_after_the_input(function: Callable[..., Any]) -> dict[str, Any]:
+    """Each parameter after the first, by name, with its (evaluated) annotation."""
+    parameters = list(inspect.signature(function, eval_str=True).parameters.values())[1:]
+    return {parameter.name: parameter.annotation for parameter in parameters}
+
+
+def _name(function: Callable[..., Any]) -> str:
+    return getattr(function, "__qualname__", None) or repr(function)
+
+
+def _is_resource(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, dg.ConfigurableResource)
-
-
-def with_resources(spec: BackfillSpec, context: dg.AssetExecutionContext) -> BackfillSpec:
-    """The spec whose reader gets its resources from the step, as an asset function would."""
-    names = resource_parameters(spec.read_chunks)
-    if not names:
-        return spec
-    resources = {name: getattr(context.resources, name) for name in names}
-    return dataclasses.replace(spec, read_chunks=functools.partial(spec.read_chunks, **resources))
 
 
 def with_crash_retries(policy: dg.RetryPolicy | None) -> dg.RetryPolicy:
@@ -183,7 +310,21 @@ def with_crash_retries(policy: dg.RetryPolicy | None) -> dg.RetryPolicy:
     )
 
 
+def _own_key(
+    key: dg.AssetKey | str | Sequence[str] | None,
+    key_prefix: str | Sequence[str] | None,
+    name: str,
+) -> dg.AssetKey:
+    """The backfill's asset key, as `@dg.asset` makes it from `key` or `key_prefix` + name."""
+    if key is not None:
+        return _asset_key(key)
+    prefix = [key_prefix] if isinstance(key_prefix, str) else list(key_prefix or [])
+    return dg.AssetKey([*prefix, name])
+
+
 def _asset_key(dep) -> dg.AssetKey:
+    if isinstance(dep, dg.AssetDep):
+        return dep.asset_key
     if isinstance(dep, dg.AssetsDefinition):
         return dep.key
     if isinstance(dep, dg.AssetSpec):
@@ -204,7 +345,7 @@ _UNFINISHED = {
 
 
 def run_backfill_step(
-    context: dg.AssetExecutionContext, specs: Sequence[BackfillSpec], chunk_rows: int
+    context: dg.AssetExecutionContext, specs: Sequence[BackfillSpec], config: BackfillConfig
 ) -> Iterator[dg.MaterializeResult]:
     """One step = one attempt at each partition of each selected asset, upstream first.
 
@@ -235,33 +376,31 @@ def run_backfill_step(
     selected = {key.to_user_string() for key in context.selected_asset_keys}
     chosen = [spec for spec in specs if spec.asset in selected]
     partitions = list(context.partition_keys)
+    # The whole location's graph (with upstream assets the run does not select).
+    graph = context.job_def.asset_layer.asset_graph
     step = StepTry.begin(context, [spec.asset for spec in chosen], partitions)
     results: list[PartitionReport | FailedAttempt] = []
     # What did not finish in this try, so a downstream partition of the same step is
     # blocked without asking the warehouse (which may be what failed).
     unfinished: dict[tuple[str, str], str] = {}
     for spec in chosen:
-        spec = with_resources(spec, context)
+        reads = upstream_reads(graph, dg.AssetKey.from_user_string(spec.asset), context.instance)
+        spec = with_resources(spec, context, config)
         # A warehouse behind on its schema fails each attempt before it exists (terminal:
         # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).
-        upstream = upstream_partitioned_alike(spec)
         runner = PartitionRunner(
             spec,
             settings,
             log=context.log,
             interrupt_types=(dg.DagsterExecutionInterruptedError,),
-            upstream=upstream,
+            upstream=reads,
         )
         for partition in partitions:
             if (spec.asset, partition) in step.done_before:
                 continue  # materialized by an earlier try of this step
             due = step.due(spec.asset, partition)
             this_try = dataclasses.replace(attempter, tries_before=due.tries_before)
-            waiting_on = {
-                (name, partition): unfinished[name, partition]
-                for name in upstream
-                if (name, partition) in unfinished
-            }
+            waiting_on = {read: unfinished[read] for read in reads(partition) if read in unfinished}
             if waiting_on or not due.attempt:
                 if waiting_on:
                     skipped = runner.blocked(partition, this_try, waiting_on)
@@ -272,7 +411,7 @@ def run_backfill_step(
                 results.append(skipped)
                 continue
             try:
-                result = runner.attempt(partition, this_try, chunk_rows=chunk_rows)
+                result = runner.attempt(partition, this_try, chunk_rows=config.chunk_rows)
             except dg.DagsterExecutionInterruptedError:
                 # Shutdown (SIGTERM, or the run terminated from the UI): the runner rolled
                 # back the in-flight chunk, recorded the attempt as interrupted and released

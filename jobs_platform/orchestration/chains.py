@@ -22,51 +22,62 @@ import dagster as dg
 from jobs_platform.engine.spec import BackfillSpec
 from jobs_platform.orchestration.backfill_asset import (
     RESOURCE_KEY,
-    BackfillConfig,
     run_backfill_step,
+    run_config_class,
 )
 from jobs_platform.orchestration.hooks import quarantine_on_failure
-from jobs_platform.orchestration.registry import backfill_specs, upstream_partitioned_alike
+from jobs_platform.orchestration.specs import attach_specs, specs_of
 from jobs_platform.orchestration.tags import STEP_ASSETS_TAG
+from jobs_platform.orchestration.upstream import reads_alike
 
 
 def chain_backfills(assets: Sequence) -> list:
     """`assets`, with the backfills that read one another partition for partition merged
     into one multi-asset per connected group; everything else as it was."""
-    specs = backfill_specs()
-    backfills = {name: ad for ad in assets if (name := _backfill_name(ad, specs)) is not None}
-    groups = _connected_groups({name: specs[name] for name in backfills})
+    backfills = {name: ad for ad in assets if (name := _backfill_name(ad)) is not None}
+    groups = _connected_groups(backfills)
     chained = {name for group in groups for name in group}
-    result = [ad for ad in assets if _backfill_name(ad, specs) not in chained]
+    result = [ad for ad in assets if _backfill_name(ad) not in chained]
     for group in groups:
-        result.append(_chain([backfills[name] for name in group], [specs[n] for n in group]))
+        members = [backfills[name] for name in group]
+        result.append(_chain(members, [specs_of(member)[0] for member in members]))
     return result
 
 
-def _backfill_name(ad, specs: dict[str, BackfillSpec]) -> str | None:
-    """The name of a single backfill declared with `backfill_asset`, else None."""
-    if not isinstance(ad, dg.AssetsDefinition) or len(ad.keys) != 1:
-        return None
-    name = ad.key.to_user_string()
-    return name if name in specs and ad.op.tags.get(STEP_ASSETS_TAG) == name else None
+def _backfill_name(ad) -> str | None:
+    """The asset key of a single backfill declared with `backfill_asset`, else None."""
+    specs = specs_of(ad)
+    return specs[0].asset if len(specs) == 1 and len(ad.keys) == 1 else None
 
 
-def _connected_groups(specs: dict[str, BackfillSpec]) -> list[list[str]]:
+def _reads_alike(ad: dg.AssetsDefinition, upstream: dg.AssetsDefinition) -> bool:
+    return reads_alike(
+        ad.partitions_def, upstream.partitions_def, ad.get_partition_mapping(upstream.key)
+    )
+
+
+def _connected_groups(backfills: dict[str, dg.AssetsDefinition]) -> list[list[str]]:
     """Groups of two or more backfills linked by reads, each in dependency order."""
-    reads = {name: [up for up in upstream_partitioned_alike(spec) if up in specs]
-             for name, spec in specs.items()}  # fmt: skip
-    group_of = {name: {name} for name in specs}
+    reads = {
+        name: [
+            up
+            for up in specs_of(ad)[0].upstream
+            if up in backfills and _reads_alike(ad, backfills[up])
+        ]
+        for name, ad in backfills.items()
+    }
+    group_of = {name: {name} for name in backfills}
     for name, ups in reads.items():
         for up in ups:
             merged = group_of[name] | group_of[up]
             for member in merged:
                 group_of[member] = merged
     groups, seen = [], set()
-    for name in specs:
+    for name in backfills:
         group = group_of[name]
         if len(group) > 1 and name not in seen:
             seen |= group
-            groups.append(_dependency_order([n for n in specs if n in group], reads))
+            groups.append(_dependency_order([n for n in backfills if n in group], reads))
     return groups
 
 
@@ -91,15 +102,19 @@ def _chain(members: list[dg.AssetsDefinition], specs: list[BackfillSpec]) -> dg.
                 f"one step, which has one {what}; they name {sorted(map(str, found))}"
             )
 
-    def _backfill_chain(context: dg.AssetExecutionContext, config: BackfillConfig):
-        yield from run_backfill_step(context, specs, config.chunk_rows)
+    config_class = run_config_class(specs)
+
+    def _backfill_chain(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
+        yield from run_backfill_step(context, specs, config)
+
+    attach_specs(_backfill_chain, specs)
 
     # Named after the first backfill, so its run config (`ops: {orders: {config: …}}`)
     # still applies; the op's tag lists every backfill it computes.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
         return dg.multi_asset(
-            name=specs[0].asset,
+            name=members[0].op.name,
             specs=[next(iter(member.specs)) for member in members],
             partitions_def=members[0].partitions_def,
             can_subset=True,

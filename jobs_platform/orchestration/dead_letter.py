@@ -14,6 +14,7 @@ import dagster as dg
 from jobs_platform.alerts.alert import QuarantineAlert, alert_for_entry, load_alert, load_alerts
 from jobs_platform.alerts.ledger import deliver_once, is_settled
 from jobs_platform.orchestration.alerting import AlertsResource
+from jobs_platform.orchestration.origins import location_of_run, location_of_sensor
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.store import quarantine as quarantine_store
 
@@ -52,7 +53,7 @@ def dead_letter(
     engine = jobs_platform.ready_warehouse()
     with engine.connect() as connection:
         try:
-            alert = load_alert(connection, int(context.partition_key))
+            alert = load_alert(connection, int(context.partition_key), location_of_run(context.run))
         except (quarantine_store.UnknownEntry, ValueError) as error:
             raise dg.Failure(
                 f"dead_letter partition {context.partition_key!r}: {error}", allow_retries=False
@@ -139,13 +140,14 @@ def dead_letter_sensor(
     settings = jobs_platform.settings()
     engine = jobs_platform.ready_warehouse()
     sinks = alerts.sinks(settings)
+    location = location_of_sensor(context)  # what the alerts' requeue commands name
     # Read everything first: a connection held across the sends would, on SQLite, hold the
     # warehouse's write lock while a webhook answers.
     with engine.connect() as connection:
-        retrying = load_alerts(connection, cursor.undelivered)
+        retrying = load_alerts(connection, cursor.undelivered, location)
         # Only entries after the cursor, walked by primary key: a tick costs what is new.
         new = [
-            alert_for_entry(connection, entry)
+            alert_for_entry(connection, entry, location)
             for entry in quarantine_store.entries_after(
                 connection, cursor.last_entry_id, limit=ENTRIES_PER_TICK
             )

@@ -1,12 +1,14 @@
 """`platform_health`: the status figures as an asset in the UI, with checks on them."""
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import dagster as dg
 
 from jobs_platform.orchestration.tags import BACKFILL_TAG
+from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
 from jobs_platform.outbox.store import queue_stats
-from jobs_platform.store.health import AssetHealth, asset_health
+from jobs_platform.store.health import AssetHealth, asset_health, window_health
 from jobs_platform.store.migrate import ready_warehouse
 
 
@@ -24,18 +26,36 @@ def backfill_partition_keys(
     return keys
 
 
-def status_report(specs: Iterable[dg.AssetSpec], instance: dg.DagsterInstance, settings) -> dict:
-    """The figures of `jobs-platform status` and of the `platform_health` asset."""
+def status_report(
+    specs: Iterable[dg.AssetSpec],
+    instance: dg.DagsterInstance,
+    settings,
+    window: StatusWindow | None = None,
+) -> dict:
+    """The figures of `jobs-platform status` and of the `platform_health` asset.
+
+    With a `window`, each time-partitioned backfill counts only its partitions in it
+    (`windows`), and the others are named under `not_windowed`.
+    """
+    specs = list(specs)
     engine = ready_warehouse(settings.database_url)
     keys = backfill_partition_keys(specs, instance)
+    windowed = keys_in_window(specs, keys, window) if window is not None else {}
     with engine.connect() as connection:
-        assets = asset_health(connection, keys)
+        if window is None:
+            assets = asset_health(connection, keys)
+        else:
+            assets = window_health(connection, windowed)
         queue = queue_stats(connection)
-    return {
+    report: dict[str, Any] = {
         "assets": assets,
         "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
         "pending_requests": queue.pending,
     }
+    if window is not None:
+        report["window"] = window.as_dict()
+        report["not_windowed"] = [asset for asset in keys if asset not in windowed]
+    return report
 
 
 def _health_metadata(report: dict) -> dict:
@@ -112,5 +132,9 @@ def platform_health_schedule(
         target=dg.AssetSelection.assets(PLATFORM_HEALTH)
         | dg.AssetSelection.checks(*backfill_checks),
         cron_schedule="*/10 * * * *",
+        # On by default: a backfill's own runs skip its quarantine checks when a partition
+        # fails (a failed step skips its checks), so without this tick the checks would
+        # show "Execution failed" instead of what is quarantined.
+        default_status=dg.DefaultScheduleStatus.RUNNING,
         description="Refreshes the platform_health figures and the quarantine checks.",
     )

@@ -15,6 +15,8 @@ import dagster as dg
 
 from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.runner import FailedAttempt, PartitionReport
+from jobs_platform.orchestration.origins import location_of_run
+from jobs_platform.suggested_commands import requeue_command
 
 if TYPE_CHECKING:
     from jobs_platform.orchestration.step_retries import StepTry
@@ -42,8 +44,11 @@ def report_metadata(report: PartitionReport) -> dict:
     }
 
 
-def raise_for_dagster(failed: FailedAttempt, retry_number: int) -> None:
-    """Raise RetryRequested or a non-retryable Failure for a failed attempt."""
+def raise_for_dagster(failed: FailedAttempt, retry_number: int, location: str | None) -> None:
+    """Raise RetryRequested or a non-retryable Failure for a failed attempt.
+
+    `location` is the run's code location, which the suggested requeue command names.
+    """
     decision = failed.decision
     if decision.next_step in (NextStep.RETRY, NextStep.SNOOZE):
         # Our ceiling, not Dagster's counter, bounds retries: always allow one more.
@@ -51,8 +56,9 @@ def raise_for_dagster(failed: FailedAttempt, retry_number: int) -> None:
             max_retries=retry_number + 1, seconds_to_wait=round(decision.delay_seconds, 3)
         ) from failed.error
     verdict = failed.verdict
+    requeue = requeue_command(failed.asset, failed.partition, location)
     raise dg.Failure(
-        description=_failure_description(failed),
+        description=_failure_description(failed, requeue),
         metadata={
             "asset": failed.asset,
             "partition": failed.partition,
@@ -60,16 +66,16 @@ def raise_for_dagster(failed: FailedAttempt, retry_number: int) -> None:
             "error_type": type(failed.error).__name__ if failed.error else "",
             "attempts": failed.failures,
             "quarantine_entry": failed.entry_id if failed.entry_id is not None else -1,
-            "requeue": f"jobs-platform dead-letter requeue {failed.asset} {failed.partition}",
+            "requeue": requeue,
         },
         allow_retries=False,
     )
 
 
-def _failure_description(failed: FailedAttempt) -> str:
+def _failure_description(failed: FailedAttempt, requeue: str) -> str:
     where = f"{failed.asset}/{failed.partition}"
     if failed.gated:
-        return failed.message
+        return f"{failed.message}: {requeue}"  # "… it runs again once requeued: <command>"
     if failed.decision.next_step is NextStep.GIVE_UP:
         return (
             f"{where} failed before the attempt started, {failed.failures} time(s): "
@@ -105,17 +111,21 @@ def finish_step(
             earlier = sum(1 for done_asset, _ in step.done_before if done_asset == asset)
             if earlier:
                 metadata["partitions_done_in_earlier_tries"] = earlier
-            yield dg.MaterializeResult(asset_key=asset, metadata=metadata)
+            yield dg.MaterializeResult(
+                asset_key=dg.AssetKey.from_user_string(asset), metadata=metadata
+            )
         return
     causes = [f for f in failed if f.decision.next_step is not NextStep.BLOCKED]
     alone = not reports and not step.done_before and len({f.partition for f in failed}) == 1
     if len(causes) == 1 and alone:
         # One partition, failed on its own account (its downstream only blocked by it).
-        raise_for_dagster(causes[0], context.retry_number)
+        raise_for_dagster(causes[0], context.retry_number, location_of_run(context.run))
     for report in reports:
         context.log_event(
             dg.AssetMaterialization(
-                asset_key=report.asset, partition=report.partition, metadata=report_metadata(report)
+                asset_key=dg.AssetKey.from_user_string(report.asset),
+                partition=report.partition,
+                metadata=report_metadata(report),
             )
         )
     again = [f for f in failed if f.decision.next_step in (NextStep.RETRY, NextStep.SNOOZE)]

@@ -6,18 +6,28 @@ Launches are at-least-once: until the requeued partition records an attempt, eac
 asks Dagster for a run with that key and requests one when there is none, so a tick whose
 run request never reached Dagster, or a CLI launch that died before creating its run, is
 redone. A repeat is harmless: the daemon skips a run key the sensor has used.
+
+Once a requeued partition succeeded, the partitions of backfills reading it through a
+different partitioning (the day of a fixed hour, the month of a fixed day) are launched
+too, each under its own run key (`downstream_run_key`), so a fix brings them up to date.
 """
+
+import datetime as dt
 
 import dagster as dg
 
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
 from jobs_platform.orchestration.selections import BACKFILL_ASSETS, with_downstream_backfills
-from jobs_platform.orchestration.tags import PARTITION_TAG, requeue_run_key
+from jobs_platform.orchestration.tags import PARTITION_TAG, downstream_run_key, requeue_run_key
+from jobs_platform.orchestration.upstream import downstream_partitions
 from jobs_platform.store import quarantine as quarantine_store
 
 REQUEUE_TICK_SECONDS = 15
 REQUEUES_PER_TICK = 100
+# A sensor with no cursor yet (new, or reset) relaunches what reads partitions resolved
+# this recently, not every resolution in the warehouse's history.
+FIRST_TICK_LOOKBACK = dt.timedelta(days=1)
 
 
 @dg.sensor(
@@ -34,11 +44,16 @@ def requeue_sensor(
 ) -> dg.SensorResult:
     graph = context.repository_def.asset_graph if context.repository_def else None
     backfills = BACKFILL_ASSETS.resolve(graph) if graph is not None else set()
+    names = sorted(key.to_user_string() for key in backfills)
     engine = jobs_platform.ready_warehouse()
+    since = (
+        dt.datetime.fromisoformat(context.cursor)
+        if context.cursor
+        else dt.datetime.now(dt.UTC) - FIRST_TICK_LOOKBACK
+    )
     with engine.connect() as connection:
-        entries = quarantine_store.requeues_awaiting_run(
-            connection, sorted(key.to_user_string() for key in backfills), REQUEUES_PER_TICK
-        )
+        entries = quarantine_store.requeues_awaiting_run(connection, names, REQUEUES_PER_TICK)
+        resolved = quarantine_store.resolved_since(connection, names, since, REQUEUES_PER_TICK)
     found = [entry.id for entry in entries if requeue_run(context.instance, entry) is not None]
     if found:
         with engine.begin() as connection:
@@ -60,12 +75,41 @@ def requeue_sensor(
             dg.RunRequest(
                 run_key=requeue_run_key(entry.id),
                 partition_key=entry.partition,
-                asset_selection=with_downstream_backfills(graph, dg.AssetKey(entry.asset)),
+                asset_selection=with_downstream_backfills(
+                    graph, dg.AssetKey.from_user_string(entry.asset)
+                ),
             )
         )
+    if graph is not None:
+        requests += downstream_requests(graph, context.instance, resolved)
+    cursor = resolved[-1].resolved_at.isoformat() if resolved else context.cursor
     return dg.SensorResult(
-        run_requests=requests, skip_reason=None if requests else "no requeued partitions to launch"
+        run_requests=requests,
+        cursor=cursor,
+        skip_reason=None if requests else "no requeued partitions to launch",
     )
+
+
+def downstream_requests(graph, instance: dg.DagsterInstance, entries) -> list[dg.RunRequest]:
+    """Runs of the partitions that read resolved entries' partitions through a different
+    partitioning, leaving out those already launched (by this sensor or the CLI)."""
+    wanted: dict[str, dg.RunRequest] = {}
+    for entry in entries:
+        key = dg.AssetKey.from_user_string(entry.asset)
+        if not graph.has(key):
+            continue
+        for child, partitions in downstream_partitions(
+            graph, key, [entry.partition], instance
+        ).items():
+            for partition in partitions:
+                run_key = downstream_run_key(entry.id, child.to_user_string(), partition)
+                wanted[run_key] = dg.RunRequest(
+                    run_key=run_key,
+                    partition_key=partition,
+                    asset_selection=with_downstream_backfills(graph, child),
+                )
+    launched = launched_runs(instance, list(wanted), {})
+    return [request for run_key, request in wanted.items() if run_key not in launched]
 
 
 def requeue_run(instance: dg.DagsterInstance, entry) -> dg.DagsterRun | None:

@@ -20,7 +20,6 @@ class JobsPlatformResource(dg.ConfigurableResource):
     """
 
     database_url: str | None = None
-    landing: str | None = None
     max_attempts: int | None = None
     retry_delay_seconds: float | None = None
     lease_seconds: float | None = None
@@ -30,7 +29,6 @@ class JobsPlatformResource(dg.ConfigurableResource):
     def settings(self) -> Settings:
         overrides: dict[str, Any] = {
             "database_url": self.database_url,
-            "landing_root": self.landing,
             "max_attempts": self.max_attempts,
             "retry_delay_seconds": self.retry_delay_seconds,
             "lease_seconds": self.lease_seconds,

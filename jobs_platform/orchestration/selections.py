@@ -10,16 +10,23 @@ BACKFILL_ASSETS = dg.AssetSelection.tag(BACKFILL_TAG, "true")
 
 def with_downstream_backfills(graph, asset: dg.AssetKey) -> list[dg.AssetKey]:
     """What a run of `asset` for some partitions selects: it and the backfills it feeds,
-    partitioned like it, so that each good partition's downstream is computed with it.
+    partitioned like it, so that each good partition's downstream is computed with it
+    (those partitioned differently are relaunched once it is done: `upstream`).
 
     The same for a requeue (`requeue_sensor`, `jobs-platform dead-letter requeue`) and an
     outbox request (`backfill_request_sensor`).
     """
-    backfills = BACKFILL_ASSETS.resolve(graph)
+    from jobs_platform.orchestration.upstream import is_backfill, reads_alike
+
     partitions_def = graph.get(asset).partitions_def
     downstream = sorted(
         child
         for child in graph.get(asset).child_keys
-        if child in backfills and graph.get(child).partitions_def == partitions_def
+        if is_backfill(graph, child)
+        and reads_alike(
+            graph.get(child).partitions_def,
+            partitions_def,
+            graph.get(child).partition_mappings.get(asset),
+        )
     )
     return [asset, *downstream]

@@ -27,3 +27,9 @@ REQUEUE_RUN_KEY_PREFIX = "requeue-"
 def requeue_run_key(entry_id: int) -> str:
     """The run key of the run that relaunches a requeued quarantine entry."""
     return f"{REQUEUE_RUN_KEY_PREFIX}{entry_id}"
+
+
+def downstream_run_key(entry_id: int, asset: str, partition: str) -> str:
+    """The run key of the run that brings a partition reading a requeued one up to date
+    (the day of a fixed hour), once that one succeeded."""
+    return f"{requeue_run_key(entry_id)}:{asset}:{partition}"

@@ -14,6 +14,8 @@ from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.quarantine import QuarantineStatus
 from jobs_platform.store.schema import leases, partitions, quarantine
 
+_DONE_OR_FAILED = (PartitionStatus.DONE, PartitionStatus.FAILED)
+
 
 @dataclass(frozen=True)
 class AssetHealth:
@@ -110,6 +112,102 @@ def _one_asset(
             round(int(total_rows or 0) / float(total_seconds), 1) if total_seconds else None
         ),
     )
+
+
+def window_health(
+    connection: sa.Connection,
+    partition_keys: Mapping[str, Sequence[str]],
+    *,
+    now: dt.datetime | None = None,
+) -> dict[str, AssetHealth]:
+    """Health of each asset over exactly the given partition keys (a window of a backfill).
+
+    Every figure counts those partitions only: `missing` is the keys asked about with no
+    state, `done` and its durations only theirs, leases only on them. The rows are read
+    by the key's range (between the least and the greatest key, on the primary key's
+    index) and kept when they are keys of the window, so a window of any length costs one
+    read of its own rows, and a key format that does not sort like time stays exact.
+    """
+    now = now or DATABASE_CLOCK.now(connection)
+    return {
+        asset: _one_asset_in(connection, asset, set(keys), now)
+        for asset, keys in partition_keys.items()
+    }
+
+
+def _one_asset_in(
+    connection: sa.Connection, asset: str, window: set[str], now: dt.datetime
+) -> AssetHealth:
+    if not window:
+        return AssetHealth(0, 0, 0, 0, 0, None, 0, None, None, None)
+    lowest, highest = min(window), max(window)
+
+    def in_range(table: sa.Table) -> sa.ColumnElement[bool]:
+        return sa.and_(table.c.asset == asset, table.c.partition.between(lowest, highest))
+
+    states = [
+        row
+        for row in connection.execute(
+            sa.select(
+                partitions.c.partition,
+                partitions.c.status,
+                partitions.c.duration_seconds,
+                partitions.c.row_count,
+            ).where(in_range(partitions))
+        )
+        if row.partition in window
+    ]
+    quarantined = window & set(
+        connection.execute(
+            sa.select(quarantine.c.partition).where(
+                in_range(quarantine), quarantine.c.status == QuarantineStatus.QUARANTINED
+            )
+        ).scalars()
+    )
+    held = [
+        row
+        for row in connection.execute(
+            sa.select(leases.c.partition, leases.c.expires_at, leases.c.acquired_at).where(
+                in_range(leases), leases.c.holder.is_not(None)
+            )
+        )
+        if row.partition in window
+    ]
+    done = [row for row in states if row.status == PartitionStatus.DONE]
+    # A failed partition with an open quarantine entry counts as quarantined only.
+    failed = [
+        row
+        for row in states
+        if row.status == PartitionStatus.FAILED and row.partition not in quarantined
+    ]
+    known = {row.partition for row in states if row.status in _DONE_OR_FAILED}
+    live = [row for row in held if row.expires_at > now]
+    durations = sorted(row.duration_seconds for row in done if row.duration_seconds is not None)
+    total_seconds = sum(durations)
+    total_rows = sum(row.row_count or 0 for row in done)
+    oldest_live = min((row.acquired_at for row in live), default=None)
+    return AssetHealth(
+        done=len(done),
+        failed=len(failed),
+        quarantined=len(quarantined),
+        missing=len(window - known - quarantined),
+        in_flight=len(live),
+        oldest_lease_age_seconds=(
+            round((now - oldest_live).total_seconds(), 3) if oldest_live is not None else None
+        ),
+        expired_leases=len(held) - len(live),
+        duration_p50_seconds=_nearest_rank(durations, 50),
+        duration_p95_seconds=_nearest_rank(durations, 95),
+        rows_per_second=round(total_rows / total_seconds, 1) if total_seconds else None,
+    )
+
+
+def _nearest_rank(ordered: Sequence[float], percent: float) -> float | None:
+    """The nearest-rank percentile of values already in order, as `_percentile` reads it."""
+    if not ordered:
+        return None
+    rank = max(1, -(-len(ordered) * percent // 100))
+    return round(ordered[int(rank) - 1], 3)
 
 
 def _percentile(

@@ -28,6 +28,16 @@ def current_episode(connection: sa.Connection, asset: str, partition: str) -> in
     return episode or 1
 
 
+def partition_status(connection: sa.Connection, asset: str, partition: str) -> str | None:
+    """The partition's status; None while it has no state (no attempt of it has ended)."""
+    status: str | None = connection.execute(
+        sa.select(partitions.c.status).where(
+            partitions.c.asset == asset, partitions.c.partition == partition
+        )
+    ).scalar_one_or_none()
+    return status
+
+
 def done_record(connection: sa.Connection, asset: str, partition: str) -> TableRow | None:
     """The partition's row if it is done (with the fingerprint of the input it was done from)."""
     return connection.execute(

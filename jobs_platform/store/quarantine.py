@@ -245,6 +245,26 @@ def resolve_requeued(
     ).rowcount
 
 
+def resolved_since(
+    connection: sa.Connection,
+    assets: Sequence[str],
+    since: dt.datetime | None,
+    limit: int,
+) -> list[TableRow]:
+    """Entries of `assets` whose requeued partition succeeded at or after `since`, oldest
+    first: what a fixed partition relaunches downstream (the requeue sensor's cursor)."""
+    if not assets:
+        return []
+    query = sa.select(quarantine).where(
+        quarantine.c.status == QuarantineStatus.RESOLVED, quarantine.c.asset.in_(list(assets))
+    )
+    if since is not None:
+        query = query.where(quarantine.c.resolved_at >= since)
+    return list(
+        connection.execute(query.order_by(quarantine.c.resolved_at, quarantine.c.id).limit(limit))
+    )
+
+
 def _entry_id_for_episode(
     connection: sa.Connection, asset: str, partition: str, episode: int
 ) -> int | None:

@@ -163,3 +163,15 @@ def test_alert_carries_the_entry_its_history_and_the_requeue_command(engine):
     assert {attempt["run_id"] for attempt in payload["history"]} == {"run-0", "run-1", "run-2"}
     assert payload["first_failed_at"] <= payload["last_failed_at"]
     assert "jobs-platform dead-letter requeue orders 2024-01-05" in alert.summary()
+
+
+def test_an_alert_suggests_a_quoted_requeue_naming_its_code_location(engine):
+    entry_id = quarantine_entry(engine, asset="events", partition="2024-03-03|apac")
+
+    with engine.connect() as connection:
+        alert = load_alert(connection, entry_id, location="acme.defs")
+
+    suggested = "jobs-platform dead-letter requeue -m acme.defs events '2024-03-03|apac'"
+    assert alert.requeue_command == suggested
+    assert f"Requeue with: {suggested}" in alert.summary()
+    assert json.loads(alert.to_json())["location"] == "acme.defs"

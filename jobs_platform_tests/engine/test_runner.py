@@ -260,7 +260,9 @@ def test_quarantined_partition_is_refused_at_the_gate_and_records_no_attempt(run
     assert refused.gated is True
     assert refused.decision.next_step is NextStep.QUARANTINE
     assert refused.attempt is None
-    assert "jobs-platform dead-letter requeue items 2024-01-03" in refused.message
+    # The run's failure adds the requeue command, naming the run's code location.
+    assert refused.message.startswith("items/2024-01-03 is quarantined (entry ")
+    assert refused.message.endswith("; it runs again once requeued")
     assert len(items_input.reads) == reads_before
     assert len(history(runner)) == MAX_ATTEMPTS
 

@@ -41,8 +41,13 @@ def events_of_day(table: sa.Table, partition: str) -> sa.ColumnElement[bool]:
     return table.c.day == dt.date.fromisoformat(partition)
 
 
-def landing_csv(landing_root: str, day: str) -> Path:
-    return Path(landing_root) / "acme_events" / f"{day}.csv"
+class AcmeLanding(dg.ConfigurableResource):
+    """Where ACME's daily CSV exports land."""
+
+    root: str
+
+    def csv(self, day: str) -> Path:
+        return Path(self.root) / "acme_events" / f"{day}.csv"
 
 
 @backfill_asset(
@@ -50,9 +55,9 @@ def landing_csv(landing_root: str, day: str) -> Path:
     partitions_def=dg.DailyPartitionsDefinition(start_date="2024-01-01"),
     partition_scope=events_of_day,
 )
-def acme_events(source: PartitionInput) -> Iterator[pd.DataFrame]:
+def acme_events(source: PartitionInput, landing: AcmeLanding) -> Iterator[pd.DataFrame]:
     """ACME's events of one day, from the landing zone's CSV."""
-    path = landing_csv(source.settings.landing_root, source.partition_key)
+    path = landing.csv(source.partition_key)
     if not path.exists():
         raise InputValidationError(f"no input: {path} does not exist")
     day = dt.date.fromisoformat(source.partition_key)
@@ -70,4 +75,8 @@ def acme_events(source: PartitionInput) -> Iterator[pd.DataFrame]:
         yield frame[["day", *COLUMNS]]
 
 
-defs = platform_definitions([acme_events])
+defs = dg.Definitions.merge(
+    platform_definitions([acme_events]),
+    # The suite's landing folder, read when a step runs.
+    dg.Definitions(resources={"landing": AcmeLanding(root=dg.EnvVar("JOBS_PLATFORM_LANDING"))}),
+)

@@ -16,6 +16,7 @@ import pytest
 
 # Module → names the shims import from it.
 PRIVATE_NAMES = {
+    "dagster._core.definitions.backfill_policy": ["BackfillPolicyType"],
     "dagster._core.executor.multiprocess": ["MultiprocessExecutor"],
     "dagster._core.execution.plan.active": ["ActiveExecution"],
     "dagster._core.execution.backfill": ["BulkActionStatus", "PartitionBackfill"],
@@ -23,6 +24,7 @@ PRIVATE_NAMES = {
 }
 # dagster-celery's (the `celery` extra): module → names the celery shims load from it.
 CELERY_PRIVATE_NAMES = {
+    "dagster._core.definitions.backfill_policy": ["BackfillPolicyType"],
     "dagster_celery.executor": ["CELERY_CONFIG", "CeleryExecutor", "_submit_task"],
     "dagster_celery.core_execution_loop": ["core_celery_execution_loop"],
 }
@@ -224,6 +226,62 @@ def test_dagster_celery_builds_its_executor_from_the_config_the_bounded_one_exte
     )
 
 
+# The line of `dagster asset materialize` that refuses a `--partition-range`: it asks each
+# selected asset's policy, as loaded in the CLI's own process, for its type.
+CLI_RANGE_CHECK = "backfill_policy.policy_type != BackfillPolicyType.SINGLE_RUN"
+
+
+def test_the_cli_admits_a_range_by_the_policy_type_it_reads_in_its_own_process():
+    command = "dagster._cli.asset.execute_materialize_command"
+    require_names("dagster._cli.asset", ["execute_materialize_command"], changed)
+    from dagster._cli.asset import execute_materialize_command
+
+    source = inspect.getsource(execute_materialize_command)
+
+    assert CLI_RANGE_CHECK in source, changed(f"{command}: how it refuses a partition range")
+    assert "Partition ranges with the CLI require" in source, changed(f"{command}'s range check")
+
+
+def test_a_policy_admitting_cli_ranges_is_multi_run_to_every_reader_but_the_cli():
+    from dagster._core.definitions.backfill_policy import BackfillPolicyType
+    from dagster_shared.serdes import deserialize_value, serialize_value
+
+    from jobs_platform.orchestration._compat import admitting_cli_ranges
+
+    policy = admitting_cli_ranges(dg.BackfillPolicy.multi_run(30))
+    # What the daemon and the webserver get: the snapshot, serialized by class name.
+    sent = deserialize_value(serialize_value(policy), dg.BackfillPolicy)
+
+    assert policy.policy_type is BackfillPolicyType.SINGLE_RUN
+    assert policy == dg.BackfillPolicy.multi_run(30) and str(policy) == str(sent)
+    assert type(sent) is dg.BackfillPolicy, changed(f"how a BackfillPolicy serializes: {sent!r}")
+    assert sent.policy_type is BackfillPolicyType.MULTI_RUN
+    assert sent.max_partitions_per_run == 30
+    assert admitting_cli_ranges(dg.BackfillPolicy.single_run()) == dg.BackfillPolicy.single_run()
+    assert admitting_cli_ranges(None) is None
+
+
+def test_the_code_locations_snapshot_carries_every_backfill_policy_as_plain_multi_run():
+    from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster_shared.serdes import deserialize_value, serialize_value
+
+    from jobs_platform.definitions import defs
+
+    snapshot = RepositorySnap.from_def(defs.get_repository_def())
+    sent = deserialize_value(serialize_value(snapshot), RepositorySnap)
+    policies = {
+        node.asset_key.to_user_string(): node.backfill_policy
+        for node in sent.asset_nodes
+        if node.backfill_policy is not None
+    }
+
+    assert policies["orders"] == policies["daily_revenue"] == dg.BackfillPolicy.multi_run(30)
+    assert {type(policy) for policy in policies.values()} == {dg.BackfillPolicy}, changed(
+        "the asset nodes of a repository's snapshot"
+    )
+    assert all(policy.max_partitions_per_run for policy in policies.values())
+
+
 @dg.op
 def nothing() -> None:
     pass
@@ -259,3 +317,52 @@ def fails_with_a_cause() -> None:
 @dg.job(hooks={record_cause})
 def failing_job():
     fails_with_a_cause()
+
+
+def a_tick_in(origin) -> dg.SensorEvaluationContext:
+    """A sensor tick's context as the daemon builds it for a location of this origin."""
+    return dg.SensorEvaluationContext(
+        instance_ref=None,
+        last_tick_completion_time=None,
+        last_run_key=None,
+        cursor=None,
+        log_key=None,
+        repository_name=None,
+        code_location_origin=origin,
+    )
+
+
+def workspace_target(kind: str, **fields: object):
+    """What `dagster dev -m`, `--package-name`, `-f` or `--grpc-port` is loaded as."""
+    from dagster._core.workspace import load_target
+
+    return getattr(load_target, kind)(location_name=None, **fields)
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "module"),
+    [
+        ("ModuleTarget", {"module_name": "acme.defs"}, "acme.defs"),
+        ("PackageTarget", {"package_name": "acme"}, "acme"),
+        ("PythonFileTarget", {"python_file": "/src/acme/definitions.py"}, "definitions"),
+    ],
+)
+def test_a_sensor_tick_names_the_module_of_the_location_dagster_started(kind, fields, module):
+    from jobs_platform.orchestration._compat import sensor_location_module
+
+    target = workspace_target(kind, attribute=None, working_directory=None, **fields)
+    [origin] = target.create_origins()
+
+    assert sensor_location_module(a_tick_in(origin)) == module, changed(
+        f"the code location origin of a sensor tick: {origin!r}"
+    )
+
+
+def test_a_sensor_tick_of_a_code_server_or_of_a_test_names_no_module():
+    from jobs_platform.orchestration._compat import sensor_location_module
+
+    target = workspace_target("GrpcServerTarget", host="localhost", port=4266, socket=None)
+    [origin] = target.create_origins()
+
+    assert sensor_location_module(a_tick_in(origin)) is None
+    assert sensor_location_module(dg.build_sensor_context()) is None

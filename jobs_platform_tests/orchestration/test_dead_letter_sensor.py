@@ -130,6 +130,37 @@ def test_new_entry_is_alerted_once_even_when_the_sensor_ticks_again(
     assert after_first.cursor == first.cursor
 
 
+def test_an_alert_suggests_a_quoted_requeue_in_the_code_location_of_the_sensor(
+    engine, daemon_instance, receiver
+):
+    from dagster._core.workspace.load_target import ModuleTarget
+
+    quarantine_entry(engine, asset="events", partition="2024-03-03|apac")
+    # The tick as the daemon evaluates it for a location started with `dagster dev -m`.
+    [origin] = ModuleTarget(
+        module_name="acme.defs", attribute=None, working_directory=None, location_name=None
+    ).create_origins()
+    context = dg.SensorEvaluationContext(
+        instance_ref=daemon_instance.get_ref(),
+        last_tick_completion_time=None,
+        last_run_key=None,
+        cursor=None,
+        log_key=None,
+        repository_name=None,
+        repository_def=defs.get_repository_def(),
+        resources=dict(defs.resources),
+        code_location_origin=origin,
+    )
+
+    dead_letter_sensor.evaluate_tick(context)
+
+    [alert] = [request.json() for request in receiver.requests]
+    assert alert["location"] == "acme.defs"
+    assert alert["requeue_command"] == (
+        "jobs-platform dead-letter requeue -m acme.defs events '2024-03-03|apac'"
+    )
+
+
 def test_poison_day_alerts_once_and_not_again_after_requeue_and_success(
     platform_env, engine, daemon_instance, receiver
 ):
@@ -246,7 +277,10 @@ def test_dead_letter_partition_shows_the_whole_history_in_the_ui(engine, instanc
     assert (metadata["asset"].value, metadata["partition"].value) == ("orders", "2024-01-05")
     assert (metadata["status"].value, metadata["attempts"].value) == ("quarantined", 3)
     assert metadata["error_class"].value == "retryable"
-    assert metadata["requeue"].value == "jobs-platform dead-letter requeue orders 2024-01-05"
+    # A run in this process names no code location: the one the CLI loads without -m.
+    assert metadata["requeue"].value == (
+        "jobs-platform dead-letter requeue -m jobs_platform.definitions orders 2024-01-05"
+    )
     assert metadata["first_failed_at"].value <= metadata["last_failed_at"].value
     history = metadata["history"]
     assert isinstance(history, dg.TableMetadataValue)

@@ -2,9 +2,11 @@
 
 The default policy groups up to 30 partitions in a run; a poison day among them is
 quarantined alone, and Dagster's partition view shows it failed and the others
-materialized. The last test launches the backfill as the UI does (GraphQL
-`launchPartitionBackfill` on a webserver, runs created by a daemon): it takes a minute or
-two, most of it the daemon's 30 s tick.
+materialized. The last two tests launch the backfill as the UI does (GraphQL
+`launchPartitionBackfill` on a webserver, runs created by a daemon): each takes a minute
+or two, most of it the daemon's 30 s tick. A month and a day from the asset graph is split
+into runs of 30 and 1 though the same policy lets `dagster asset materialize
+--partition-range` run a range in one run (`_compat.admitting_cli_ranges`).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from jobs_platform.examples.orders.assets import (
     orders,
     orders_backfill,
     orders_of_day,
+    revenue_of_day,
 )
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import orders_table
+from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY
 from jobs_platform.store.schema import quarantine
-from jobs_platform_tests.support import engine_from
+from jobs_platform_tests.support import declared_rows, engine_from, expected_tables_from_landing
 
 FIRST, POISON, LAST = dt.date(2024, 8, 1), dt.date(2024, 8, 2), dt.date(2024, 8, 3)
 DAYS = [FIRST.isoformat(), POISON.isoformat(), LAST.isoformat()]
@@ -116,20 +119,56 @@ def ui_backfill(env, tmp_path, params: dict):
         return backfill, records, instance
 
 
-def test_a_backfill_from_the_asset_graph_withholds_only_the_poison_days_revenue(
+def test_a_backfill_from_the_asset_graph_runs_30_days_a_run_and_withholds_the_poison_day(
     pg_platform_env, tmp_path
 ):
+    """31 days: a run of 30 and a run of 1, though the CLI may run a range in one run."""
     from jobs_platform.bench.daemon import ui_backfill_params
-    from jobs_platform_tests.test_isolation import DAYS, assert_poison_day_alone_withheld
+    from jobs_platform_tests.test_isolation import (
+        DAYS,
+        assert_poison_day_alone_withheld,
+        orders_of,
+    )
 
-    seed_with_poison(pg_platform_env)
+    month = [(dt.date(2024, 5, 1) + dt.timedelta(days=n)).isoformat() for n in range(31)]
+    assert set(DAYS) < set(month)
+    seed_orders(
+        pg_platform_env["JOBS_PLATFORM_LANDING"],
+        dt.date.fromisoformat(month[0]),
+        dt.date.fromisoformat(month[-1]),
+        orders_per_day=5,
+        poison_days=[dt.date(2024, 5, 3)],
+    )
     backfill, records, instance = ui_backfill(
-        pg_platform_env, tmp_path, ui_backfill_params(DAYS, None)
+        pg_platform_env, tmp_path, ui_backfill_params(month, None)
     )
     with instance:
         assert backfill.status.value == "COMPLETED_FAILED"
-        assert len(records) == 1  # both assets, five days: one run of one step
+        # Both assets in each run, as one step: the range split by the default policy.
+        assert sorted(days_of(record.dagster_run.tags) for record in records) == [
+            month[:30],
+            month[30:],
+        ]
         assert_poison_day_alone_withheld(pg_platform_env, instance)
+    engine = engine_from(pg_platform_env)
+    for day in month[5:]:
+        expected_orders, expected_revenue = expected_tables_from_landing(
+            pg_platform_env["JOBS_PLATFORM_LANDING"], day
+        )
+        assert declared_rows(engine, orders_table, orders_of(day)) == expected_orders, day
+        where = revenue_of_day(daily_revenue_table, day)
+        assert declared_rows(engine, daily_revenue_table, where) == expected_revenue, day
+
+
+def days_of(run_tags: dict[str, str]) -> list[str]:
+    """The partitions a run of a daily backfill covers, from its range (or partition) tags."""
+    if "dagster/partition" in run_tags:
+        return [run_tags["dagster/partition"]]
+    span = dg.PartitionKeyRange(
+        run_tags["dagster/asset_partition_range_start"],
+        run_tags["dagster/asset_partition_range_end"],
+    )
+    return daily_partitions.get_partition_keys_in_range(span)
 
 
 def test_a_backfill_from_the_job_page_withholds_only_the_poison_days_revenue(

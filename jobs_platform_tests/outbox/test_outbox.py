@@ -37,7 +37,6 @@ from jobs_platform.outbox import (
     OutboxStatus,
 )
 from jobs_platform.outbox.store import mark_rejected
-from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.outbox import claim_pending, mark_launched, queue_stats, reclaim_unlaunched
 from jobs_platform.store.quarantine import active_entry
@@ -413,7 +412,7 @@ def test_an_invalid_request_is_rejected_with_the_reason_and_never_retried(
 
 def test_a_new_customer_key_is_added_as_a_dynamic_partition_then_resynced(platform_env):
     engine = engine_from(platform_env)
-    seed_example_orders(Settings.from_env(platform_env))
+    seed_example_orders(platform_env["JOBS_PLATFORM_LANDING"])
     customer = str(busiest_customers(platform_env["JOBS_PLATFORM_LANDING"], 1)[0])
     request_id = enqueue(engine, asset="customer_order_history", partitions=[customer])
 

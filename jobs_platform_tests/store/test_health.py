@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.store.health import asset_health
+from jobs_platform.store.health import asset_health, window_health
 from jobs_platform.store.schema import leases, partitions, quarantine
 from jobs_platform_tests.support import upgraded_warehouse
 
@@ -42,8 +42,10 @@ def lease(key: str, *, acquired_minutes_ago: float, expires_in_minutes: float) -
     }  # fmt: skip
 
 
-def test_health_counts_states_percentiles_and_leases_of_a_known_scenario(warehouse):
+def a_known_scenario(warehouse: sa.Engine, *, outside: bool = True) -> None:
+    """Every state over EXPECTED; with `outside`, a done partition before it too."""
     done = [partition(EXPECTED[n], "done", duration=float(n + 1), rows=100) for n in range(5)]
+    before = [partition("2023-12-31", "done", duration=None, rows=5)] if outside else []
     with warehouse.begin() as connection:
         connection.execute(
             sa.insert(partitions),
@@ -52,7 +54,7 @@ def test_health_counts_states_percentiles_and_leases_of_a_known_scenario(warehou
                 partition(EXPECTED[5], "failed"),
                 partition(EXPECTED[6], "failed"),  # failed, then quarantined: counted once
                 partition(EXPECTED[7], "quarantined"),
-                partition("2023-12-31", "done", duration=None, rows=5),  # not expected
+                *before,  # not expected
             ],
         )
         connection.execute(
@@ -67,6 +69,10 @@ def test_health_counts_states_percentiles_and_leases_of_a_known_scenario(warehou
                 lease(EXPECTED[5], acquired_minutes_ago=9, expires_in_minutes=-1),
             ],
         )
+
+
+def test_health_counts_states_percentiles_and_leases_of_a_known_scenario(warehouse):
+    a_known_scenario(warehouse)
 
     with warehouse.connect() as connection:
         health = asset_health(connection, {"orders": EXPECTED}, now=NOW)["orders"]
@@ -88,3 +94,49 @@ def test_health_of_an_asset_with_no_state_is_all_missing(warehouse):
     assert (health.done, health.failed, health.quarantined, health.missing) == (0, 0, 0, 10)
     assert health.duration_p50_seconds is None and health.rows_per_second is None
     assert health.oldest_lease_age_seconds is None and health.in_flight == 0
+
+
+def test_a_window_counts_only_its_own_partitions(warehouse):
+    a_known_scenario(warehouse)
+    with warehouse.begin() as connection:
+        connection.execute(
+            sa.insert(partitions),
+            [partition("2024-02-01", "failed"), partition("2024-02-02", "done", 9.0, 900)],
+        )
+        connection.execute(sa.insert(quarantine), [entry("2024-02-03")])
+        connection.execute(
+            sa.insert(leases), [lease("2024-02-04", acquired_minutes_ago=1, expires_in_minutes=5)]
+        )
+    # Every expected day but the 5th, which sorts inside the window's range: left out too.
+    window = [key for key in EXPECTED if key != EXPECTED[4]]
+
+    with warehouse.connect() as connection:
+        health = window_health(connection, {"orders": window}, now=NOW)["orders"]
+
+    assert (health.done, health.failed, health.quarantined) == (4, 1, 2)
+    assert health.missing == 2  # the 9th and 10th: leased, no state yet
+    assert (health.in_flight, health.expired_leases) == (2, 1)
+    assert health.oldest_lease_age_seconds == 300.0
+    assert (health.duration_p50_seconds, health.duration_p95_seconds) == (2.0, 4.0)
+    assert health.rows_per_second == 40.0
+
+
+def test_a_window_of_every_key_reads_as_the_whole_asset(warehouse):
+    a_known_scenario(warehouse, outside=False)
+
+    with warehouse.connect() as connection:
+        whole = asset_health(connection, {"orders": EXPECTED}, now=NOW)
+        window = window_health(connection, {"orders": EXPECTED}, now=NOW)
+
+    assert window == whole
+
+
+def test_an_empty_window_counts_nothing(warehouse):
+    a_known_scenario(warehouse)
+
+    with warehouse.connect() as connection:
+        health = window_health(connection, {"orders": []}, now=NOW)["orders"]
+
+    assert (health.done, health.missing, health.in_flight, health.rows_per_second) == (
+        0, 0, 0, None,
+    )  # fmt: skip

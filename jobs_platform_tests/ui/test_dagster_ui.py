@@ -184,7 +184,8 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
                 "quarantined",
                 "terminal",
                 "not valid JSON",
-                f"jobs-platform dead-letter requeue orders {POISON_DAY}",
+                # Named by the location `dagster dev` loaded (workspace.yaml), pasteable.
+                f"dead-letter requeue -m jobs_platform.definitions orders {POISON_DAY}",
             ]:
                 expect(body).to_contain_text(text, timeout=UI_TIMEOUT_MS)
             for column in ["episode", "attempt", "run_id", "error_class", "message", "at"]:

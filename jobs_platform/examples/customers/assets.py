@@ -17,7 +17,7 @@ import dagster as dg
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform import PartitionInput, Settings, backfill_asset
+from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.examples.customers.history import (
     busiest_customers,
     customer_history,
@@ -25,6 +25,7 @@ from jobs_platform.examples.customers.history import (
 )
 from jobs_platform.examples.customers.tables import customer_order_history_table
 from jobs_platform.examples.orders.assets import seed_example_orders
+from jobs_platform.examples.orders.resources import LandingZone
 
 CUSTOMER_PARTITIONS = "customers"
 customer_partitions = dg.DynamicPartitionsDefinition(name=CUSTOMER_PARTITIONS)
@@ -36,16 +37,14 @@ def rows_of_customer(table: sa.Table, partition: str) -> sa.ColumnElement[bool]:
     return table.c.customer_id == customer_id_of(partition)
 
 
-def seed_example_customers(settings: Settings) -> list[str]:
+def seed_example_customers(landing_root: str) -> list[str]:
     """The orders example's sample input, and its busiest customers as partitions.
 
     The keys are added to the `customers` dynamic partitions of the Dagster instance that
     `DAGSTER_HOME` names, so that runs of them can start.
     """
-    seed_example_orders(settings)
-    keys = [
-        str(customer) for customer in busiest_customers(settings.landing_root, EXAMPLE_CUSTOMERS)
-    ]
+    seed_example_orders(landing_root)
+    keys = [str(customer) for customer in busiest_customers(landing_root, EXAMPLE_CUSTOMERS)]
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions(CUSTOMER_PARTITIONS, keys)  # adds only new keys
     return keys
@@ -56,8 +55,8 @@ def seed_example_customers(settings: Settings) -> list[str]:
     partitions_def=customer_partitions,
     partition_scope=rows_of_customer,
 )
-def customer_order_history(source: PartitionInput) -> Iterator[pd.DataFrame]:
+def customer_order_history(source: PartitionInput, landing: LandingZone) -> Iterator[pd.DataFrame]:
     """Paid orders and revenue per day and currency of one customer, re-synced from landing."""
-    history = customer_history(source.settings.landing_root, customer_id_of(source.partition_key))
+    history = customer_history(landing.resolved_root(), customer_id_of(source.partition_key))
     for start in range(0, len(history), source.chunk_rows):
         yield history.iloc[start : start + source.chunk_rows]

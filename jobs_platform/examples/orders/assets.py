@@ -14,8 +14,9 @@ import dagster as dg
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform import PartitionInput, Settings, backfill_asset
+from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.examples.orders.landing import input_fingerprint, landing_file, read_order_chunks
+from jobs_platform.examples.orders.resources import LandingZone
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 
@@ -38,13 +39,13 @@ def revenue_of_day(table: sa.Table, partition: str) -> sa.ColumnElement[bool]:
     return table.c.day == dt.date.fromisoformat(partition)
 
 
-def _orders_file_fingerprint(source: PartitionInput) -> str:
-    return input_fingerprint(landing_file(source.settings.landing_root, source.partition_key))
+def _orders_file_fingerprint(source: PartitionInput, landing: LandingZone) -> str:
+    return input_fingerprint(landing_file(landing.resolved_root(), source.partition_key))
 
 
-def seed_example_orders(settings: Settings) -> list[str]:
+def seed_example_orders(landing_root: str) -> list[str]:
     """A small sample input for the generic idempotency suite and the demo."""
-    seed_orders(settings.landing_root, EXAMPLE_DAYS[0], EXAMPLE_DAYS[-1], orders_per_day=60)
+    seed_orders(landing_root, EXAMPLE_DAYS[0], EXAMPLE_DAYS[-1], orders_per_day=60)
     return [day.isoformat() for day in EXAMPLE_DAYS]
 
 
@@ -54,13 +55,13 @@ def seed_example_orders(settings: Settings) -> list[str]:
     partition_scope=orders_of_day,
     fingerprint=_orders_file_fingerprint,
 )
-def orders(source: PartitionInput) -> Iterator[pd.DataFrame]:
+def orders(source: PartitionInput, landing: LandingZone) -> Iterator[pd.DataFrame]:
     """Orders of one day from the landing zone, validated line by line."""
-    yield from orders_of_landing_day(source)
+    yield from orders_of_landing_day(source, landing)
 
 
-def orders_of_landing_day(source: PartitionInput) -> Iterator[pd.DataFrame]:
-    path = landing_file(source.settings.landing_root, source.partition_key)
+def orders_of_landing_day(source: PartitionInput, landing: LandingZone) -> Iterator[pd.DataFrame]:
+    path = landing_file(landing.resolved_root(), source.partition_key)
     yield from read_order_chunks(path, source.partition_key, source.chunk_rows)
 
 
