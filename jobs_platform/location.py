@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import dagster as dg
 
     from jobs_platform.engine.spec import BackfillSpec
+    from jobs_platform.settings import Settings
 
 CODE_LOCATION_MODULE = "jobs_platform.definitions"
 MODULE_VARIABLE = "JOBS_PLATFORM_MODULE"
@@ -106,6 +107,35 @@ def location_backfills(definitions: dg.Definitions) -> list[BackfillSpec]:
     from jobs_platform.orchestration.specs import backfill_specs
 
     return list(backfill_specs(definitions.assets or ()).values())
+
+
+def location_settings(definitions: dg.Definitions) -> Settings:
+    """The settings of the location's bound `jobs_platform` resource, its fields resolved
+    (`dg.EnvVar` included); the environment's when the location binds none.
+
+    What a command with `-m` works on, so that it names the warehouse the location's steps
+    and sensors write to.
+    """
+    import dagster as dg
+
+    from jobs_platform.orchestration.resources import JobsPlatformResource
+    from jobs_platform.settings import Settings, SettingsError
+
+    resource = (definitions.resources or {}).get("jobs_platform")
+    if not isinstance(resource, JobsPlatformResource):
+        return Settings.from_env()
+    try:
+        resource = resource.process_config_and_initialize()
+    except dg.DagsterInvalidConfigError as error:  # e.g. a `dg.EnvVar` that is not set
+        reasons = "; ".join(_first_line(e.message) for e in error.errors)
+        raise SettingsError(f"the code location's jobs_platform resource: {reasons}") from None
+    return resource.settings()
+
+
+def _first_line(message: str) -> str:
+    # Dagster's config error: the cause, then its stack trace, on a few lines.
+    cause = message.split("Stack Trace:", 1)[0].rsplit("Error: ", 1)[-1]
+    return " ".join(cause.split())
 
 
 def dagster_instance() -> dg.DagsterInstance:

@@ -576,17 +576,20 @@ def record_requested_run(
     instance: dg.DagsterInstance,
     request: dg.RunRequest,
     status: dg.DagsterRunStatus = dg.DagsterRunStatus.STARTED,
+    definitions: dg.Definitions | None = None,
 ) -> dg.DagsterRun:
     """What the sensor daemon does with a tick's run request: create its run (no work runs).
 
     The run carries the request's tags, its run key and its partition; `NOT_STARTED` is a
-    run created but never submitted.
+    run created but never submitted. A run of the bundled location unless `definitions`
+    name another.
     """
-    from jobs_platform.definitions import defs
+    if definitions is None:
+        from jobs_platform.definitions import defs as definitions
 
     tags = {**request.tags, RUN_KEY_TAG: request.run_key}
     if request.partition_key:
         tags[PARTITION_TAG] = request.partition_key
     return instance.create_run_for_job(
-        defs.resolve_implicit_global_asset_job_def(), tags=tags, status=status
+        definitions.resolve_implicit_global_asset_job_def(), tags=tags, status=status
     )

@@ -62,9 +62,9 @@ def run_upgrade(args: argparse.Namespace) -> int:
     )
 
     # The code location is loaded first: a mistyped module changes nothing.
-    module, backfills = _location(args.module)
+    module, backfills, database_url = _location(args.module)
     tables = [spec.table for spec in backfills]
-    engine, url = _warehouse(changes=not args.sql)
+    engine, url = _warehouse(database_url, changes=not args.sql)
     try:
         if args.sql:
             # stdout is the script alone, so that it can be piped to psql or saved for review.
@@ -137,15 +137,22 @@ def run_check(args: argparse.Namespace) -> int:
     return EXIT_BEHIND
 
 
-def _location(module: str | None) -> tuple[str, list[BackfillSpec]]:
-    """The code location's name and its backfills (loading it declares them)."""
+def _location(module: str | None) -> tuple[str, list[BackfillSpec], str]:
+    """The code location's name, its backfills (loading it declares them) and the URL of
+    its warehouse (its bound `jobs_platform` resource's, else the environment's)."""
     from jobs_platform.location import (
         code_location_module,
         load_definitions,
         location_backfills,
+        location_settings,
     )
 
-    return code_location_module(module), location_backfills(load_definitions(module))
+    definitions = load_definitions(module)
+    return (
+        code_location_module(module),
+        location_backfills(definitions),
+        location_settings(definitions).database_url,
+    )
 
 
 def _read_warehouse(module: str | None):
@@ -153,8 +160,8 @@ def _read_warehouse(module: str | None):
     exit code when the warehouse is unreachable."""
     from jobs_platform.store.migrate import missing_user_tables, schema_state
 
-    name, backfills = _location(module)
-    engine, url = _warehouse(changes=False)
+    name, backfills, database_url = _location(module)
+    engine, url = _warehouse(database_url, changes=False)
     try:
         state = dataclasses.replace(schema_state(engine), url=url)
         missing = missing_user_tables(engine, [spec.table for spec in backfills])
@@ -177,17 +184,15 @@ def _backfills_of(table: sa.Table, backfills: list[BackfillSpec]) -> str:
     return f"backfill {', '.join(names)}"
 
 
-def _warehouse(*, changes: bool) -> tuple[sa.Engine, str]:
+def _warehouse(database_url: str, *, changes: bool) -> tuple[sa.Engine, str]:
     """The warehouse's engine and its URL, password hidden.
 
     A SQLite file that does not exist yet (the embedded default in a new folder, say) is
     read as the empty database it would be: opening it would create it, and `--sql`,
     `current` and `check` change nothing.
     """
-    from jobs_platform.settings import Settings
     from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
 
-    database_url = Settings.from_env().database_url
     parsed = normalize_url(database_url)
     sqlite_file = (
         parsed.database

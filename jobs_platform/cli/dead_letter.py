@@ -13,9 +13,15 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
-from jobs_platform.cli.warehouse import open_warehouse
+from jobs_platform.cli.warehouse import command_settings, open_warehouse
 from jobs_platform.dead_letter_view import entry_summary, plain
-from jobs_platform.location import add_module_option, require_module
+from jobs_platform.location import (
+    add_module_option,
+    load_definitions,
+    location_settings,
+    named_module,
+    require_module,
+)
 from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
@@ -64,13 +70,14 @@ def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[
 
 def run_list(args: argparse.Namespace) -> int:
     # The dead letter is the warehouse's, shared by every code location writing to it, and
-    # each entry names its asset: every entry is listed, whatever the location. Narrowing
-    # it to a location's backfills would import Dagster and the location (seconds, for a
-    # command that answers in a fraction of one) and could hide an entry of an asset no
-    # location serves any more. The location is only checked to exist, without running
-    # it, and named in the commands the listing suggests.
+    # each entry names its asset: every entry is listed, whatever the location (a list
+    # narrowed to one location's backfills could hide an entry of an asset no location
+    # serves any more). The location is named in the commands the listing suggests. One
+    # named by -m or $JOBS_PLATFORM_MODULE is loaded for its warehouse (its bound
+    # `jobs_platform` resource); without, the environment names the warehouse and
+    # Dagster is not imported (seconds, for a command that answers in a fraction of one).
     module = require_module(args.module)
-    with open_warehouse().connect() as connection:
+    with open_warehouse(command_settings(args.module)).connect() as connection:
         entries = [entry_summary(row) for row in quarantine_store.list_entries(connection)]
     if args.json:
         print(json.dumps(entries, indent=2))
@@ -91,10 +98,11 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     # A partition is read by its asset's name, whatever the location; the location is
-    # only checked to exist (without importing Dagster) and named in the requeue hint.
+    # named in the requeue hint, and, when -m or $JOBS_PLATFORM_MODULE names it, names
+    # the warehouse (its bound resource).
     module = require_module(args.module)
     asset, partition = args.asset, args.partition
-    with open_warehouse().connect() as connection:
+    with open_warehouse(command_settings(args.module)).connect() as connection:
         history = history_rows(connection, asset, partition)
         try:
             row = quarantine_store.latest_entry(connection, asset, partition)
@@ -139,13 +147,21 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_requeue(args: argparse.Namespace) -> int:
+    # The location is loaded before anything is released: it names the warehouse (its
+    # bound resource) and the executor, and, to launch the run here, it must serve the
+    # asset (an entry released with no run to launch would wait for a sensor that may
+    # never see it). `--no-launch` without a named location needs none of it.
+    definitions = (
+        load_definitions(args.module) if named_module(args.module) or not args.no_launch else None
+    )
+    settings = Settings.from_env() if definitions is None else location_settings(definitions)
     # Under a remote executor the run must land on the workers like any other run: the
     # requeue sensor launches it through the instance (daemon, run launcher, executor).
-    through_instance = args.no_launch or Settings.from_env().executor == "celery"
-    engine = open_warehouse()
-    # The location is loaded, and must serve the asset, before anything is released: an
-    # entry released with no run to launch would wait for a sensor that may never see it.
-    definitions = None if through_instance else _definitions_serving(args.module, args.asset)
+    through_instance = args.no_launch or (definitions is not None and runs_elsewhere(definitions))
+    engine = open_warehouse(settings)
+    if not through_instance:
+        assert definitions is not None  # loaded whenever the run is launched here
+        _require_backfill(definitions, args.module, args.asset)
     with engine.connect() as connection:
         lost = quarantine_store.requeue_awaiting_run(connection, args.asset, args.partition)
     if lost is not None:
@@ -184,22 +200,29 @@ def _refuse_when_its_run_exists(entry: sa.Row) -> None:
         )
 
 
-def _definitions_serving(module: str | None, asset: str) -> dg.Definitions:
-    """The code location's definitions, when one of its backfills is `asset`."""
-    from jobs_platform.location import (
-        code_location_module,
-        load_definitions,
-        location_backfills,
-    )
+def runs_elsewhere(definitions: dg.Definitions) -> bool:
+    """Whether the location's runs execute on other machines (its executor, e.g. Celery)."""
+    import dagster as dg
 
-    definitions = load_definitions(module)
+    from jobs_platform.orchestration.executors import LOCAL_EXECUTORS
+
+    executor = definitions.executor
+    # None is Dagster's default (multiprocess); an `Executor` object has no name to go by.
+    if executor is None or isinstance(executor, dg.Executor):
+        return False
+    return executor.name not in LOCAL_EXECUTORS
+
+
+def _require_backfill(definitions: dg.Definitions, module: str | None, asset: str) -> None:
+    """Raise unless one of the code location's backfills is `asset`."""
+    from jobs_platform.location import code_location_module, location_backfills
+
     if asset not in {spec.asset for spec in location_backfills(definitions)}:
         raise LookupError(
             f"code location {code_location_module(module)} has no backfill {asset!r}: pass "
             "the location that serves it with -m MODULE (or set JOBS_PLATFORM_MODULE); "
             "nothing was released"
         )
-    return definitions
 
 
 def launch_requeue_run(

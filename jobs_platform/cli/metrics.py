@@ -38,7 +38,7 @@ def register(commands) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from jobs_platform.cli.warehouse import open_warehouse
-    from jobs_platform.location import dagster_instance, load_definitions
+    from jobs_platform.location import dagster_instance, load_definitions, location_settings
     from jobs_platform.metrics import METRICS_PATH
     from jobs_platform.metrics.exposition import (
         DEFAULT_CACHE_SECONDS,
@@ -52,8 +52,11 @@ def run_serve(args: argparse.Namespace) -> int:
     cache_seconds = DEFAULT_CACHE_SECONDS if args.cache_seconds is None else args.cache_seconds
     if cache_seconds < 0:
         raise ValueError(f"--cache-seconds must be 0 or more, got {cache_seconds:g}")
-    engine = open_warehouse()  # fails in one line when it cannot be opened, before serving
-    specs = load_definitions(args.module).resolve_all_asset_specs()
+    definitions = load_definitions(args.module)
+    # The location's own warehouse (its bound resource), whatever the environment says;
+    # fails in one line when it cannot be opened, before serving.
+    engine = open_warehouse(location_settings(definitions))
+    specs = definitions.resolve_all_asset_specs()
     with dagster_instance() as instance:
 
         def read():

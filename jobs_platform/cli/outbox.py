@@ -7,8 +7,8 @@ import json
 
 import sqlalchemy as sa
 
-from jobs_platform.cli.warehouse import open_warehouse
-from jobs_platform.location import add_module_option, named_module, require_module
+from jobs_platform.cli.warehouse import command_settings, open_warehouse
+from jobs_platform.location import add_module_option
 from jobs_platform.outbox.store import OutboxStatus, list_requests, queue_stats
 
 LIST_FIELDS = (
@@ -51,13 +51,12 @@ def request_summary(row: sa.Row) -> dict:
 def run_list(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
-    # The outbox is the warehouse's: the location whose sensor drains it claims every
-    # request and rejects those for assets it does not serve, so every request is listed
-    # (a filtered list would hide why a request was rejected). A named location is only
-    # checked to exist, without importing Dagster.
-    if named_module(args.module):
-        require_module(args.module)
-    engine = open_warehouse()
+    # The outbox is the warehouse's, shared by every code location writing to it: each
+    # location's sensor claims the requests for its own assets, and a request for an asset
+    # no location serves stays pending. Every request is listed, so that one waiting for
+    # a location that is not loaded shows. A named location names the warehouse (its
+    # bound `jobs_platform` resource); without one, the environment does.
+    engine = open_warehouse(command_settings(args.module))
     statuses = [OutboxStatus(args.status)] if args.status else None
     with engine.connect() as connection:
         rows = list_requests(connection, limit=args.limit, statuses=statuses)

@@ -29,19 +29,21 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from jobs_platform.cli.warehouse import open_warehouse
-    from jobs_platform.location import dagster_instance, load_definitions
+    from jobs_platform.location import dagster_instance, load_definitions, location_settings
     from jobs_platform.orchestration.health import status_report
     from jobs_platform.orchestration.windows import status_window
-    from jobs_platform.settings import Settings
     from jobs_platform.store.health import health_as_dict
 
-    open_warehouse()  # fails in one line when it cannot be opened, before any work
-    specs = load_definitions(args.module).resolve_all_asset_specs()
+    definitions = load_definitions(args.module)
+    # The location's own warehouse (its bound resource), whatever the environment says.
+    settings = location_settings(definitions)
+    open_warehouse(settings)  # fails in one line when it cannot be opened, before any work
+    specs = definitions.resolve_all_asset_specs()
     # A bad key fails here, in one line naming what keys look like, before any query.
     windowed = args.first is not None or args.last is not None
     window = status_window(specs, args.first, args.last) if windowed else None
     with dagster_instance() as instance:
-        report = status_report(specs, instance, Settings.from_env(), window)
+        report = status_report(specs, instance, settings, window)
     assets = health_as_dict(report["assets"])
     if args.json:
         shown = {

@@ -6,22 +6,39 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from jobs_platform.location import load_definitions, location_settings, named_module
 from jobs_platform.settings import Settings, embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url
 from jobs_platform.store.migrate import ready_warehouse
+
+# Where a warehouse URL comes from.
+_NAMED_BY = "JOBS_PLATFORM_DATABASE_URL (or the code location's jobs_platform resource)"
 
 
 class WarehouseUnavailable(Exception):
     """The CLI cannot open the warehouse; the message names it, password hidden."""
 
 
-def open_warehouse() -> sa.Engine:
-    """The engine of JOBS_PLATFORM_DATABASE_URL's warehouse, its schema checked current.
+def command_settings(module: str | None) -> Settings:
+    """The settings a command that reads the warehouse works with.
+
+    With a code location named (`-m`, or $JOBS_PLATFORM_MODULE): its bound `jobs_platform`
+    resource's, so that the command reads the warehouse the location writes to (loading
+    the location imports Dagster: seconds). Without one: the environment's, at once.
+    """
+    if named_module(module):
+        return location_settings(load_definitions(module))
+    return Settings.from_env()
+
+
+def open_warehouse(settings: Settings | None = None) -> sa.Engine:
+    """The engine of the warehouse `settings` name (the environment's by default), its
+    schema checked current.
 
     A SQLite warehouse must be in an existing folder: a command that reads state must not
     answer "nothing here" from a fresh, empty warehouse made at a mistyped path.
     """
-    url = Settings.from_env().database_url
+    url = (settings or Settings.from_env()).database_url
     shown = f"cannot open the warehouse {redact_url(url)}"
     parsed = normalize_url(url)
     # The embedded default is zero set-up: before anything ran here it is created, empty.
@@ -30,8 +47,8 @@ def open_warehouse() -> sa.Engine:
         folder = Path(parsed.database).parent
         if not folder.is_dir():
             raise WarehouseUnavailable(
-                f"{shown}: the folder {folder} does not exist; check JOBS_PLATFORM_DATABASE_URL "
-                "(a SQLite warehouse is created by `jobs-platform db upgrade` or by a run)"
+                f"{shown}: the folder {folder} does not exist; check {_NAMED_BY} (a SQLite "
+                "warehouse is created by `jobs-platform db upgrade` or by a run)"
             )
     try:
         engine = ready_warehouse(url)
@@ -41,6 +58,6 @@ def open_warehouse() -> sa.Engine:
         reason = (str(error.orig).strip().splitlines() or [type(error.orig).__name__])[0]
         raise WarehouseUnavailable(
             f"{shown} ({reason}): check that the database is running and reachable from "
-            "here, and that JOBS_PLATFORM_DATABASE_URL names it with the right credentials"
+            f"here, and that {_NAMED_BY} names it with the right credentials"
         ) from None
     return engine

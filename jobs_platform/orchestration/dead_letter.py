@@ -1,10 +1,13 @@
 """The dead letter in Dagster: one `dead_letter` partition per quarantine entry, and alerts.
 
-`dead_letter_sensor` walks new quarantine entries by id (its cursor), alerts each once
-through the ledger and launches the entry's `dead_letter` partition. Requeueing is in
-`requeue.py`.
+`dead_letter_sensor` walks new quarantine entries of its code location's backfills by id
+(its cursor), alerts each once through the ledger and launches the entry's `dead_letter`
+partition; entries of backfills other locations serve are theirs. Requeueing is in
+`requeue.py`. `dead_letter_definitions(names)` builds the asset and the sensor under a
+location's names (`naming.py`); `dead_letter` and `dead_letter_sensor` are the bare ones.
 """
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -14,8 +17,10 @@ import dagster as dg
 from jobs_platform.alerts.alert import QuarantineAlert, alert_for_entry, load_alert, load_alerts
 from jobs_platform.alerts.ledger import deliver_once, is_settled
 from jobs_platform.orchestration.alerting import AlertsResource
+from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run, location_of_sensor
 from jobs_platform.orchestration.resources import JobsPlatformResource
+from jobs_platform.orchestration.selections import served_backfills
 from jobs_platform.store import quarantine as quarantine_store
 
 # A tick must finish within Dagster's sensor timeout (60 s) even when every sink hangs
@@ -24,8 +29,6 @@ from jobs_platform.store import quarantine as quarantine_store
 ENTRIES_PER_TICK = 100
 TICK_BUDGET_SECONDS = 15.0
 DEAD_LETTER_TICK_SECONDS = 30
-
-dead_letter_partitions = dg.DynamicPartitionsDefinition(name="dead_letter_entries")
 
 HISTORY_SCHEMA = dg.TableSchema(
     columns=[
@@ -38,27 +41,6 @@ HISTORY_SCHEMA = dg.TableSchema(
         dg.TableColumn("at", "string"),
     ]
 )
-
-
-@dg.asset(
-    name="dead_letter",
-    partitions_def=dead_letter_partitions,
-    group_name="dead_letter",
-    description="One partition per quarantine entry (its id): the failed partition, its whole "
-    "failure history and how to requeue it.",
-)
-def dead_letter(
-    context: dg.AssetExecutionContext, jobs_platform: JobsPlatformResource
-) -> dg.MaterializeResult:
-    engine = jobs_platform.ready_warehouse()
-    with engine.connect() as connection:
-        try:
-            alert = load_alert(connection, int(context.partition_key), location_of_run(context.run))
-        except (quarantine_store.UnknownEntry, ValueError) as error:
-            raise dg.Failure(
-                f"dead_letter partition {context.partition_key!r}: {error}", allow_retries=False
-            ) from None
-    return dg.MaterializeResult(metadata=dead_letter_metadata(alert))
 
 
 def dead_letter_metadata(alert: QuarantineAlert) -> dict:
@@ -122,20 +104,80 @@ class DeadLetterCursor:
         )
 
 
-@dg.sensor(
-    name="dead_letter_sensor",
-    asset_selection=[dead_letter],
-    minimum_interval_seconds=DEAD_LETTER_TICK_SECONDS,
-    # On by default: under `dagster dev` a quarantined partition must alert without anyone
-    # first finding and starting a sensor. The ledger keeps that to one alert per entry.
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Alerts each new quarantine entry once and adds it as a dead_letter partition.",
-)
-def dead_letter_sensor(
+@functools.cache
+def dead_letter_definitions(
+    names: FrameworkNames = BARE,
+) -> tuple[dg.AssetsDefinition, dg.SensorDefinition]:
+    """The dead-letter asset and its sensor under one code location's names.
+
+    Each location gets its own dynamic partitions set too: Dagster keeps those per
+    instance, by name, and one location's entries are no partitions of another's asset.
+    """
+    partitions = dg.DynamicPartitionsDefinition(name=names.definition("dead_letter_entries"))
+    asset = _dead_letter_asset(names.asset_key("dead_letter"), partitions)
+
+    @dg.sensor(
+        name=names.definition("dead_letter_sensor"),
+        asset_selection=[asset],
+        minimum_interval_seconds=DEAD_LETTER_TICK_SECONDS,
+        # On by default: under `dagster dev` a quarantined partition must alert without
+        # anyone first finding and starting a sensor. The ledger keeps that to one alert
+        # per entry.
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Alerts each new quarantine entry of this code location's backfills once "
+        "and adds it as a dead_letter partition.",
+    )
+    def dead_letter_sensor(
+        context: dg.SensorEvaluationContext,
+        jobs_platform: JobsPlatformResource,
+        alerts: AlertsResource,
+    ) -> dg.SensorResult:
+        return _dead_letter_tick(context, jobs_platform, alerts, asset.key, partitions)
+
+    return asset, dead_letter_sensor
+
+
+def _dead_letter_asset(
+    key: dg.AssetKey, partitions: dg.DynamicPartitionsDefinition
+) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=key,
+        partitions_def=partitions,
+        group_name="dead_letter",
+        description="One partition per quarantine entry (its id): the failed partition, its "
+        "whole failure history and how to requeue it.",
+    )
+    def dead_letter(
+        context: dg.AssetExecutionContext, jobs_platform: JobsPlatformResource
+    ) -> dg.MaterializeResult:
+        engine = jobs_platform.ready_warehouse()
+        with engine.connect() as connection:
+            try:
+                alert = load_alert(
+                    connection, int(context.partition_key), location_of_run(context.run)
+                )
+            except (quarantine_store.UnknownEntry, ValueError) as error:
+                raise dg.Failure(
+                    f"dead_letter partition {context.partition_key!r}: {error}",
+                    allow_retries=False,
+                ) from None
+        return dg.MaterializeResult(metadata=dead_letter_metadata(alert))
+
+    return dead_letter
+
+
+def _dead_letter_tick(
     context: dg.SensorEvaluationContext,
     jobs_platform: JobsPlatformResource,
     alerts: AlertsResource,
+    asset_key: dg.AssetKey,
+    partitions: dg.DynamicPartitionsDefinition,
 ) -> dg.SensorResult:
+    # The entries of this location's backfills only: another location sharing the
+    # warehouse alerts and shows its own.
+    served = served_backfills(context.repository_def)
+    if not served:
+        return dg.SensorResult(skip_reason="this code location serves no backfill")
     cursor = DeadLetterCursor.parse(context.cursor)
     settings = jobs_platform.settings()
     engine = jobs_platform.ready_warehouse()
@@ -149,7 +191,7 @@ def dead_letter_sensor(
         new = [
             alert_for_entry(connection, entry, location)
             for entry in quarantine_store.entries_after(
-                connection, cursor.last_entry_id, limit=ENTRIES_PER_TICK
+                connection, cursor.last_entry_id, limit=ENTRIES_PER_TICK, assets=served
             )
         ]
     deadline = time.monotonic() + TICK_BUDGET_SECONDS
@@ -173,19 +215,20 @@ def dead_letter_sensor(
             dg.RunRequest(
                 run_key=str(alert.entry_id),
                 partition_key=str(alert.entry_id),
-                asset_selection=[dead_letter.key],
+                asset_selection=[asset_key],
             )
         )
         last_seen = alert.entry_id
     added = [request.partition_key for request in requests if request.partition_key is not None]
     return dg.SensorResult(
         run_requests=requests,
-        dynamic_partitions_requests=[dead_letter_partitions.build_add_request(added)]
-        if added
-        else [],
+        dynamic_partitions_requests=[partitions.build_add_request(added)] if added else [],
         cursor=DeadLetterCursor(last_seen, tuple(undelivered)).serialize(),
         skip_reason=None if requests else "no new quarantine entries",
     )
+
+
+dead_letter, dead_letter_sensor = dead_letter_definitions(BARE)
 
 
 def _timestamp(value) -> dg.MetadataValue:

@@ -5,6 +5,7 @@ from typing import Any
 
 import dagster as dg
 
+from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
 from jobs_platform.outbox.store import queue_stats
@@ -34,8 +35,10 @@ def status_report(
 ) -> dict:
     """The figures of `jobs-platform status` and of the `platform_health` asset.
 
-    With a `window`, each time-partitioned backfill counts only its partitions in it
-    (`windows`), and the others are named under `not_windowed`.
+    Of the backfills among `specs` (a code location's) only, outbox requests included:
+    other locations sharing the warehouse report theirs. With a `window`, each
+    time-partitioned backfill counts only its partitions in it (`windows`), and the
+    others are named under `not_windowed`.
     """
     specs = list(specs)
     engine = ready_warehouse(settings.database_url)
@@ -46,7 +49,7 @@ def status_report(
             assets = asset_health(connection, keys)
         else:
             assets = window_health(connection, windowed)
-        queue = queue_stats(connection)
+        queue = queue_stats(connection, assets=list(keys))
     report: dict[str, Any] = {
         "assets": assets,
         "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
@@ -74,21 +77,24 @@ def _health_metadata(report: dict) -> dict:
 PLATFORM_HEALTH = "platform_health"
 
 
-def platform_health_asset(backfills: Sequence[dg.AssetsDefinition]) -> dg.AssetsDefinition:
+def platform_health_asset(
+    backfills: Sequence[dg.AssetsDefinition], names: FrameworkNames = BARE
+) -> dg.AssetsDefinition:
     """The `platform_health` asset over `backfills`.
 
     The code location passes its backfills in, as it does to the quarantine checks: the
     asset must not import the code location, which imports it.
     """
     specs = [spec for assets_def in backfills for spec in assets_def.specs]
+    key = names.asset_key(PLATFORM_HEALTH)
 
     @dg.asset(
-        name=PLATFORM_HEALTH,
+        key=key,
         group_name="platform",
         required_resource_keys={"jobs_platform"},
         check_specs=[
-            dg.AssetCheckSpec("nothing_quarantined", asset=PLATFORM_HEALTH),
-            dg.AssetCheckSpec("no_lease_older_than_its_ttl", asset=PLATFORM_HEALTH),
+            dg.AssetCheckSpec("nothing_quarantined", asset=key),
+            dg.AssetCheckSpec("no_lease_older_than_its_ttl", asset=key),
         ],
         description="Partitions done / failed / quarantined / missing per backfill, in-flight "
         "work, pending requests and speed. Materialize it (or let its schedule) to refresh.",
@@ -120,7 +126,7 @@ def _health_results(report: dict):
 
 
 def platform_health_schedule(
-    backfill_checks: list[dg.AssetChecksDefinition],
+    backfill_checks: list[dg.AssetChecksDefinition], names: FrameworkNames = BARE
 ) -> dg.ScheduleDefinition:
     """Refresh platform_health every 10 minutes, with the backfills' quarantine checks.
 
@@ -128,8 +134,8 @@ def platform_health_schedule(
     a step (a process) per partition.
     """
     return dg.ScheduleDefinition(
-        name="platform_health_every_10_minutes",
-        target=dg.AssetSelection.assets(PLATFORM_HEALTH)
+        name=names.definition("platform_health_every_10_minutes"),
+        target=dg.AssetSelection.assets(names.asset_key(PLATFORM_HEALTH))
         | dg.AssetSelection.checks(*backfill_checks),
         cron_schedule="*/10 * * * *",
         # On by default: a backfill's own runs skip its quarantine checks when a partition

@@ -1,8 +1,11 @@
 """The outbox in Dagster: `backfill_request_sensor` turns requests into runs; `outbox_health`.
 
 A tick takes requests in a short warehouse transaction (those earlier ticks claimed whose
-runs Dagster does not have yet, then new pending ones), validates each against this code
-location outside any transaction (the asset, its partitions, the payload version), asks
+runs Dagster does not have yet, then new pending ones), only requests for assets this
+code location has: several locations may share the warehouse, and a request for another
+location's asset (or for one no location serves yet) stays pending, for that location.
+It validates each against this code location outside any transaction (the asset, its
+partitions, the payload version), asks
 the Dagster instance which of their runs exist, then in a second short transaction marks
 the invalid ones rejected and those with every run launched, and returns run requests for
 the runs still missing. Short transactions matter on SQLite, where a transaction holds
@@ -23,14 +26,20 @@ request that names several.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dagster as dg
 
+from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
-from jobs_platform.orchestration.selections import BACKFILL_ASSETS, with_downstream_backfills
+from jobs_platform.orchestration.selections import (
+    BACKFILL_ASSETS,
+    served_assets,
+    with_downstream_backfills,
+)
 from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, REQUEST_ID_TAG
 from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
@@ -144,26 +153,40 @@ def plan_launch(
     return LaunchPlan(request, asset_key, tuple(partitions), selection)
 
 
-@dg.sensor(
-    name="backfill_request_sensor",
-    asset_selection=BACKFILL_ASSETS,
-    minimum_interval_seconds=OUTBOX_TICK_SECONDS,
-    # On by default: a request written by application code must launch without anyone
-    # first finding and starting a sensor in the UI.
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Launches the backfills requested through the outbox (request_backfill); "
-    "rejects requests that name no backfill or no valid partition.",
-)
-def backfill_request_sensor(
+@functools.cache
+def backfill_request_sensor_named(names: FrameworkNames = BARE) -> dg.SensorDefinition:
+    """The outbox sensor under one code location's names."""
+
+    @dg.sensor(
+        name=names.definition("backfill_request_sensor"),
+        asset_selection=BACKFILL_ASSETS,
+        minimum_interval_seconds=OUTBOX_TICK_SECONDS,
+        # On by default: a request written by application code must launch without anyone
+        # first finding and starting a sensor in the UI.
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Launches the backfills of this code location requested through the "
+        "outbox (request_backfill); rejects those that name no backfill or no valid "
+        "partition, and leaves requests for other locations' assets to them.",
+    )
+    def backfill_request_sensor(
+        context: dg.SensorEvaluationContext, jobs_platform: JobsPlatformResource
+    ) -> dg.SensorResult:
+        return _outbox_tick(context, jobs_platform)
+
+    return backfill_request_sensor
+
+
+def _outbox_tick(
     context: dg.SensorEvaluationContext, jobs_platform: JobsPlatformResource
 ) -> dg.SensorResult:
     repository = context.repository_def
     if repository is None:
         return dg.SensorResult(skip_reason="no code location to validate requests against")
+    assets = served_assets(repository)
     engine = jobs_platform.ready_warehouse()
     with engine.begin() as connection:
-        earlier = outbox_store.reclaim_unlaunched(connection, REQUESTS_PER_TICK)
-        fresh = outbox_store.claim_pending(connection, REQUESTS_PER_TICK)
+        earlier = outbox_store.reclaim_unlaunched(connection, REQUESTS_PER_TICK, assets=assets)
+        fresh = outbox_store.claim_pending(connection, REQUESTS_PER_TICK, assets=assets)
     if not earlier and not fresh:
         return dg.SensorResult(skip_reason="no pending backfill requests")
     plans, rejections = [], []
@@ -219,41 +242,52 @@ def _log_tick(
         log.info(f"backfill request {plan.request.id}: every run exists, launched")
 
 
-@dg.asset(
-    name="outbox_health",
-    group_name="outbox",
-    description="The backfill request outbox: pending requests and the age of the oldest, "
-    "claimed, launched and rejected counts. Materialize to refresh.",
-    check_specs=[
-        dg.AssetCheckSpec(
-            HEALTH_CHECK_NAME,
-            asset="outbox_health",
-            description=f"Warns when a request has waited over {STALE_PENDING_SECONDS} s.",
-        )
-    ],
-)
-def outbox_health(jobs_platform: JobsPlatformResource) -> dg.MaterializeResult:
-    engine = jobs_platform.ready_warehouse()
-    with engine.connect() as connection:
-        stats = outbox_store.queue_stats(connection)
-    metadata = health_metadata(stats)
-    age = stats.oldest_pending_age_seconds
-    draining = age is None or age <= STALE_PENDING_SECONDS
-    return dg.MaterializeResult(
-        metadata=metadata,
-        check_results=[
-            dg.AssetCheckResult(
-                check_name=HEALTH_CHECK_NAME,
-                passed=draining,
-                severity=dg.AssetCheckSeverity.WARN,
-                description=None
-                if draining
-                else f"the oldest pending request has waited {age:.0f} s: is "
-                "backfill_request_sensor running?",
-                metadata=metadata,
+def outbox_health_asset(
+    backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE
+) -> dg.AssetsDefinition:
+    """The `outbox_health` asset over the requests for `backfills` (a code location's)."""
+    key = names.asset_key("outbox_health")
+    assets = sorted(backfill.to_user_string() for backfill in backfills)
+    sensor_name = names.definition("backfill_request_sensor")
+
+    @dg.asset(
+        key=key,
+        group_name="outbox",
+        description="The backfill requests for this code location's backfills: pending "
+        "requests and the age of the oldest, claimed, launched and rejected counts. "
+        "Materialize to refresh.",
+        check_specs=[
+            dg.AssetCheckSpec(
+                HEALTH_CHECK_NAME,
+                asset=key,
+                description=f"Warns when a request has waited over {STALE_PENDING_SECONDS} s.",
             )
         ],
     )
+    def outbox_health(jobs_platform: JobsPlatformResource) -> dg.MaterializeResult:
+        engine = jobs_platform.ready_warehouse()
+        with engine.connect() as connection:
+            stats = outbox_store.queue_stats(connection, assets=assets)
+        metadata = health_metadata(stats)
+        age = stats.oldest_pending_age_seconds
+        draining = age is None or age <= STALE_PENDING_SECONDS
+        return dg.MaterializeResult(
+            metadata=metadata,
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=HEALTH_CHECK_NAME,
+                    passed=draining,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    description=None
+                    if draining
+                    else f"the oldest pending request has waited {age:.0f} s: is "
+                    f"{sensor_name} running?",
+                    metadata=metadata,
+                )
+            ],
+        )
+
+    return outbox_health
 
 
 def health_metadata(stats: outbox_store.QueueStats) -> dict:
@@ -288,3 +322,6 @@ def _add_new_keys(plans: Sequence[LaunchPlan]) -> list[dg.AddDynamicPartitionsRe
         dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=list(keys))
         for name, keys in keys_by_name.items()
     ]
+
+
+backfill_request_sensor = backfill_request_sensor_named(BARE)

@@ -8,8 +8,13 @@ their runs failed through the instance, within about lease TTL + grace + tick in
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+
 import dagster as dg
 
+from jobs_platform.orchestration.naming import BARE, FrameworkNames
+from jobs_platform.orchestration.selections import served_backfills
 from jobs_platform.orchestration.tags import PARTITION_RANGE_START_TAG, PARTITION_TAG
 from jobs_platform.store import recovery
 from jobs_platform.store.migrate import ready_warehouse
@@ -19,11 +24,14 @@ TICK_SECONDS = 30
 GRACE_LEASES = 1.0
 
 
-def fail_abandoned_runs(instance: dg.DagsterInstance, settings) -> list[str]:
-    """Record abandoned attempts as crashes and fail their dead runs; returns run ids failed."""
+def fail_abandoned_runs(
+    instance: dg.DagsterInstance, settings, assets: Sequence[str] | None = None
+) -> list[str]:
+    """Record abandoned attempts (at `assets` if given: a code location's backfills) as
+    crashes and fail their dead runs; returns the run ids failed."""
     engine = ready_warehouse(settings.database_url)
     with engine.begin() as connection:
-        recovery.record_abandoned_attempts_everywhere(connection)
+        recovery.record_abandoned_attempts_everywhere(connection, assets=assets)
     started = instance.get_runs(
         filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=500
     )
@@ -34,7 +42,10 @@ def fail_abandoned_runs(instance: dg.DagsterInstance, settings) -> list[str]:
     ]
     with engine.connect() as connection:
         dead = recovery.runs_whose_worker_died(
-            connection, candidates, grace_seconds=settings.lease_seconds * GRACE_LEASES
+            connection,
+            candidates,
+            grace_seconds=settings.lease_seconds * GRACE_LEASES,
+            assets=assets,
         )
     failed = []
     for run in started:
@@ -48,18 +59,32 @@ def fail_abandoned_runs(instance: dg.DagsterInstance, settings) -> list[str]:
     return failed
 
 
-@dg.sensor(
-    name="abandoned_run_sensor",
-    minimum_interval_seconds=TICK_SECONDS,
-    required_resource_keys={"jobs_platform"},
-    # On by default: a dead run worker must never leave a backfill hanging.
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Fails runs whose worker died mid-partition (lease expired, no heartbeat).",
-)
-def abandoned_run_sensor(context: dg.SensorEvaluationContext):
-    settings = context.resources.jobs_platform.settings()
-    failed = fail_abandoned_runs(context.instance, settings)
-    if failed:
-        context.log.warning("failed %d abandoned run(s): %s", len(failed), ", ".join(failed))
-        return dg.SkipReason(f"failed abandoned runs: {', '.join(failed)}")
-    return dg.SkipReason("no abandoned runs")
+@functools.cache
+def abandoned_run_sensor_named(names: FrameworkNames = BARE) -> dg.SensorDefinition:
+    """The abandoned-run sensor under one code location's names; it rescues the attempts
+    and runs of the location's own backfills."""
+
+    @dg.sensor(
+        name=names.definition("abandoned_run_sensor"),
+        minimum_interval_seconds=TICK_SECONDS,
+        required_resource_keys={"jobs_platform"},
+        # On by default: a dead run worker must never leave a backfill hanging.
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Fails runs of this code location's backfills whose worker died "
+        "mid-partition (lease expired, no heartbeat).",
+    )
+    def abandoned_run_sensor(context: dg.SensorEvaluationContext):
+        backfills = served_backfills(context.repository_def)
+        if not backfills:
+            return dg.SkipReason("this code location serves no backfill")
+        settings = context.resources.jobs_platform.settings()
+        failed = fail_abandoned_runs(context.instance, settings, backfills)
+        if failed:
+            context.log.warning("failed %d abandoned run(s): %s", len(failed), ", ".join(failed))
+            return dg.SkipReason(f"failed abandoned runs: {', '.join(failed)}")
+        return dg.SkipReason("no abandoned runs")
+
+    return abandoned_run_sensor
+
+
+abandoned_run_sensor = abandoned_run_sensor_named(BARE)

@@ -10,15 +10,25 @@ redone. A repeat is harmless: the daemon skips a run key the sensor has used.
 Once a requeued partition succeeded, the partitions of backfills reading it through a
 different partitioning (the day of a fixed hour, the month of a fixed day) are launched
 too, each under its own run key (`downstream_run_key`), so a fix brings them up to date.
+
+Both act on the code location's own backfills only: another location sharing the
+warehouse releases and relaunches its own.
 """
 
 import datetime as dt
+import functools
+from collections.abc import Sequence
 
 import dagster as dg
 
+from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
-from jobs_platform.orchestration.selections import BACKFILL_ASSETS, with_downstream_backfills
+from jobs_platform.orchestration.selections import (
+    BACKFILL_ASSETS,
+    served_backfills,
+    with_downstream_backfills,
+)
 from jobs_platform.orchestration.tags import PARTITION_TAG, downstream_run_key, requeue_run_key
 from jobs_platform.orchestration.upstream import downstream_partitions
 from jobs_platform.store import quarantine as quarantine_store
@@ -30,21 +40,36 @@ REQUEUES_PER_TICK = 100
 FIRST_TICK_LOOKBACK = dt.timedelta(days=1)
 
 
-@dg.sensor(
-    name="requeue_sensor",
-    asset_selection=BACKFILL_ASSETS,
-    minimum_interval_seconds=REQUEUE_TICK_SECONDS,
-    # On by default: a requeue from the UI must relaunch the partition under `dagster dev`
-    # without anyone first finding and starting a sensor.
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Launches a run for each requeued partition that no one has launched yet.",
-)
-def requeue_sensor(
+@functools.cache
+def requeue_sensor_named(names: FrameworkNames = BARE) -> dg.SensorDefinition:
+    """The requeue sensor under one code location's names."""
+
+    @dg.sensor(
+        name=names.definition("requeue_sensor"),
+        asset_selection=BACKFILL_ASSETS,
+        minimum_interval_seconds=REQUEUE_TICK_SECONDS,
+        # On by default: a requeue from the UI must relaunch the partition under `dagster
+        # dev` without anyone first finding and starting a sensor.
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Launches a run for each requeued partition of this code location's "
+        "backfills that no one has launched yet.",
+    )
+    def requeue_sensor(
+        context: dg.SensorEvaluationContext, jobs_platform: JobsPlatformResource
+    ) -> dg.SensorResult:
+        return _requeue_tick(context, jobs_platform)
+
+    return requeue_sensor
+
+
+def _requeue_tick(
     context: dg.SensorEvaluationContext, jobs_platform: JobsPlatformResource
 ) -> dg.SensorResult:
-    graph = context.repository_def.asset_graph if context.repository_def else None
-    backfills = BACKFILL_ASSETS.resolve(graph) if graph is not None else set()
-    names = sorted(key.to_user_string() for key in backfills)
+    repository = context.repository_def
+    names = served_backfills(repository)
+    if repository is None or not names:
+        return dg.SensorResult(skip_reason="this code location serves no backfill")
+    graph = repository.asset_graph
     engine = jobs_platform.ready_warehouse()
     since = (
         dt.datetime.fromisoformat(context.cursor)
@@ -80,8 +105,7 @@ def requeue_sensor(
                 ),
             )
         )
-    if graph is not None:
-        requests += downstream_requests(graph, context.instance, resolved)
+    requests += downstream_requests(graph, context.instance, resolved)
     cursor = resolved[-1].resolved_at.isoformat() if resolved else context.cursor
     return dg.SensorResult(
         run_requests=requests,
@@ -125,30 +149,49 @@ class RequeueConfig(dg.Config):
     partition: str
 
 
-@dg.op(name="requeue_partition")
-def requeue_partition_op(
-    context: dg.OpExecutionContext, config: RequeueConfig, jobs_platform: JobsPlatformResource
-) -> None:
-    """Release the partition's quarantine entry; `requeue_sensor` then launches its run."""
-    engine = jobs_platform.ready_warehouse()
-    try:
-        with engine.begin() as connection:
-            entry = quarantine_store.requeue_partition(connection, config.asset, config.partition)
-    except quarantine_store.UnknownEntry as error:
-        raise dg.Failure(
-            f"{error}; `jobs-platform dead-letter list` shows what is quarantined",
-            allow_retries=False,
-        ) from None
-    context.log.info(
-        f"released {config.asset}/{config.partition} (entry {entry.id}, {entry.attempts} "
-        "attempt(s)); its attempt count starts over and requeue_sensor launches its run"
+def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) -> dg.JobDefinition:
+    """`requeue_dead_letter`, which releases the quarantined partitions of `backfills` (a
+    code location's) and refuses any other: that is another location's to release."""
+    served = frozenset(backfill.to_user_string() for backfill in backfills)
+    sensor_name = names.definition("requeue_sensor")
+
+    @dg.op(name="requeue_partition")
+    def requeue_partition_op(
+        context: dg.OpExecutionContext, config: RequeueConfig, jobs_platform: JobsPlatformResource
+    ) -> None:
+        """Release the partition's quarantine entry; the requeue sensor then launches its run."""
+        if config.asset not in served:
+            raise dg.Failure(
+                f"{config.asset!r} is no backfill of this code location (it serves "
+                f"{', '.join(sorted(served)) or 'none'}): requeue it in the location that "
+                "serves it; nothing was released",
+                allow_retries=False,
+            )
+        engine = jobs_platform.ready_warehouse()
+        try:
+            with engine.begin() as connection:
+                entry = quarantine_store.requeue_partition(
+                    connection, config.asset, config.partition
+                )
+        except quarantine_store.UnknownEntry as error:
+            raise dg.Failure(
+                f"{error}; `jobs-platform dead-letter list` shows what is quarantined",
+                allow_retries=False,
+            ) from None
+        context.log.info(
+            f"released {config.asset}/{config.partition} (entry {entry.id}, {entry.attempts} "
+            f"attempt(s)); its attempt count starts over and {sensor_name} launches its run"
+        )
+
+    @dg.job(
+        name=names.definition("requeue_dead_letter"),
+        description="Release a quarantined partition of this code location's backfills "
+        f"(config: asset, partition); {sensor_name} then launches a run for it.",
     )
+    def requeue_dead_letter() -> None:
+        requeue_partition_op()
+
+    return requeue_dead_letter
 
 
-@dg.job(
-    name="requeue_dead_letter",
-    description="Release a quarantined partition (config: asset, partition); requeue_sensor "
-    "then launches a run for it.",
-)
-def requeue_dead_letter() -> None:
-    requeue_partition_op()
+requeue_sensor = requeue_sensor_named(BARE)

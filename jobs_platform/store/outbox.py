@@ -99,9 +99,16 @@ def insert_request(connection: sa.Connection, request: Mapping[str, object]) -> 
 
 
 def claim_pending(
-    connection: sa.Connection, limit: int, *, now: dt.datetime | None = None
+    connection: sa.Connection,
+    limit: int,
+    *,
+    assets: Sequence[str] | None = None,
+    now: dt.datetime | None = None,
 ) -> list[ClaimedRequest]:
-    """Claim up to `limit` pending requests, oldest first.
+    """Claim up to `limit` pending requests (for `assets` if given), oldest first.
+
+    A code location's sensor passes the assets it serves: a request for another
+    location's asset stays pending for that location, however many share the warehouse.
 
     Runs in the caller's transaction; the claim holds once it commits. On PostgreSQL the
     SELECT takes `FOR UPDATE SKIP LOCKED`, so concurrent claimers split the queue between
@@ -110,13 +117,20 @@ def claim_pending(
     warehouse engine begins every transaction IMMEDIATE). On both, the UPDATE repeats the
     claimable condition and only the rows it changed count as claimed.
     """
-    return _claim(connection, outbox.c.status == OutboxStatus.PENDING, (outbox.c.id,), limit, now)
+    return _claim(
+        connection, outbox.c.status == OutboxStatus.PENDING, (outbox.c.id,), limit, assets, now
+    )
 
 
 def reclaim_unlaunched(
-    connection: sa.Connection, limit: int, *, now: dt.datetime | None = None
+    connection: sa.Connection,
+    limit: int,
+    *,
+    assets: Sequence[str] | None = None,
+    now: dt.datetime | None = None,
 ) -> list[ClaimedRequest]:
-    """Claim again up to `limit` claimed requests, the longest-claimed first.
+    """Claim again up to `limit` claimed requests (for `assets` if given), the
+    longest-claimed first.
 
     A claimed request stays claimable until a tick finds all its runs in the Dagster
     instance and marks it launched: a tick that died, timed out or whose run requests
@@ -128,6 +142,7 @@ def reclaim_unlaunched(
         outbox.c.status == OutboxStatus.CLAIMED,
         (outbox.c.claimed_at, outbox.c.id),
         limit,
+        assets,
         now,
     )
 
@@ -150,15 +165,20 @@ def mark_rejected(connection: sa.Connection, request_id: int, error: str) -> boo
     return _finish_claim(connection, request_id, status=OutboxStatus.REJECTED, error=error)
 
 
-def queue_stats(connection: sa.Connection, *, now: dt.datetime | None = None) -> QueueStats:
-    """Requests per status and the age of the oldest pending one, in one grouped query."""
+def queue_stats(
+    connection: sa.Connection,
+    *,
+    assets: Sequence[str] | None = None,
+    now: dt.datetime | None = None,
+) -> QueueStats:
+    """Requests (for `assets` if given) per status and the age of the oldest pending one,
+    in one grouped query."""
     counts = {str(status): 0 for status in OutboxStatus}
     oldest_pending = None
-    for status, count, oldest in connection.execute(
-        sa.select(outbox.c.status, sa.func.count(), sa.func.min(outbox.c.created_at)).group_by(
-            outbox.c.status
-        )
-    ):
+    query = sa.select(outbox.c.status, sa.func.count(), sa.func.min(outbox.c.created_at))
+    if assets is not None:
+        query = query.where(outbox.c.asset.in_(list(assets)))
+    for status, count, oldest in connection.execute(query.group_by(outbox.c.status)):
         if status in counts:
             counts[status] = count
         if status == OutboxStatus.PENDING:
@@ -193,10 +213,13 @@ def _claim(
     claimable: sa.ColumnElement[bool],
     order_by: tuple[sa.ColumnElement[Any], ...],
     limit: int,
+    assets: Sequence[str] | None,
     now: dt.datetime | None,
 ) -> list[ClaimedRequest]:
-    if limit < 1:
+    if limit < 1 or (assets is not None and not assets):
         return []
+    if assets is not None:
+        claimable = sa.and_(claimable, outbox.c.asset.in_(list(assets)))
     now = now or DATABASE_CLOCK.now(connection)
     candidates = connection.execute(
         sa.select(*_STORED_REQUEST)

@@ -130,16 +130,18 @@ def entries_by_id(connection: sa.Connection, entry_ids: Sequence[int]) -> list[T
     )
 
 
-def entries_after(connection: sa.Connection, after_id: int, limit: int) -> list[TableRow]:
-    """Entries created after `after_id`, oldest first (a sensor's cursor walk; indexed by id)."""
-    return list(
-        connection.execute(
-            sa.select(quarantine)
-            .where(quarantine.c.id > after_id)
-            .order_by(quarantine.c.id)
-            .limit(limit)
-        )
-    )
+def entries_after(
+    connection: sa.Connection, after_id: int, limit: int, *, assets: Sequence[str] | None = None
+) -> list[TableRow]:
+    """Entries created after `after_id` (of `assets` if given), oldest first.
+
+    A sensor's cursor walk, by the primary key. A code location passes its backfills:
+    the warehouse may hold other locations' entries too.
+    """
+    query = sa.select(quarantine).where(quarantine.c.id > after_id)
+    if assets is not None:
+        query = query.where(quarantine.c.asset.in_(list(assets)))
+    return list(connection.execute(query.order_by(quarantine.c.id).limit(limit)))
 
 
 def requeue_partition(

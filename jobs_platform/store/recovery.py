@@ -9,6 +9,7 @@ orchestrator fail the run that owned it within a bounded time.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 
@@ -21,15 +22,19 @@ from jobs_platform.store.schema import attempts, leases
 
 
 def record_abandoned_attempts_everywhere(
-    connection: sa.Connection, clock: LeaseClock = DATABASE_CLOCK
+    connection: sa.Connection,
+    clock: LeaseClock = DATABASE_CLOCK,
+    *,
+    assets: Sequence[str] | None = None,
 ) -> list[TableRow]:
-    """Mark every abandoned attempt as a crash; returns the attempts marked.
+    """Mark every abandoned attempt (at `assets` if given) as a crash; returns those marked.
 
     A holder in another PID namespace or on another host is never judged dead here: its
-    attempt is abandoned only once its lease has expired on the database's clock.
+    attempt is abandoned only once its lease has expired on the database's clock. A code
+    location passes its backfills: other locations sharing the warehouse rescue theirs.
     """
     now = clock.now(connection)
-    candidates = connection.execute(
+    query = (
         sa.select(
             attempts,
             leases.c.token.label("lease_token"),
@@ -41,7 +46,10 @@ def record_abandoned_attempts_everywhere(
             sa.and_(leases.c.asset == attempts.c.asset, leases.c.partition == attempts.c.partition),
         )
         .where(attempts.c.outcome == AttemptOutcome.RUNNING)
-    ).all()
+    )
+    if assets is not None:
+        query = query.where(attempts.c.asset.in_(list(assets)))
+    candidates = connection.execute(query).all()
     abandoned = [
         row
         for row in candidates
@@ -89,18 +97,24 @@ def runs_whose_worker_died(
     run_ids: list[str],
     grace_seconds: float,
     clock: LeaseClock = DATABASE_CLOCK,
+    *,
+    assets: Sequence[str] | None = None,
 ) -> set[str]:
     """Runs whose latest attempt crashed at least `grace_seconds` ago and started no other.
 
     The grace leaves a live run worker time to retry its killed step itself; a run worker
-    that is gone never does, and its run must be failed by someone else.
+    that is gone never does, and its run must be failed by someone else. With `assets`
+    (a code location's backfills), only runs that attempted them are judged.
     """
     if not run_ids:
         return set()
     live = runs_with_live_attempts(connection, run_ids, clock)
+    ran_here: sa.ColumnElement[bool] = attempts.c.run_id.in_(run_ids)
+    if assets is not None:
+        ran_here = sa.and_(ran_here, attempts.c.asset.in_(list(assets)))
     latest = (
         sa.select(attempts.c.run_id, sa.func.max(attempts.c.id).label("latest_id"))
-        .where(attempts.c.run_id.in_(run_ids))
+        .where(ran_here)
         .group_by(attempts.c.run_id)
         .subquery()
     )

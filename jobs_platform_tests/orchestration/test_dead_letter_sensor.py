@@ -421,13 +421,28 @@ def test_requeue_sensor_leaves_a_requeue_whose_partition_has_started_again(engin
 
 def test_requeue_sensor_leaves_entries_of_assets_this_code_location_lacks(engine, instance):
     quarantine_entry(engine, "retired_backfill", partition=PARTITION)
-    assert requeue(instance, "retired_backfill", PARTITION).success
+    with engine.begin() as connection:  # released elsewhere (`dead-letter requeue --no-launch`)
+        requeue_partition(connection, "retired_backfill", PARTITION)
 
     result = tick(instance, requeue_sensor)
 
     assert result.run_requests == []
     with engine.connect() as connection:
         assert latest_entry(connection, "retired_backfill", PARTITION).requeue_launched_at is None
+
+
+def test_requeue_job_releases_nothing_of_an_asset_this_code_location_lacks(engine, instance):
+    quarantine_entry(engine, "campaign_spend", partition=PARTITION)
+
+    result = requeue(instance, "campaign_spend", PARTITION, raise_on_error=False)
+
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "'campaign_spend' is no backfill of this code location" in (
+        failure.step_failure_data.error.message
+    )
+    with engine.connect() as connection:
+        assert latest_entry(connection, "campaign_spend", PARTITION).status == "quarantined"
 
 
 def test_requeue_job_fails_clearly_for_a_partition_that_is_not_quarantined(engine, instance):

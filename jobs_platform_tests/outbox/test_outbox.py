@@ -27,7 +27,6 @@ from jobs_platform.orchestration.outbox import (
     REQUESTS_PER_TICK,
     STALE_PENDING_SECONDS,
     backfill_request_sensor,
-    outbox_health,
 )
 from jobs_platform.orchestration.tags import CORRELATION_TAG, REQUEST_ID_TAG, RUN_KEY_TAG
 from jobs_platform.outbox import (
@@ -50,6 +49,8 @@ from jobs_platform_tests.support import (
 )
 
 DAY = "2024-01-03"
+# The bundled location's, over its backfills' requests.
+outbox_health = defs.get_assets_def("outbox_health")
 
 app_metadata = sa.MetaData()
 # The application's own state, changed in the same transaction as the request.
@@ -380,7 +381,6 @@ def _set_partitions_text(engine: sa.Engine, request_id: int) -> None:
 @pytest.mark.parametrize(
     ("asset", "partitions", "tamper", "reason"),
     [
-        ("no_such_asset", [DAY], None, "unknown asset 'no_such_asset'"),
         ("outbox_health", [DAY], None, "asset 'outbox_health' is not a backfill"),
         ("orders", ["2024-02-30"], None, "unknown partition key(s) of 'orders': '2024-02-30'"),
         ("orders", [DAY, "2023-12-31"], None, "'2023-12-31' (1 of 2)"),
@@ -408,6 +408,27 @@ def test_an_invalid_request_is_rejected_with_the_reason_and_never_retried(
         assert claim_pending(connection, 10, now=far_later) == []
         assert reclaim_unlaunched(connection, 10, now=far_later) == []
     assert tick(instance).run_requests == []
+
+
+def test_a_request_for_an_asset_no_loaded_location_serves_stays_pending_and_counted(
+    engine, instance, capsys
+):
+    request_id = enqueue(engine, asset="campaign_spend")
+
+    result = tick(instance)
+
+    assert result.run_requests == []
+    assert stored(engine, request_id).status == "pending"  # for the location that serves it
+    with engine.connect() as connection:
+        assert queue_stats(connection).pending == 1  # the metric and its alert see it
+    capsys.readouterr()
+    assert main(["outbox", "list", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert (listed["id"], listed["status"]) == (request_id, "pending")
+    # The bundled location's health counts its own backfills' requests: none.
+    health = dg.materialize([outbox_health], instance=instance, resources=dict(defs.resources))
+    [materialization] = health.get_asset_materialization_events()
+    assert materialization.materialization.metadata["pending_count"].value == 0
 
 
 def test_a_new_customer_key_is_added_as_a_dynamic_partition_then_resynced(platform_env):
