@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from jobs_platform.cli.main import main
 from jobs_platform.store.holders import HolderIdentity
 from jobs_platform_tests.alert_fixtures import HttpReceiver, http_receiver
-from jobs_platform_tests.support import attempts_of, run_cli
+from jobs_platform_tests.support import attempts_of, run_cli, upgraded_warehouse
 
 BIN = Path(sys.executable).parent
 PACKAGE = "tenants_location"
@@ -244,3 +244,24 @@ def test_a_command_reads_a_resource_field_given_as_an_env_var_and_names_one_left
     monkeypatch.delenv("ACME_WAREHOUSE")
     with pytest.raises(SettingsError, match='environment variable "ACME_WAREHOUSE" which is not'):
         location_settings(defs)
+
+
+def test_without_a_named_location_the_listings_read_the_environment_without_dagster(
+    sqlite_url, tmp_path, monkeypatch
+):
+    upgraded_warehouse(sqlite_url).dispose()
+    monkeypatch.delenv("JOBS_PLATFORM_MODULE", raising=False)
+    code = (
+        "import sys\n"
+        "from jobs_platform.cli.main import main\n"
+        "codes = [main(['dead-letter', 'list', '--json']), main(['outbox', 'list', '--json'])]\n"
+        "assert codes == [0, 0], codes\n"
+        "assert 'dagster' not in sys.modules, 'dagster was imported'\n"
+    )
+
+    finished = run_cli(
+        [sys.executable, "-c", code], {"JOBS_PLATFORM_DATABASE_URL": sqlite_url}, cwd=tmp_path
+    )
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert finished.stdout.split() == ["[]", "[]"]
