@@ -135,7 +135,8 @@ def test_an_alert_suggests_a_quoted_requeue_in_the_code_location_of_the_sensor(
 ):
     from dagster._core.workspace.load_target import ModuleTarget
 
-    quarantine_entry(engine, asset="events", partition="2024-03-03|apac")
+    # An entry of one of the location's backfills: a sensor alerts its own location's only.
+    quarantine_entry(engine, asset="orders", partition="2024-03-03|apac")
     # The tick as the daemon evaluates it for a location started with `dagster dev -m`.
     [origin] = ModuleTarget(
         module_name="acme.defs", attribute=None, working_directory=None, location_name=None
@@ -157,7 +158,7 @@ def test_an_alert_suggests_a_quoted_requeue_in_the_code_location_of_the_sensor(
     [alert] = [request.json() for request in receiver.requests]
     assert alert["location"] == "acme.defs"
     assert alert["requeue_command"] == (
-        "jobs-platform dead-letter requeue -m acme.defs events '2024-03-03|apac'"
+        "jobs-platform dead-letter requeue -m acme.defs orders '2024-03-03|apac'"
     )
 
 
