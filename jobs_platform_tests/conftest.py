@@ -107,6 +107,18 @@ def connection(warehouse_url) -> Iterator[sa.Connection]:
 
 
 @pytest.fixture(autouse=True)
+def _no_disposed_instance_left_current():
+    """Each test starts with no Dagster instance's state storage current: a test that
+    interrupts a run with a real signal may leave a disposed one behind (see
+    `_compat.without_current_defs_state_storage`), which would fail every later test
+    of the worker that loads a `Definitions`."""
+    from jobs_platform.orchestration._compat import without_current_defs_state_storage
+
+    with without_current_defs_state_storage():
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _dispose_engines():
     yield
     from jobs_platform.store.db import dispose_engines

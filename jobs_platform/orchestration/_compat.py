@@ -262,3 +262,17 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_CELERY_NAMES[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def without_current_defs_state_storage():
+    """A context in which no instance's definitions-state storage is current.
+
+    Dagster 1.13 makes an instance's storage current (a ContextVar) in
+    `DagsterInstance.__enter__` and resets it in `__exit__` only after `dispose()`: an
+    exception or signal between the two leaves a disposed instance's storage current, and
+    every later load of a `Definitions` in that process fails with "Attempted to resolve
+    undefined DagsterInstance weakref". The suite starts each test without one.
+    """
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    return set_defs_state_storage(None)
