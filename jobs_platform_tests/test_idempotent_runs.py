@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import replace
+from functools import partial
 
 from jobs_platform.engine.runner import Attempter, PartitionRunner
 from jobs_platform.examples.orders.assets import daily_revenue, orders
+from jobs_platform.examples.orders.resources import LandingZone
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform_tests.support import (
     engine_from,
@@ -68,7 +70,17 @@ def test_a_new_reader_version_recomputes_a_done_partition(platform_env):
     seed_orders(platform_env["JOBS_PLATFORM_LANDING"], DAY, DAY, orders_per_day=120)
     assert materialize([orders], DAY.isoformat(), chunk_rows=50).success
     spec = loaded_backfills()["orders"]
-    runner = PartitionRunner(replace(spec, version="2"), settings_from(platform_env))
+    # The engine calls the reader and the fingerprint with the input alone: bind their
+    # resource as a step does (`orchestration.backfill_asset.with_resources`).
+    landing = LandingZone(root=platform_env["JOBS_PLATFORM_LANDING"])
+    assert spec.fingerprint is not None
+    spec = replace(
+        spec,
+        version="2",
+        read_chunks=partial(spec.read_chunks, landing=landing),
+        fingerprint=partial(spec.fingerprint, landing=landing),
+    )
+    runner = PartitionRunner(spec, settings_from(platform_env))
     report = runner.attempt(DAY.isoformat(), Attempter(run_id="v2"), chunk_rows=50)
 
     # The input was read again (every chunk compared, none rewritten: same rows).
