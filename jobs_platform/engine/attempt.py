@@ -154,6 +154,7 @@ def _record_start(
             token=lease.token,
             holder=lease.holder,
             correlation_id=attempter.correlation_id,
+            code_version=place.spec.version,
         )
         lease_store.attach_attempt(connection, lease, history_id)
     began = time.monotonic()

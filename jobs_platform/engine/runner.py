@@ -52,6 +52,7 @@ from jobs_platform.engine.spec import (
 from jobs_platform.engine.tracing import traced_attempt
 from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError
 from jobs_platform.settings import Settings
+from jobs_platform.store import attempts as history
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
@@ -223,7 +224,7 @@ class PartitionRunner:
             if unchanged is not None:
                 tally, duration = unchanged
                 return self._report(attempt, fingerprint, tally, 0, duration, unchanged=True)
-        committed = self._committed_chunks(attempt.partition, fingerprint)
+        committed = self._committed_chunks(attempt, fingerprint)
         # One connection for the chunks and the finalize: the seen keys are a temporary
         # table of it, so the worker holds one chunk at a time, never the partition's keys.
         with (
@@ -251,10 +252,14 @@ class PartitionRunner:
         fingerprint = spec.fingerprint(source) if spec.fingerprint else CONTENT_ONLY_FINGERPRINT
         return f"{fingerprint}@{spec.version}" if spec.version else fingerprint
 
-    def _committed_chunks(self, partition: str, fingerprint: str) -> dict[int, str]:
-        """Chunk hashes already committed for this input (checkpoints of others are dropped)."""
-        asset = self.spec.asset
+    def _committed_chunks(self, attempt: StartedAttempt, fingerprint: str) -> dict[int, str]:
+        """Chunk hashes already committed for this input (checkpoints of others are dropped).
+
+        The attempt records the input it reads here too: a redrive compares it later.
+        """
+        asset, partition = self.spec.asset, attempt.partition
         with self.engine.begin() as connection:
+            history.record_fingerprint(connection, attempt.history_id, fingerprint)
             checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
             return checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
 

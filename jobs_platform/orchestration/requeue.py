@@ -171,7 +171,7 @@ def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) 
         try:
             with engine.begin() as connection:
                 entry = quarantine_store.requeue_partition(
-                    connection, config.asset, config.partition
+                    connection, config.asset, config.partition, by=quarantine_store.RequeuedBy.UI
                 )
         except quarantine_store.UnknownEntry as error:
             raise dg.Failure(

@@ -57,6 +57,7 @@ def start_attempt(
     token: int,
     holder: str,
     correlation_id: str | None,
+    code_version: str | None = None,
     clock: LeaseClock = DATABASE_CLOCK,
 ) -> tuple[int, int]:
     """Record a started attempt; returns (attempt id, attempt number in the episode).
@@ -77,6 +78,7 @@ def start_attempt(
             token=token,
             holder=holder,
             correlation_id=correlation_id,
+            code_version=code_version or None,
             outcome=AttemptOutcome.RUNNING,
             started_at=clock.now(connection),
         )
@@ -95,6 +97,13 @@ def next_attempt_number(connection: sa.Connection, asset: str, partition: str, e
         )
     ).scalar_one()
     return (previous or 0) + 1
+
+
+def record_fingerprint(connection: sa.Connection, attempt_id: int, fingerprint: str) -> None:
+    """Record the input an attempt read: a redrive compares it with the input of today."""
+    connection.execute(
+        sa.update(attempts).where(attempts.c.id == attempt_id).values(fingerprint=fingerprint)
+    )
 
 
 def finish_attempt(

@@ -16,7 +16,8 @@ from jobs_platform.store.attempts import budget_state, failing_streak
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.partitions import PartitionStatus, set_partition_status
 from jobs_platform.store.rows import TableRow, upsert_row
-from jobs_platform.store.schema import attempts, quarantine
+from jobs_platform.store.schema import attempts, quarantine, requeues
+from jobs_platform.store.signature import failure_signature
 
 # A launch `dead-letter requeue` started this recently may still be creating its run (it
 # does within seconds): the requeue sensor leaves it alone until then. The CLI and the
@@ -30,6 +31,14 @@ class QuarantineStatus(enum.StrEnum):
     QUARANTINED = "quarantined"  # the partition failed for good; its gate refuses all work
     REQUEUED = "requeued"  # a person released it; a run (key requeue-<id>) starts a new episode
     RESOLVED = "resolved"  # the requeued partition then succeeded
+
+
+class RequeuedBy(enum.StrEnum):
+    """Who released an entry, as kept in its history."""
+
+    CLI = "cli"  # a person, with `jobs-platform dead-letter requeue`
+    UI = "ui"  # a person, with the `requeue_dead_letter` job in the Dagster UI
+    REDRIVE = "redrive"  # `dead_letter_redrive_sensor`, when the entry's cause was gone
 
 
 class UnknownEntry(LookupError):
@@ -51,6 +60,9 @@ def quarantine_partition(
     history = failing_streak(connection, asset, partition, episode)
     last = history[-1] if history else None
     now = clock.now(connection)
+    error_class = last.error_class if last else "unknown"
+    error_type = last.error_type if last else None
+    last_error = last.message if last else None
     inserted = upsert_row(
         connection,
         quarantine,
@@ -61,12 +73,20 @@ def quarantine_partition(
             "status": QuarantineStatus.QUARANTINED,
             # What spent the budget: lease-lost and interrupted attempts stay in the history.
             "attempts": budget_state(connection, asset, partition, episode).counted_failures,
-            "error_class": last.error_class if last else "unknown",
-            "error_type": last.error_type if last else None,
-            "last_error": last.message if last else None,
+            "error_class": error_class,
+            "error_type": error_type,
+            "last_error": last_error,
             "first_failed_at": history[0].ended_at if history else now,
             "last_failed_at": last.ended_at if last else now,
             "quarantined_at": now,
+            "signature": failure_signature(
+                error_class, error_type, last_error, asset=asset, partition=partition
+            ),
+            "code_version": last.code_version if last else None,
+            # The input the failing attempts saw, the latest that was computed.
+            "fingerprint": next(
+                (row.fingerprint for row in reversed(history) if row.fingerprint), None
+            ),
         },
         key=("asset", "partition", "episode"),
         returning=(quarantine.c.id,),
@@ -145,7 +165,13 @@ def entries_after(
 
 
 def requeue_partition(
-    connection: sa.Connection, asset: str, partition: str, *, clock: LeaseClock = DATABASE_CLOCK
+    connection: sa.Connection,
+    asset: str,
+    partition: str,
+    *,
+    by: RequeuedBy = RequeuedBy.CLI,
+    reason: str = "requested",
+    clock: LeaseClock = DATABASE_CLOCK,
 ) -> TableRow:
     """Release the open entry: the partition starts a new episode with a fresh budget.
 
@@ -154,15 +180,103 @@ def requeue_partition(
     entry = active_entry(connection, asset, partition)
     if entry is None:
         raise UnknownEntry(f"{asset}/{partition} is not quarantined")
+    return release_entries(connection, [entry], by=by, reason=reason, clock=clock)[0]
+
+
+def release_entries(
+    connection: sa.Connection,
+    entries: Sequence[TableRow],
+    *,
+    by: RequeuedBy,
+    reason: str,
+    clock: LeaseClock = DATABASE_CLOCK,
+) -> list[TableRow]:
+    """Release these open entries together; returns those released (an entry released
+    meanwhile by someone else is left out, so each is released once).
+
+    Each release is kept in the requeue log with `by` and `reason`, and each partition
+    starts a new episode with a fresh attempt budget.
+    """
+    if not entries:
+        return []
+    now = clock.now(connection)
+    by_id = {entry.id: entry for entry in entries}
+    released_ids = [
+        row.id
+        for row in connection.execute(
+            sa.update(quarantine)
+            .where(
+                quarantine.c.id.in_(list(by_id)),
+                quarantine.c.status == QuarantineStatus.QUARANTINED,
+            )
+            .values(status=QuarantineStatus.REQUEUED, requeued_at=now)
+            .returning(quarantine.c.id)
+        )
+    ]
+    released = [by_id[entry_id] for entry_id in sorted(released_ids)]
+    if not released:
+        return []
     connection.execute(
-        sa.update(quarantine)
-        .where(quarantine.c.id == entry.id)
-        .values(status=QuarantineStatus.REQUEUED, requeued_at=clock.now(connection))
+        sa.insert(requeues),
+        [
+            {
+                "entry_id": entry.id,
+                "asset": entry.asset,
+                "partition": entry.partition,
+                "by": str(by),
+                "reason": reason,
+                "at": now,
+            }
+            for entry in released
+        ],
     )
-    set_partition_status(
-        connection, asset, partition, PartitionStatus.FAILED, episode=entry.episode + 1, clock=clock
+    for entry in released:
+        set_partition_status(
+            connection,
+            entry.asset,
+            entry.partition,
+            PartitionStatus.FAILED,
+            episode=entry.episode + 1,
+            clock=clock,
+        )
+    return released
+
+
+def open_entries(
+    connection: sa.Connection,
+    *,
+    signature: str | None = None,
+    asset: str | None = None,
+    error_class: str | None = None,
+    assets: Sequence[str] | None = None,
+    limit: int | None = None,
+) -> list[TableRow]:
+    """Quarantined entries matching every filter given, oldest first: a selection to
+    requeue (`signature`: one cause; `asset`, `error_class`; `assets`: a location's)."""
+    query = sa.select(quarantine).where(quarantine.c.status == QuarantineStatus.QUARANTINED)
+    if signature is not None:
+        query = query.where(quarantine.c.signature == signature)
+    if asset is not None:
+        query = query.where(quarantine.c.asset == asset)
+    if error_class is not None:
+        query = query.where(quarantine.c.error_class == error_class)
+    if assets is not None:
+        query = query.where(quarantine.c.asset.in_(list(assets)))
+    query = query.order_by(quarantine.c.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(connection.execute(query))
+
+
+def requeue_log(connection: sa.Connection, asset: str, partition: str) -> list[TableRow]:
+    """Every release of the partition's entries, oldest first (who, why, when)."""
+    return list(
+        connection.execute(
+            sa.select(requeues)
+            .where(requeues.c.asset == asset, requeues.c.partition == partition)
+            .order_by(requeues.c.id)
+        )
     )
-    return entry
 
 
 def mark_requeue_launched(

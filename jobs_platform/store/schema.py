@@ -110,6 +110,10 @@ attempts = sa.Table(
     sa.Column("traceback", sa.Text),
     sa.Column("started_at", UtcDateTime, nullable=False),
     sa.Column("ended_at", UtcDateTime),
+    # What the attempt ran and read: the redrive compares them with today's (a fix shipped,
+    # the input corrected). The fingerprint is set once the attempt computed it.
+    sa.Column("code_version", sa.String(255)),
+    sa.Column("fingerprint", sa.String(128)),
     sa.Index("ix_jp_attempts_partition", "asset", "partition", "episode"),
 )
 
@@ -132,10 +136,32 @@ quarantine = sa.Table(
     # Set when a run for the requeued partition was launched (by the CLI or the sensor).
     sa.Column("requeue_launched_at", UtcDateTime),
     sa.Column("resolved_at", UtcDateTime),
+    # The cause, grouped by (`store.signature`): a dead letter is read and requeued by it.
+    sa.Column("signature", sa.String(16)),
+    # What its last failing attempt ran and read, for the redrive's set-based comparisons.
+    sa.Column("code_version", sa.String(255)),
+    sa.Column("fingerprint", sa.String(128)),
     # One entry per episode: the hook and the runner may both report the same failure.
     sa.UniqueConstraint("asset", "partition", "episode", name="uq_jp_quarantine_episode"),
     # The gate, `dead-letter list` and the requeue sensor look entries up by status.
     sa.Index("ix_jp_quarantine_status", "status", "asset", "partition"),
+    # `dead-letter groups` and requeue by group count and select open entries by cause.
+    sa.Index("ix_jp_quarantine_signature", "status", "signature"),
+)
+
+# Every release of a quarantine entry: who (`cli`, `ui`, `redrive`) and why. The redrive
+# counts its own per partition, across episodes, to bound itself and grow its cool-down.
+requeues = sa.Table(
+    "jp_requeues",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("entry_id", sa.BigInteger, nullable=False),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("partition", sa.String(255), nullable=False),
+    sa.Column("by", sa.String(16), nullable=False),
+    sa.Column("reason", sa.String(64), nullable=False),
+    sa.Column("at", UtcDateTime, nullable=False),
+    sa.Index("ix_jp_requeues_partition", "asset", "partition", "by"),
 )
 
 alert_ledger = sa.Table(

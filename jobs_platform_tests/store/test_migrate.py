@@ -26,20 +26,22 @@ from jobs_platform.store.migrate import (
     schema_state,
     upgrade_warehouse,
 )
-from jobs_platform.store.schema import framework_metadata
+from jobs_platform.store.schema import framework_metadata, quarantine
+from jobs_platform.store.signature import failure_signature
 from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0
 from jobs_platform_tests.support import REPO_ROOT
 
 
-def every_row(engine: sa.Engine) -> dict[str, list[tuple]]:
-    """Every row of the framework's tables, read through the current models."""
+def every_row(engine: sa.Engine, metadata: sa.MetaData) -> dict[str, list[tuple]]:
+    """Every row of `metadata`'s tables, read through its columns (a later revision's
+    columns are left out, so rows read before and after an upgrade compare)."""
     with engine.connect() as connection:
         return {
             name: [
                 tuple(row)
                 for row in connection.execute(sa.select(table).order_by(*table.primary_key))
             ]
-            for name, table in framework_metadata.tables.items()
+            for name, table in metadata.tables.items()
         }
 
 
@@ -71,16 +73,30 @@ def indexes_of(engine: sa.Engine, table: str) -> set[str]:
 
 def test_a_0_1_0_warehouse_upgrades_in_place_keeping_every_row(warehouse_url):
     engine = build_0_1_0_warehouse(warehouse_url)
-    before = every_row(engine)
+    before = every_row(engine, metadata_0_1_0)
     assert "ix_jp_quarantine_status" not in indexes_of(engine, "jp_quarantine")
 
     upgrade = upgrade_warehouse(engine)
 
     assert (upgrade.before, upgrade.after, upgrade.adopted) == (None, head_revision(), True)
     assert "ix_jp_quarantine_status" in indexes_of(engine, "jp_quarantine")
-    assert every_row(engine) == before
+    assert every_row(engine, metadata_0_1_0) == before
     assert all(before.values()), "the fixture must put a row in every table"
     assert differences(engine, framework_metadata) == []
+    # Entries quarantined before signatures existed are signed by the upgrade (0004).
+    with engine.connect() as connection:
+        entries = connection.execute(sa.select(quarantine)).all()
+    assert entries
+    assert [entry.signature for entry in entries] == [
+        failure_signature(
+            entry.error_class,
+            entry.error_type,
+            entry.last_error,
+            asset=entry.asset,
+            partition=entry.partition,
+        )
+        for entry in entries
+    ]
 
 
 def test_revision_0001_is_exactly_the_schema_0_1_0_created(warehouse_url):
@@ -105,13 +121,27 @@ def test_the_autogenerate_check_sees_a_model_change_without_a_revision(warehouse
 
     run_alembic(engine, command.upgrade, BASELINE_REVISION)  # the models have indexes it lacks
 
-    found = sorted(
-        (operation, index.name) for operation, index in differences(engine, framework_metadata)
-    )
+    found = sorted(map(_named, differences(engine, framework_metadata)))
     assert found == [
+        ("add_column", "jp_attempts.code_version"),
+        ("add_column", "jp_attempts.fingerprint"),
+        ("add_column", "jp_quarantine.code_version"),
+        ("add_column", "jp_quarantine.fingerprint"),
+        ("add_column", "jp_quarantine.signature"),
         ("add_index", "ix_jp_partitions_status"),
+        ("add_index", "ix_jp_quarantine_signature"),
         ("add_index", "ix_jp_quarantine_status"),
+        ("add_index", "ix_jp_requeues_partition"),
+        ("add_table", "jp_requeues"),
     ]
+
+
+def _named(difference: tuple) -> tuple[str, str]:
+    """An autogenerate difference as (operation, what it names)."""
+    operation = difference[0]
+    if operation == "add_column":
+        return operation, f"{difference[2]}.{difference[3].name}"
+    return operation, difference[1].name
 
 
 def test_upgrading_a_warehouse_at_head_changes_nothing(warehouse_url):

@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from jobs_platform.store.attempts import attempt_history, budget_state
+from jobs_platform.store.attempts import attempt_history, budget_state, record_fingerprint
 from jobs_platform.store.partitions import current_episode, partition_rows
 from jobs_platform.store.quarantine import (
     REQUEUE_LAUNCH_GRACE_SECONDS,
     QuarantineStatus,
+    RequeuedBy,
     active_entry,
     entries_after,
     latest_entry,
     list_entries,
     quarantine_partition,
+    release_entries,
     requeue_awaiting_run,
+    requeue_log,
     requeue_partition,
     requeues_awaiting_run,
     resolve_requeued,
 )
 from jobs_platform.store.schema import quarantine
+from jobs_platform.store.signature import failure_signature
 from jobs_platform_tests.store.factories import (
     ASSET,
     AT,
@@ -28,6 +32,21 @@ from jobs_platform_tests.store.factories import (
     a_quarantine_entry,
     an_attempt,
 )
+
+
+def test_releasing_entries_logs_who_and_why_and_releases_each_once(connection):
+    an_attempt(connection, error_class="terminal")
+    opened = entry(connection, quarantine_it(connection))
+
+    first = release_entries(connection, [opened], by=RequeuedBy.REDRIVE, reason="input_changed")
+    again = release_entries(connection, [opened], by=RequeuedBy.CLI, reason="requested")
+
+    assert [released.id for released in first] == [opened.id]
+    assert again == []
+    assert [(row.by, row.reason) for row in requeue_log(connection, ASSET, PARTITION)] == [
+        ("redrive", "input_changed")
+    ]
+    assert entry(connection, opened.id).status == "requeued"
 
 
 def quarantine_it(connection: sa.Connection, episode: int = 1) -> int:
@@ -65,7 +84,22 @@ def test_the_entry_is_built_from_the_failing_streak(connection):
         "requeued_at": None,
         "requeue_launched_at": None,
         "resolved_at": None,
+        "signature": failure_signature(
+            "terminal", "TerminalError", "line 3 is bad", asset=ASSET, partition=PARTITION
+        ),
+        "code_version": None,
+        "fingerprint": None,
     }
+
+
+def test_the_entry_keeps_the_code_version_and_input_its_failing_attempts_saw(connection):
+    first = an_attempt(connection, error_class="retryable")
+    record_fingerprint(connection, first, "file-a@1")
+    an_attempt(connection, error_class="terminal")  # failed before it read its input
+
+    quarantined = entry(connection, quarantine_it(connection))
+
+    assert quarantined.fingerprint == "file-a@1"
 
 
 def test_quarantining_marks_the_partition_quarantined(connection):
