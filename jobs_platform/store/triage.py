@@ -11,13 +11,17 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
 from jobs_platform.store.quarantine import QuarantineStatus
+from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import quarantine
 
 SAMPLES_PER_GROUP = 5
+# A cause as the entries record it: signature, error class, error type.
+Cause = tuple[str | None, str, str | None]
 
 
 @dataclass(frozen=True)
@@ -52,12 +56,10 @@ def signature_groups(
     """
     counts = _counts_by_cause_and_asset(connection, asset, assets)
     samples = _samples_by_cause(connection, asset, assets)
-    groups: dict[tuple[str | None, str, str | None], dict] = {}
+    groups: dict[Cause, dict[str, Any]] = {}
     for row in counts:
         cause = (row.signature, row.error_class, row.error_type)
-        group = groups.setdefault(
-            cause, {"count": 0, "assets": {}, "first": None, "last": None}
-        )
+        group = groups.setdefault(cause, {"count": 0, "assets": {}, "first": None, "last": None})
         group["count"] += row.entries
         group["assets"][row.asset] = row.entries
         group["first"] = _earliest(group["first"], row.first_failed_at)
@@ -95,7 +97,7 @@ def _open(asset: str | None, assets: Sequence[str] | None) -> list[sa.ColumnElem
 
 def _counts_by_cause_and_asset(
     connection: sa.Connection, asset: str | None, assets: Sequence[str] | None
-) -> list[sa.Row]:
+) -> list[TableRow]:
     # Class and type are part of the signature's hash: grouping by them too costs nothing
     # and keeps an unsigned entry (NULL signature) apart from other causes.
     cause = (quarantine.c.signature, quarantine.c.error_class, quarantine.c.error_type)
@@ -116,7 +118,7 @@ def _counts_by_cause_and_asset(
 
 def _samples_by_cause(
     connection: sa.Connection, asset: str | None, assets: Sequence[str] | None
-) -> dict[tuple[str | None, str, str | None], list[sa.Row]]:
+) -> dict[tuple[str | None, str, str | None], list[TableRow]]:
     """Up to SAMPLES_PER_GROUP entries per cause, the latest failures first: one query,
     numbered per cause by a window function (PostgreSQL, SQLite >= 3.25)."""
     cause = (quarantine.c.signature, quarantine.c.error_class, quarantine.c.error_type)
@@ -134,18 +136,17 @@ def _samples_by_cause(
         .subquery("numbered")
     )
     rows = connection.execute(
-        sa.select(numbered)
-        .where(numbered.c.rank <= SAMPLES_PER_GROUP)
-        .order_by(numbered.c.rank)
+        sa.select(numbered).where(numbered.c.rank <= SAMPLES_PER_GROUP).order_by(numbered.c.rank)
     )
-    samples: dict[tuple[str | None, str, str | None], list[sa.Row]] = {}
+    samples: dict[Cause, list[TableRow]] = {}
     for row in rows:
         samples.setdefault((row.signature, row.error_class, row.error_type), []).append(row)
     return samples
 
 
 def open_signature_count(connection: sa.Connection) -> int:
-    """How many causes the open entries of the warehouse have (`jobs_platform_quarantine_groups`)."""
+    """How many causes the open entries of the warehouse have: the metric
+    `jobs_platform_quarantine_groups`."""
     causes = (
         sa.select(quarantine.c.signature, quarantine.c.error_class, quarantine.c.error_type)
         .where(*_open(None, None))

@@ -231,7 +231,8 @@ def test_a_value_the_warehouse_refuses_is_one_cause_per_column_and_problem():
         problem = f"{value} is out of range for BIGINT"
         return RefusedValue(problem, row=f"line {row}", column=column).in_chunk(chunk)
 
-    same = {signed(refused("amount_cents", v, c, r)) for v, c, r in (("-9e30", 0, 4), ("1e40", 3, 19))}
+    refusals = (("-9e30", 0, 4), ("1e40", 3, 19))
+    same = {signed(refused("amount_cents", value, chunk, row)) for value, chunk, row in refusals}
     other_column = signed(refused("order_id", "1e40", 3, 19))
 
     assert len(same) == 1
@@ -241,9 +242,7 @@ def test_a_value_the_warehouse_refuses_is_one_cause_per_column_and_problem():
 def test_a_crash_and_a_passed_deadline_are_each_one_cause_on_every_partition():
     crash = crash_values(dt.datetime(2024, 1, 1, tzinfo=dt.UTC))
     crashes = {
-        failure_signature(
-            "crash", str(crash["error_type"]), str(crash["message"]), partition=day
-        )
+        failure_signature("crash", str(crash["error_type"]), str(crash["message"]), partition=day)
         for day in DAYS
     }
     deadlines = {
@@ -304,8 +303,15 @@ def test_an_unknown_currency_signs_alike_for_any_value_line_and_day(line, day, v
 @given(
     fields=st.lists(
         st.sampled_from(
-            ["schema_version", "order_id", "customer_id", "amount_cents", "currency", "status",
-             "ordered_at"]
+            [
+                "schema_version",
+                "order_id",
+                "customer_id",
+                "amount_cents",
+                "currency",
+                "status",
+                "ordered_at",
+            ]
         ),
         min_size=2,
         max_size=2,
