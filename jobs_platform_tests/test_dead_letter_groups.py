@@ -12,6 +12,7 @@ from jobs_platform.cli.dead_letter import run_groups
 from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.landing import landing_file
 from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform.store.triage import signature_groups
 from jobs_platform_tests.store.factories import AT, SECOND, a_quarantine_entry
 from jobs_platform_tests.support import engine_from, materialize, run_cli
 
@@ -160,3 +161,35 @@ def test_groups_answer_without_importing_dagster(pg_platform_env):
 
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert json.loads(finished.stdout)
+
+
+def test_platform_health_shows_the_locations_causes_with_their_requeue_commands(
+    pg_platform_env,
+):
+    import dagster as dg
+
+    from jobs_platform.definitions import defs
+
+    entries_of_two_causes(pg_platform_env)  # `returns` is no backfill of this location
+    with engine_from(pg_platform_env).connect() as connection:
+        orders_causes = signature_groups(connection, asset="orders")
+    platform_health = defs.get_assets_def(dg.AssetKey("platform_health"))
+
+    result = dg.materialize(
+        [platform_health],
+        instance=dg.DagsterInstance.get(),
+        resources=dict(defs.resources),
+        raise_on_error=False,
+    )
+
+    metadata = result.get_asset_materialization_events()[0].materialization.metadata
+    table = metadata["dead_letter_groups"].value
+    assert metadata["dead_letter_causes"].value == 2
+    assert table.splitlines()[0].startswith("| entries | signature |")
+    rows = table.splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == ["| 3", "| 1"]  # returns' entry left out
+    for group, row in zip(orders_causes, rows, strict=True):
+        assert (
+            f"`jobs-platform dead-letter requeue -m jobs_platform.definitions "
+            f"--group {group.signature}`"
+        ) in row
