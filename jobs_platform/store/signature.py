@@ -89,10 +89,14 @@ def normalised_message(message: str | None, *, asset: str = "", partition: str =
         # A message that is only a quoted name names the cause: a KeyError's missing key.
         return text.strip()
     # The entry's own names first: a multi-partition key (`2024-03-03|apac`) or an asset
-    # key with a prefix (`acme/events`) is not caught whole by the general patterns.
-    for literal, placeholder in ((partition, "<partition>"), (asset, "<asset>")):
-        if literal:
-            text = text.replace(literal, placeholder)
+    # key with a prefix (`acme/events`) is not caught whole by the general patterns. Whole
+    # words only: a static key `us` is no part of `status`. An asset's name inside a path
+    # (`/readers/orders.py`) or quoted (`table "orders"`) names a file or a table, the same
+    # whichever asset failed on it, so it stays.
+    if partition:
+        text = re.sub(rf"(?<!\w){re.escape(partition)}(?!\w)", "<partition>", text)
+    if asset:
+        text = re.sub(rf"(?<![\w/\\.'\"-]){re.escape(asset)}(?![\w'\"-]|\.\w)", "<asset>", text)
     text = _HTTP_STATUS.sub(lambda m: f"{m[1]} <status{m[2]}>", text)
     text = _HTTP_STATUS_ERROR.sub(lambda m: f"<status{m[1]}>{m[2]}", text)
     text = _HTTP_STATUS_LINE.sub(lambda m: f"<status{m[2]}{m[3]}>", text)

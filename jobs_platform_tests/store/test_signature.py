@@ -326,3 +326,23 @@ def test_the_same_problem_in_two_fields_is_two_causes(fields, line):
     )
 
     assert signed(first) != signed(second)
+
+
+def test_a_static_partition_key_is_replaced_as_a_word_only():
+    message = "line 3, field 'status': no data for region us"
+
+    assert normalised_message(message, partition="us") == (
+        "line <n>, field 'status': no data for region <partition>"
+    )
+
+
+def test_an_asset_named_in_a_path_or_as_a_table_is_the_same_cause_on_every_asset():
+    programming = (
+        "TypeError in parse_row() at /srv/app/readers/orders.py:88: unsupported operand "
+        "type(s) for +: 'int' and 'str'"
+    )
+    missing_column = 'column "discount_cents" of table "orders" does not exist in the warehouse'
+
+    for message in (programming, missing_column):
+        assert len({failure_signature("terminal", "E", message, asset=a) for a in (
+            "orders", "daily_revenue", "acme/events")}) == 1  # fmt: skip
