@@ -93,6 +93,9 @@ def test_twelve_quarantined_days_of_three_causes_are_three_groups_and_each_entry
     assert {e["partition"]: e["signature"] for e in listed} == {
         day: signature_of_cause[cause] for day, cause in causes.items()
     }
+    show = [JOBS_PLATFORM, "dead-letter", "show", "orders", CURRENCY_DAYS[-1].isoformat()]
+    shown = run_cli([*show, "--json"], pg_platform_env)
+    assert json.loads(shown.stdout)["signature"] == currency["signature"]
 
 
 def entries_of_two_causes(env) -> None:
