@@ -1,18 +1,27 @@
-"""How the dead letter shows a quarantine entry: its fields as JSON-ready values.
+"""How the dead letter shows a quarantine entry and a cause: JSON-ready values, a table.
 
-Plain Python over a `jp_quarantine` row, shared by `jobs-platform dead-letter` and the
-bench that times its listing; no Dagster, so the command answers without importing it.
+Plain Python over a `jp_quarantine` row or a `store.triage.SignatureGroup`, shared by
+`jobs-platform dead-letter`, the `platform_health` asset and the benches that time them;
+no Dagster, so the command answers without importing it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
+from jobs_platform.store.triage import SignatureGroup
+from jobs_platform.suggested_commands import suggested_command
+
 LIST_FIELDS = (
     "asset", "partition", "status", "attempts", "error_class", "last_error",
-    "first_failed_at", "last_failed_at",
+    "first_failed_at", "last_failed_at", "signature",
+)  # fmt: skip
+GROUP_FIELDS = (
+    "signature", "error_class", "error_type", "count", "assets", "first_failed_at",
+    "last_failed_at", "sample_partitions", "sample_message",
 )  # fmt: skip
 
 
@@ -24,3 +33,56 @@ def entry_summary(row: sa.Row) -> dict[str, Any]:
 def plain(value: Any) -> Any:
     """A date or time as ISO 8601 text; any other value as it is."""
     return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+def group_summary(group: SignatureGroup) -> dict[str, Any]:
+    """A cause of the dead letter as `dead-letter groups --json` shows it."""
+    summary = {name: plain(getattr(group, name)) for name in GROUP_FIELDS}
+    summary["assets"] = dict(group.assets)
+    return summary
+
+
+def group_requeue_command(group: SignatureGroup, module: str) -> str:
+    """The command that requeues every open entry of the cause, in the code location."""
+    return suggested_command(
+        "dead-letter", "requeue", "-m", module, "--group", group.signature or ""
+    )
+
+
+def groups_markdown(groups: Sequence[SignatureGroup], module: str, *, limit: int = 20) -> str:
+    """The causes as a markdown table for the UI: the largest `limit`, each with its
+    requeue command (cells are one line: pipes and newlines would break the table)."""
+    if not groups:
+        return "The dead letter is empty: no quarantined partitions."
+    lines = [
+        "| entries | signature | class | type | assets | last failed | sample | requeue |",
+        "|---:|---|---|---|---|---|---|---|",
+    ]
+    for group in groups[:limit]:
+        assets = ", ".join(f"{asset} {count}" for asset, count in group.assets.items())
+        cells = (
+            str(group.count),
+            f"`{group.signature}`",
+            group.error_class,
+            group.error_type or "",
+            assets,
+            plain(group.last_failed_at) or "",
+            one_line(group.sample_message, 160),
+            f"`{group_requeue_command(group, module)}`",
+        )
+        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    hidden = len(groups) - limit
+    if hidden > 0:
+        every = suggested_command("dead-letter", "groups", "-m", module)
+        lines.append(f"\n{hidden} smaller cause(s) not shown here: `{every}`")
+    return "\n".join(lines)
+
+
+def one_line(text: str | None, limit: int = 300) -> str:
+    """`text` on one line, cut to `limit` characters."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|")

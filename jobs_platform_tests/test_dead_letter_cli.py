@@ -36,7 +36,7 @@ ACME = "jobs_platform_tests.locations.acme"
 ACME_DAY = "2024-01-03"
 LIST_FIELDS = {
     "asset", "partition", "status", "attempts", "error_class", "last_error",
-    "first_failed_at", "last_failed_at",
+    "first_failed_at", "last_failed_at", "signature",
 }  # fmt: skip
 HISTORY_FIELDS = {"attempt", "run_id", "error_class", "error_type", "message", "at"}
 

@@ -300,6 +300,7 @@ def test_each_locations_health_counts_only_its_own_backfills(engine, instance):
     metadata = platform_event.materialization.metadata
     assert metadata["pending_requests"].value == 1
     assert not any(key.startswith(ADS[2]) for key in metadata)
+    assert metadata["dead_letter_causes"].value == 0  # the ads team's entry is theirs
     checks = {
         check.check_name: check.passed for check in platform_result.get_asset_check_evaluations()
     }

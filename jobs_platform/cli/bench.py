@@ -1,4 +1,5 @@
-"""`jobs-platform bench upsert|backfill`: measure the writer and a backfill on PostgreSQL."""
+"""`jobs-platform bench upsert|merge|backfill|memory|status|triage`: measure the writer, a
+backfill and the operator commands on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -111,6 +112,16 @@ def register(commands) -> None:
     _common_arguments(status)
     status.set_defaults(handler=run_status)
 
+    triage = kinds.add_parser(
+        "triage", help="dead-letter groups over a dead letter of many entries and causes"
+    )
+    triage.add_argument("--entries", type=int, default=10_000, metavar="N",
+                        help="open dead-letter entries, three assets (default 10,000)")  # fmt: skip
+    triage.add_argument("--repeats", type=int, default=5, metavar="K",
+                        help="times each is timed (default 5)")  # fmt: skip
+    _common_arguments(triage)
+    triage.set_defaults(handler=run_triage)
+
 
 def _common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -212,6 +223,38 @@ def run_status(args: argparse.Namespace) -> int:
         )
 
     return _run(args, bench, _print_status)
+
+
+def run_triage(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.triage import run_triage_bench
+
+    return _run(args, lambda url: run_triage_bench(url, args.entries, args.repeats), _print_triage)
+
+
+def _print_triage(figures: dict) -> None:
+    notes = figures["notes"]
+    print(
+        f"\n{figures['entries']:,} open entries over {', '.join(figures['assets'])} "
+        f"(+{notes['resolved_entries']:,} resolved), {figures['causes_seeded']} causes seeded, "
+        f"{figures['groups']} groups found (largest {figures['largest_groups']}); built in "
+        f"{notes['build_seconds']} s\n"
+    )
+    print(f"  {'':<32} {'median s':>9} {'min s':>8} {'max s':>8}")
+    for name, result in figures["results"].items():
+        print(
+            f"  {name:<32} {result['median_seconds']:>9.3f} {result['min_seconds']:>8.3f} "
+            f"{result['max_seconds']:>8.3f}"
+        )
+    load = notes["load_average_1m"]
+    target = figures["target_seconds"]
+    print(f"\n  load average (1 min): {load['before']} -> {load['after']}\ntargets")
+    print(
+        f"  {_verdict(figures['groups'] == figures['causes_seeded'])}  one group per cause: "
+        f"{figures['groups']} groups of {figures['causes_seeded']} causes"
+    )
+    for name, result in figures["results"].items():
+        median = result["median_seconds"]
+        print(f"  {_verdict(median < target)}  {name} < {target} s (median): {median:.3f} s")
 
 
 def _run(args: argparse.Namespace, bench, show) -> int:

@@ -1,4 +1,5 @@
-"""`jobs-platform dead-letter list|show|requeue`: find, read and release quarantined work."""
+"""`jobs-platform dead-letter list|show|groups|requeue`: find, read and release quarantined
+work."""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.cli.warehouse import command_settings, open_warehouse
-from jobs_platform.dead_letter_view import entry_summary, plain
+from jobs_platform.dead_letter_view import (
+    entry_summary,
+    group_requeue_command,
+    group_summary,
+    one_line,
+    plain,
+)
 from jobs_platform.location import (
     add_module_option,
     load_definitions,
@@ -26,6 +33,7 @@ from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
+from jobs_platform.store.triage import signature_groups
 from jobs_platform.suggested_commands import requeue_command, suggested_command
 
 if TYPE_CHECKING:
@@ -49,6 +57,7 @@ def register(commands) -> None:
     show.add_argument("partition")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(handler=run_show)
+    register_groups(actions)
     requeue = actions.add_parser(
         "requeue", help="release an entry and launch a run of it in the code location"
     )
@@ -93,6 +102,53 @@ def run_list(args: argparse.Namespace) -> int:
         )
     details = suggested_command("dead-letter", "show", "-m", module, "ASSET", "PARTITION")
     print(f"\n{len(entries)} quarantined. Details: {details}")
+    return 0
+
+
+def register_groups(actions) -> None:
+    groups = actions.add_parser(
+        "groups",
+        help="quarantined partitions by cause (signature), largest first: the warehouse's, "
+        "whatever the code location",
+    )
+    add_module_option(groups)
+    groups.add_argument("--asset", metavar="ASSET", help="only this backfill's entries")
+    groups.add_argument("--json", action="store_true", help="machine-readable output")
+    groups.set_defaults(handler=run_groups)
+
+
+def run_groups(args: argparse.Namespace) -> int:
+    # Like `list`: every open entry of the warehouse (`--asset` narrows), whatever the
+    # location, which is named only in the suggested commands; Dagster is not imported
+    # unless -m or $JOBS_PLATFORM_MODULE names a location whose warehouse to read.
+    module = require_module(args.module)
+    with open_warehouse(command_settings(args.module)).connect() as connection:
+        groups = signature_groups(connection, asset=args.asset)
+    if args.json:
+        print(json.dumps([group_summary(group) for group in groups], indent=2))
+        return 0
+    if not groups:
+        where = f" of {args.asset}" if args.asset else ""
+        print(f"the dead letter is empty: no quarantined partitions{where}")
+        return 0
+    entries = sum(group.count for group in groups)
+    print(f"{entries} quarantined partition(s), {len(groups)} cause(s), largest first\n")
+    print(f"{'entries':>7}  {'signature':<12}  {'class':<10}  {'type':<24}  last failed")
+    for group in groups:
+        assets = ", ".join(f"{asset} {count}" for asset, count in group.assets.items())
+        samples = ", ".join(
+            f"{asset}/{partition}" if len(group.assets) > 1 else partition
+            for asset, partition in group.samples
+        )
+        print(
+            f"{group.count:>7}  {group.signature or '-':<12}  {group.error_class:<10}  "
+            f"{(group.error_type or '-'):<24}  {plain(group.last_failed_at)}\n"
+            f"         {one_line(group.sample_message, 200)}\n"
+            f"         assets: {assets}; e.g. {samples}\n"
+            f"         requeue: {group_requeue_command(group, module)}"
+        )
+    details = suggested_command("dead-letter", "show", "-m", module, "ASSET", "PARTITION")
+    print(f"\nAn entry's history: {details}")
     return 0
 
 

@@ -30,6 +30,7 @@ METRIC_NAMES = (
     "jobs_platform_oldest_lease_age_seconds",
     "jobs_platform_expired_leases",
     "jobs_platform_quarantine_entries",
+    "jobs_platform_quarantine_groups",
     "jobs_platform_outbox_pending",
     "jobs_platform_outbox_oldest_pending_age_seconds",
     "jobs_platform_attempts_total",
@@ -73,6 +74,13 @@ def metric_families(reading: MetricsReading) -> Iterator[Metric]:
         "jobs_platform_quarantine_entries",
         "Open quarantine entries: quarantined, or requeued and not yet resolved.",
         reading.quarantine_entries,
+    )
+    # No label: a cause spans assets (`dead-letter groups` shows which), and the count is
+    # what an alert on "a new kind of failure" watches.
+    yield GaugeMetricFamily(
+        "jobs_platform_quarantine_groups",
+        "Causes (distinct signatures) of the quarantined entries: `dead-letter groups`.",
+        value=reading.quarantine_groups,
     )
 
     yield GaugeMetricFamily(

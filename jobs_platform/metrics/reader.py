@@ -3,7 +3,8 @@
 Partition states, leases and speed are `store.health`'s figures (one home for each rule);
 the outbox backlog is `store.outbox.queue_stats`; the attempt history by outcome and
 error class with its duration histogram (one grouped query), the rows the done partitions
-hold and the open quarantine entries are `store.tallies`, shaped here for Prometheus.
+hold and the open quarantine entries are `store.tallies`, shaped here for Prometheus; the
+number of open causes is `store.triage`'s (one count over the distinct signatures).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from jobs_platform.store import tallies
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.health import AssetHealth, asset_health
 from jobs_platform.store.outbox import QueueStats, queue_stats
+from jobs_platform.store.triage import open_signature_count
 
 # Upper bounds (seconds) of the attempt duration histogram: an attempt takes from well
 # under a second (a small or unchanged partition) to the one-hour attempt deadline.
@@ -50,6 +52,7 @@ class MetricsReading:
     durations: Mapping[str, DurationHistogram]
     rows_written: Mapping[str, int]
     quarantine_entries: Mapping[str, int]
+    quarantine_groups: int  # distinct signatures of the quarantined entries, warehouse-wide
     outbox: QueueStats
     read_seconds: float
 
@@ -78,6 +81,7 @@ def read_metrics(
         durations=dict.fromkeys(partition_keys, EMPTY_HISTOGRAM) | durations,
         rows_written=rows,
         quarantine_entries=entries,
+        quarantine_groups=open_signature_count(connection),
         outbox=queue_stats(connection, now=now),
         read_seconds=time.perf_counter() - began,
     )

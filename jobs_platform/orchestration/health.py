@@ -1,16 +1,20 @@
-"""`platform_health`: the status figures as an asset in the UI, with checks on them."""
+"""`platform_health`: the status figures as an asset in the UI, with checks on them, and
+the location's dead letter by cause (the table of `jobs-platform dead-letter groups`)."""
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import dagster as dg
 
+from jobs_platform.dead_letter_view import groups_markdown
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
+from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
 from jobs_platform.outbox.store import queue_stats
 from jobs_platform.store.health import AssetHealth, asset_health, window_health
 from jobs_platform.store.migrate import ready_warehouse
+from jobs_platform.store.triage import signature_groups
 
 
 def backfill_partition_keys(
@@ -100,17 +104,33 @@ def platform_health_asset(
         "work, pending requests and speed. Materialize it (or let its schedule) to refresh.",
     )
     def platform_health(context: dg.AssetExecutionContext):
-        report = status_report(specs, context.instance, context.resources.jobs_platform.settings())
-        yield from _health_results(report)
+        settings = context.resources.jobs_platform.settings()
+        report = status_report(specs, context.instance, settings)
+        causes = dead_letter_causes(specs, settings, location_of_run(context.run))
+        yield from _health_results(report, causes)
 
     return platform_health
 
 
-def _health_results(report: dict):
+def dead_letter_causes(specs: Sequence[dg.AssetSpec], settings, module: str) -> dict:
+    """The `dead-letter groups` table of the location's own backfills, for the UI: markdown,
+    each cause with the command that requeues it in `module`, and the number of causes."""
+    backfills = [
+        spec.key.to_user_string() for spec in specs if spec.tags.get(BACKFILL_TAG) == "true"
+    ]
+    with ready_warehouse(settings.database_url).connect() as connection:
+        groups = signature_groups(connection, assets=backfills)
+    return {
+        "dead_letter_causes": len(groups),
+        "dead_letter_groups": dg.MetadataValue.md(groups_markdown(groups, module)),
+    }
+
+
+def _health_results(report: dict, causes: dict):
     assets = report["assets"]
     quarantined = {name: h.quarantined for name, h in assets.items() if h.quarantined}
     expired = {name: h.expired_leases for name, h in assets.items() if h.expired_leases}
-    yield dg.MaterializeResult(metadata=_health_metadata(report))
+    yield dg.MaterializeResult(metadata={**_health_metadata(report), **causes})
     yield dg.AssetCheckResult(
         check_name="nothing_quarantined",
         passed=not quarantined,

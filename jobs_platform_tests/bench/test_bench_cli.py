@@ -166,3 +166,18 @@ def test_bench_memory_reports_the_peak_rss_of_one_partition(pg_url, tmp_path):
     assert (figures["rows"], figures["chunk_rows"]) == (3000, 1000)
     assert figures["peak_rss_mib"] > 0 and figures["attempt_duration_seconds"] > 0
     assert bench_schemas(pg_url) == []
+
+
+def test_bench_triage_times_the_grouping_in_process_and_as_a_command(pg_url, tmp_path):
+    figures = bench(
+        ["triage", "--entries", "300", "--repeats", "2", "--database-url", pg_url], {}, tmp_path
+    )
+
+    assert figures["entries"] == 300 and figures["notes"]["resolved_entries"] == 60
+    # Every cause of the seeded mix is one group, however its messages vary.
+    assert figures["groups"] == figures["causes_seeded"] == figures["notes"]["open_causes_metric"]
+    assert set(figures["results"]) == {"signature_groups_in_process", "dead_letter_groups_cli"}
+    for result in figures["results"].values():
+        assert len(result["seconds"]) == 2
+        assert 0 < result["min_seconds"] <= result["median_seconds"] <= result["max_seconds"]
+    assert bench_schemas(pg_url) == []

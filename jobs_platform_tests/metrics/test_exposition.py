@@ -19,7 +19,13 @@ from jobs_platform.metrics.exposition import (
 )
 from jobs_platform.metrics.reader import read_metrics
 from jobs_platform.metrics.server import bind, metrics_app
-from jobs_platform_tests.store.factories import AT, SECOND, a_partition, an_attempt
+from jobs_platform_tests.store.factories import (
+    AT,
+    SECOND,
+    a_partition,
+    a_quarantine_entry,
+    an_attempt,
+)
 from jobs_platform_tests.support import wait_for
 
 NOW = AT + 3600 * SECOND
@@ -178,3 +184,13 @@ def test_a_reading_the_warehouse_refuses_answers_503_naming_why_and_nothing_else
     assert responses["/metrics"] == (503, "connection refused by 127.0.0.1:5432\n")
     assert responses["/"][0] == 200 and "/metrics" in responses["/"][1]
     assert responses["/other"][0] == 404
+
+
+def test_quarantine_groups_is_one_unlabelled_gauge_of_the_open_causes(connection):
+    a_quarantine_entry(connection, partition="2024-01-01", last_error="line 3: not valid JSON")
+    a_quarantine_entry(connection, partition="2024-01-02", last_error="line 9: not valid JSON")
+    a_quarantine_entry(connection, partition="2024-01-03", last_error="no input")
+
+    (sample,) = exposed(read_metrics(connection, KEYS, now=NOW))["jobs_platform_quarantine_groups"]
+
+    assert (sample.labels, sample.value) == ({}, 2)

@@ -69,6 +69,7 @@ def test_every_asset_of_the_code_location_appears_from_zero(connection):
     assert reading.durations == {"items": EMPTY_HISTOGRAM, "other": EMPTY_HISTOGRAM}
     assert reading.rows_written == {"items": 0, "other": 0}
     assert reading.quarantine_entries == {"items": 0, "other": 0}
+    assert reading.quarantine_groups == 0
     assert reading.attempts == {}
     assert reading.health["items"].missing == 5
 
@@ -98,6 +99,24 @@ def test_open_quarantine_entries_are_quarantined_or_requeued_not_resolved(connec
     a_quarantine_entry(connection, partition="2024-01-03", status="resolved")
 
     assert read_metrics(connection, KEYS, now=NOW).quarantine_entries["items"] == 2
+
+
+def test_quarantine_groups_count_the_causes_of_the_quarantined_entries_across_assets(
+    connection,
+):
+    malformed = "line {}: not valid JSON (Expecting value, column 3)"
+    for day, line in ((1, 4), (2, 70)):
+        for asset in ("items", "other"):
+            a_quarantine_entry(
+                connection, asset=asset, partition=f"2024-01-0{day}",
+                last_error=malformed.format(line),
+            )  # fmt: skip
+    a_quarantine_entry(connection, partition="2024-01-03", last_error="no input")
+    # Released or fixed: no longer a cause waiting for anyone.
+    a_quarantine_entry(connection, partition="2024-01-04", status="requeued", last_error="x")
+    a_quarantine_entry(connection, partition="2024-01-05", status="resolved", last_error="y")
+
+    assert read_metrics(connection, KEYS, now=NOW).quarantine_groups == 2
 
 
 def test_partition_states_and_leases_are_the_status_figures(connection):

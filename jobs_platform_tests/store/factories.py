@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from jobs_platform.store.attempts import next_attempt_number
 from jobs_platform.store.holders import HolderIdentity, this_holder
 from jobs_platform.store.schema import attempts, leases, partitions, quarantine
+from jobs_platform.store.signature import failure_signature
 
 ASSET = "items"
 PARTITION = "2024-01-03"
@@ -112,7 +113,8 @@ def a_partition(connection: sa.Connection, **columns) -> tuple[str, str]:
 
 
 def a_quarantine_entry(connection: sa.Connection, **columns) -> int:
-    """A quarantine entry; open (`quarantined`) for episode 1 unless told otherwise."""
+    """A quarantine entry; open (`quarantined`) for episode 1 unless told otherwise, signed
+    from its class, type and last error."""
     row = {
         "asset": ASSET,
         "partition": PARTITION,
@@ -127,6 +129,17 @@ def a_quarantine_entry(connection: sa.Connection, **columns) -> int:
         "quarantined_at": AT,
         **columns,
     }
+    # Signed as `quarantine_partition` signs it, unless the test says otherwise.
+    row.setdefault(
+        "signature",
+        failure_signature(
+            row["error_class"],
+            row["error_type"],
+            row["last_error"],
+            asset=row["asset"],
+            partition=row["partition"],
+        ),
+    )
     return connection.execute(
         sa.insert(quarantine).values(row).returning(quarantine.c.id)
     ).scalar_one()
