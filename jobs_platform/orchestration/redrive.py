@@ -133,12 +133,24 @@ def redrive_tick(
             f"{redrive.reason}"
         )
     alerted = alert_exhausted(context, engine, alerts, settings, [spec.asset for spec in specs])
+    # The sensor requests no run itself (the requeue sensor launches released entries), so
+    # every tick is "skipped" in the UI: its message says what it did.
     return dg.SensorResult(
         cursor=RedriveCursor(walked_to).serialize(),
-        skip_reason=None
-        if released or alerted
-        else "no dead-letter entry whose cause is gone, none newly out of redrives",
+        skip_reason=tick_summary(released, alerted),
     )
+
+
+def tick_summary(released: Sequence[Redrive], alerted: int) -> str:
+    """What a tick did, as the UI shows it: `redrove 2 (input_changed 1, cooldown 1)`."""
+    if not released and not alerted:
+        return "no dead-letter entry whose cause is gone, none newly out of redrives"
+    counts = {reason: sum(r.reason == reason for r in released) for reason in RedriveReason}
+    by_reason = ", ".join(f"{reason} {count}" for reason, count in counts.items() if count)
+    parts = [f"redrove {len(released)}" + (f" ({by_reason})" if by_reason else "")]
+    if alerted:
+        parts.append(f"alerted {alerted} out of redrives")
+    return "; ".join(parts)
 
 
 def redriven_backfills(repository: dg.RepositoryDefinition | None) -> list[BackfillSpec]:
