@@ -53,7 +53,7 @@ from jobs_platform.store.rows import TableRow
 # cool-downs (15 min and more), and a tick a minute keeps fingerprinting cheap.
 REDRIVE_TICK_SECONDS = 60
 REDRIVES_PER_TICK = 100  # per reason; the requeue sensor launches them 100 at a time too
-FINGERPRINTS_PER_TICK = 50
+FINGERPRINTS_PER_TICK = 200  # a 10,000-entry dead letter is judged by input every ~50 ticks
 # Within Dagster's 60 s sensor timeout with room for the rest of the tick and the alerts.
 FINGERPRINT_BUDGET_SECONDS = 10.0
 EXHAUSTED_ALERTS_PER_TICK = 20
@@ -123,7 +123,9 @@ def redrive_tick(
         return dg.SensorResult(skip_reason="JOBS_PLATFORM_MAX_REDRIVES is 0: the redrive is off")
     cursor = RedriveCursor.parse(context.cursor)
     engine = jobs_platform.ready_warehouse()
-    with bound_fingerprints(specs, context.repository_def, context.log) as fingerprints:
+    with bound_fingerprints(
+        specs, context.repository_def, context.log, context.instance
+    ) as fingerprints:
         redrives, walked_to = find_redrives(engine, specs, settings, cursor, fingerprints)
     released = release(engine, redrives)
     for redrive in released:
@@ -167,7 +169,10 @@ Fingerprints = Mapping[str, Callable[[PartitionInput], str]]
 
 @contextlib.contextmanager
 def bound_fingerprints(
-    specs: Sequence[BackfillSpec], repository: dg.RepositoryDefinition | None, logger
+    specs: Sequence[BackfillSpec],
+    repository: dg.RepositoryDefinition | None,
+    logger,
+    instance: dg.DagsterInstance | None = None,
 ) -> Iterator[Fingerprints]:
     """Each backfill's `fingerprint=` with its resources bound, as a step binds them.
 
@@ -192,7 +197,9 @@ def bound_fingerprints(
         yield {}
         return
     present = {name: definitions[name] for name in needed & set(definitions)}
-    with dg.build_resources(present) as built:
+    # With the sensor's instance: without one Dagster makes an ephemeral instance per build
+    # (a tenth of a second, most of a quiet tick).
+    with dg.build_resources(present, instance=instance) as built:
         yield {
             asset: functools.partial(fp, **{n: getattr(built, n) for n in resource_parameters(fp)})
             for asset, fp in wanted.items()
