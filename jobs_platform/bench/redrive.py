@@ -149,7 +149,8 @@ def run_redrive_bench(database_url: str, entries: int, asset_count: int, repeats
     )
 
     assets = [f"bench_redrive_{n}" for n in range(asset_count)]
-    results, notes = {}, {}
+    results: dict[str, dict] = {}
+    notes: dict[str, object] = {}
     for kind in ("steady", "busy"):
         with (
             tempfile.TemporaryDirectory(prefix="jp_bench_redrive_") as folder,
