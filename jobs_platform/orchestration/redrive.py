@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 import sqlalchemy as sa
@@ -126,7 +127,9 @@ def redrive_tick(
     with bound_fingerprints(
         specs, context.repository_def, context.log, context.instance
     ) as fingerprints:
-        redrives, walked_to = find_redrives(engine, specs, settings, cursor, fingerprints)
+        redrives, walked_to = find_redrives(
+            engine, specs, settings, cursor, fingerprints, logger=context.log
+        )
     released = release(engine, redrives)
     for redrive in released:
         entry = redrive.entry
@@ -212,6 +215,8 @@ def find_redrives(
     settings: Settings,
     cursor: RedriveCursor,
     fingerprints: Fingerprints,
+    *,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | Any = log,
 ) -> tuple[list[Redrive], int]:
     """What to release this tick, one reason per entry (the first that holds of
     code_changed, input_changed, cooldown), and how far the input walk got."""
@@ -254,7 +259,7 @@ def find_redrives(
         if entry.id in found:
             continue
         spec = by_asset[entry.asset]
-        current = input_fingerprint(spec, fingerprints[entry.asset], entry, engine)
+        current = input_fingerprint(spec, fingerprints[entry.asset], entry, engine, logger)
         if current is not None and current != entry.fingerprint:
             found[entry.id] = Redrive(entry, RedriveReason.INPUT_CHANGED)
     else:
@@ -270,6 +275,7 @@ def input_fingerprint(
     fingerprint: Callable[[PartitionInput], str],
     entry: TableRow,
     engine: sa.Engine,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | Any = log,
 ) -> str | None:
     """The partition's input fingerprint now, in the form attempts keep it; None (logged)
     when it cannot be computed: the entry is then not judged by input this tick."""
@@ -283,13 +289,9 @@ def input_fingerprint(
     try:
         return spec.stored_fingerprint(fingerprint(source))
     except Exception as error:
-        log.info(
-            "%s/%s (entry %s): input fingerprint failed, not judged by input: %s: %s",
-            entry.asset,
-            entry.partition,
-            entry.id,
-            type(error).__name__,
-            error,
+        logger.warning(
+            f"{entry.asset}/{entry.partition} (entry {entry.id}): input fingerprint failed, "
+            f"not judged by input this tick: {type(error).__name__}: {error}"
         )
         return None
 

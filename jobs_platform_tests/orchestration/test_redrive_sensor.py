@@ -351,3 +351,18 @@ def test_a_location_redrives_only_its_own_backfills_entries(pg_platform_env, ins
 
     assert redrives(engine, "orders", PARTITION) == []
     assert is_open(engine, "orders", PARTITION)
+
+
+def test_an_input_that_cannot_be_fingerprinted_now_is_not_judged_by_it(
+    pg_platform_env, instance, engine, capfd
+):
+    landing = pg_platform_env["JOBS_PLATFORM_LANDING"]
+    poison_day(landing)
+    assert not materialize([orders], PARTITION, instance=instance).success
+    (Path(landing) / "orders" / f"{PARTITION}.jsonl").unlink()  # the file is gone
+
+    tick(instance)
+
+    assert redrives(engine, "orders", PARTITION) == []
+    assert is_open(engine, "orders", PARTITION)
+    assert f"{PARTITION} (entry 1): input fingerprint failed" in capfd.readouterr().err
