@@ -17,6 +17,13 @@ DEFAULT_MAX_ATTEMPTS = 5  # enough to ride out a transient outage, few enough to
 DEFAULT_RETRY_DELAY_SECONDS = 2.0  # base of the exponential backoff; full jitter spreads herds
 DEFAULT_LEASE_SECONDS = 60.0  # heartbeats renew every third, so two missed beats still hold
 DEFAULT_ATTEMPT_TIMEOUT_SECONDS = 3600.0  # a partition attempt should never take an hour
+# A dead-letter entry that ran out of attempts on an outage is tried again after 15 minutes,
+# then after 1 h and 4 h (4 times longer each time): an outage of any length ends by itself, and one
+# that lasts costs a few runs a day, not a crash loop.
+DEFAULT_REDRIVE_COOLDOWN_SECONDS = 900.0
+# Three redrives per partition, then it waits for a person: a cause that comes back after
+# three fixes or outages is not going away on its own.
+DEFAULT_MAX_REDRIVES = 3
 DEFAULT_STATE_DIR = ".jobs_platform"
 # Where the steps of a run execute: one process per step on this machine unless told.
 DEFAULT_EXECUTOR = "multiprocess"
@@ -55,6 +62,8 @@ class Settings:
     executor: str = DEFAULT_EXECUTOR
     celery_broker: str = DEFAULT_CELERY_BROKER
     celery_backend: str = DEFAULT_CELERY_BACKEND
+    redrive_cooldown_seconds: float = DEFAULT_REDRIVE_COOLDOWN_SECONDS
+    max_redrives: int = DEFAULT_MAX_REDRIVES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -79,6 +88,11 @@ class Settings:
             executor=_executor(env),
             celery_broker=env.get("JOBS_PLATFORM_CELERY_BROKER") or DEFAULT_CELERY_BROKER,
             celery_backend=env.get("JOBS_PLATFORM_CELERY_BACKEND") or DEFAULT_CELERY_BACKEND,
+            redrive_cooldown_seconds=_non_negative_float(
+                env, "JOBS_PLATFORM_REDRIVE_COOLDOWN_SECONDS", DEFAULT_REDRIVE_COOLDOWN_SECONDS
+            ),
+            # 0 turns the redrive off everywhere (a backfill turns it off with redrive=False).
+            max_redrives=_non_negative_int(env, "JOBS_PLATFORM_MAX_REDRIVES", DEFAULT_MAX_REDRIVES),
         )
 
 
@@ -124,6 +138,13 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     value = _number(env, name, default, int)
     if value < 1:
         raise SettingsError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _number(env, name, default, int)
+    if value < 0:
+        raise SettingsError(f"{name} must be 0 or more, got {value}")
     return value
 
 

@@ -183,3 +183,45 @@ def test_bare_postgresql_url_gets_the_psycopg_driver(scheme):
 )
 def test_url_with_an_explicit_driver_or_another_backend_is_kept(url):
     assert normalize_url(url).render_as_string(hide_password=False) == url
+
+
+def test_the_redrive_waits_15_minutes_first_and_redrives_a_partition_3_times_by_default():
+    settings = Settings.from_env({})
+
+    assert (settings.redrive_cooldown_seconds, settings.max_redrives) == (900.0, 3)
+
+
+def test_the_redrive_settings_are_read_and_zero_redrives_is_allowed():
+    settings = Settings.from_env(
+        {"JOBS_PLATFORM_REDRIVE_COOLDOWN_SECONDS": "0.5", "JOBS_PLATFORM_MAX_REDRIVES": "0"}
+    )
+
+    assert (settings.redrive_cooldown_seconds, settings.max_redrives) == (0.5, 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "problem"),
+    [
+        ("JOBS_PLATFORM_REDRIVE_COOLDOWN_SECONDS", "-1", "must be 0 or more, got -1.0"),
+        ("JOBS_PLATFORM_REDRIVE_COOLDOWN_SECONDS", "inf", "is not a finite number"),
+        ("JOBS_PLATFORM_MAX_REDRIVES", "-1", "must be 0 or more, got -1"),
+        ("JOBS_PLATFORM_MAX_REDRIVES", "two", "is not a valid int"),
+    ],
+)
+def test_refused_redrive_settings_name_the_variable(name, raw, problem):
+    with pytest.raises(SettingsError, match=problem) as raised:
+        Settings.from_env({name: raw})
+
+    assert name in str(raised.value)
+
+
+def test_the_resource_carries_the_redrive_settings_over_the_environment(monkeypatch):
+    from jobs_platform.orchestration.resources import JobsPlatformResource
+
+    monkeypatch.setenv("JOBS_PLATFORM_MAX_REDRIVES", "5")
+    resource = JobsPlatformResource(redrive_cooldown_seconds=60.0, max_redrives=1)
+
+    settings = resource.settings()
+
+    assert (settings.redrive_cooldown_seconds, settings.max_redrives) == (60.0, 1)
+    assert JobsPlatformResource().settings().max_redrives == 5

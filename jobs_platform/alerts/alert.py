@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import sqlalchemy as sa
 
+from jobs_platform.store.alert_ledger import QUARANTINED_EVENT
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.quarantine import UnknownEntry, entries_by_id
 from jobs_platform.suggested_commands import requeue_command
@@ -57,6 +58,11 @@ class QuarantineAlert:
     history: tuple[AttemptRecord, ...]
     location: str | None = None
     """The code location that alerts (its module, as `-m` names it), for the requeue command."""
+    event: str = QUARANTINED_EVENT
+    """What happened to the entry: quarantined, or `redrives_exhausted` (the redrive gave up
+    on it after its last redrive; it now waits for a person)."""
+    redrives: int = 0
+    """Redrives of the partition so far (a `redrives_exhausted` alert says how many)."""
 
     @classmethod
     def from_rows(
@@ -81,14 +87,20 @@ class QuarantineAlert:
             location=location,
         )
 
+    def with_event(self, event: str, *, redrives: int) -> QuarantineAlert:
+        """The same entry's alert for a later event of it (`redrives_exhausted`)."""
+        return replace(self, event=event, redrives=redrives)
+
     @property
     def requeue_command(self) -> str:
         return requeue_command(self.asset, self.partition, self.location)
 
     @property
     def idempotency_key(self) -> str:
-        """The same for every delivery of this entry, so a receiver can drop repeats."""
-        return str(self.entry_id)
+        """The same for every delivery of this entry's event, so a receiver can drop repeats."""
+        if self.event == QUARANTINED_EVENT:
+            return str(self.entry_id)
+        return f"{self.entry_id}:{self.event}"
 
     def as_dict(self) -> dict:
         """The alert as JSON-ready values (timestamps in ISO 8601)."""
@@ -102,6 +114,15 @@ class QuarantineAlert:
     def summary(self) -> str:
         """A few lines of plain text for chat and mail."""
         when = f"first failed {_iso(self.first_failed_at)}, last failed {_iso(self.last_failed_at)}"
+        if self.event != QUARANTINED_EVENT:
+            return (
+                f"jobs_platform: {self.asset}/{self.partition} is still quarantined "
+                f"(entry {self.entry_id}) after {self.redrives} redrive(s): the redrive has "
+                "given up on it and it waits for a person.\n"
+                f"Last error ({self.error_class}): {_one_line(self.last_error)}\n"
+                f"{when}.\n"
+                f"Requeue with: {self.requeue_command}"
+            )
         return (
             f"jobs_platform: {self.asset}/{self.partition} is quarantined "
             f"(entry {self.entry_id}) after {self.attempts} attempt(s).\n"

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from jobs_platform.alerts.alert import QuarantineAlert
 from jobs_platform.alerts.sinks import AlertSink
 from jobs_platform.store import alert_ledger as ledger_store
-from jobs_platform.store.alert_ledger import SETTLED, DeliveryStatus
+from jobs_platform.store.alert_ledger import SETTLED, DeliveryStatus, event_sink
 
 logger = logging.getLogger("jobs_platform.alerts")
 
@@ -34,7 +34,11 @@ def deliver_once(
     *,
     max_tries: int = DEFAULT_MAX_DELIVERY_TRIES,
 ) -> dict[str, DeliveryStatus]:
-    """Send the alert to every sink that has not had it yet; returns each sink's status."""
+    """Send the alert to every sink that has not had it yet; returns each sink's status.
+
+    Once per entry, sink and event (`alert.event`): the redrive's last word on an entry is
+    a second event of it, delivered once more.
+    """
     names = [sink.name for sink in sinks]
     if len(set(names)) != len(names):
         raise ValueError(f"sink names must be unique, got {names}")
@@ -49,16 +53,17 @@ def is_settled(statuses: dict[str, DeliveryStatus]) -> bool:
 def _deliver_to(
     engine: sa.Engine, alert: QuarantineAlert, sink: AlertSink, max_tries: int
 ) -> DeliveryStatus:
+    key = event_sink(sink.name, alert.event)
     with engine.begin() as connection:
-        mine, status = ledger_store.claim_delivery(connection, alert.entry_id, sink.name, max_tries)
+        mine, status = ledger_store.claim_delivery(connection, alert.entry_id, key, max_tries)
     if not mine:
         return status
     try:
         sink.send(alert)
     except Exception as exc:
-        return _record_failure(engine, alert.entry_id, sink.name, exc, max_tries)
+        return _record_failure(engine, alert.entry_id, key, exc, max_tries)
     with engine.begin() as connection:
-        ledger_store.mark_sent(connection, alert.entry_id, sink.name)
+        ledger_store.mark_sent(connection, alert.entry_id, key)
     return DeliveryStatus.SENT
 
 

@@ -55,7 +55,8 @@ def run_serve(args: argparse.Namespace) -> int:
     definitions = load_definitions(args.module)
     # The location's own warehouse (its bound resource), whatever the environment says;
     # fails in one line when it cannot be opened, before serving.
-    engine = open_warehouse(location_settings(definitions))
+    settings = location_settings(definitions)
+    engine = open_warehouse(settings)
     specs = definitions.resolve_all_asset_specs()
     with dagster_instance() as instance:
 
@@ -64,7 +65,7 @@ def run_serve(args: argparse.Namespace) -> int:
             # dynamic key, is missing from the next reading on.
             keys = backfill_partition_keys(specs, instance)
             with engine.connect() as connection:
-                return read_metrics(connection, keys)
+                return read_metrics(connection, keys, max_redrives=settings.max_redrives)
 
         registry = metrics_registry(CachedReading(read, cache_seconds))
         server = bind(metrics_app(registry), args.host, args.port)

@@ -250,7 +250,7 @@ class PartitionRunner:
     def _fingerprint(self, source: PartitionInput) -> str:
         spec = self.spec
         fingerprint = spec.fingerprint(source) if spec.fingerprint else CONTENT_ONLY_FINGERPRINT
-        return f"{fingerprint}@{spec.version}" if spec.version else fingerprint
+        return spec.stored_fingerprint(fingerprint)
 
     def _committed_chunks(self, attempt: StartedAttempt, fingerprint: str) -> dict[int, str]:
         """Chunk hashes already committed for this input (checkpoints of others are dropped).

@@ -56,6 +56,7 @@ class BackfillSpec:
     that it is recomputed. Without a fingerprint, chunks are matched on their content.
     `asset` is its asset key's user string (`acme/events` for `key_prefix=["acme"]`), the
     name it has in every framework row; `upstream` names the assets it reads (its `deps`).
+    `redrive` lets the dead letter's redrive requeue its entries once their cause is gone.
     """
 
     asset: str
@@ -66,6 +67,12 @@ class BackfillSpec:
     fingerprint: Fingerprinter | None = None
     upstream: tuple[str, ...] = ()
     version: str = ""
+    redrive: bool = True
+
+    def stored_fingerprint(self, fingerprint: str) -> str:
+        """The input fingerprint as attempts and entries keep it: with the code version, so
+        that a new version is new input to the checkpoints."""
+        return f"{fingerprint}@{self.version}" if self.version else fingerprint
 
     def __post_init__(self) -> None:
         missing = [name for name in self.key if name not in self.table.columns]

@@ -2,7 +2,8 @@
 
 The names are a public contract (README "Monitoring", docs/ARCHITECTURE.md "Contracts"):
 change them only deliberately. Partition keys are never labels: labels are the asset, a
-partition state, an attempt outcome and an error class, all small closed sets.
+partition state, an attempt outcome, an error class and a redrive reason, all small
+closed sets.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ METRIC_NAMES = (
     "jobs_platform_attempts_total",
     "jobs_platform_attempt_duration_seconds",
     "jobs_platform_rows_written_total",
+    "jobs_platform_redrives_total",
+    "jobs_platform_redrives_exhausted",
     "jobs_platform_metrics_read_seconds",
 )
 
@@ -122,6 +125,23 @@ def metric_families(reading: MetricsReading) -> Iterator[Metric]:
         "jobs_platform_rows_written",
         "Rows the asset's done partitions hold, as their last successful attempt wrote them.",
         reading.rows_written,
+    )
+
+    redrives = CounterMetricFamily(
+        "jobs_platform_redrives",
+        "Dead-letter entries the redrive requeued on its own, by reason (code_changed, "
+        "input_changed, cooldown).",
+        labels=["asset", "reason"],
+    )
+    for (asset, reason), count in sorted(reading.redrives.items()):
+        redrives.add_metric([asset, reason], count)
+    yield redrives
+
+    yield _per_asset(
+        GaugeMetricFamily,
+        "jobs_platform_redrives_exhausted",
+        "Open quarantine entries whose partition's redrives ran out: they wait for a person.",
+        reading.redrives_exhausted,
     )
 
     yield GaugeMetricFamily(

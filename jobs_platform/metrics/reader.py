@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from jobs_platform.store import tallies
+from jobs_platform.settings import DEFAULT_MAX_REDRIVES
+from jobs_platform.store import redrive, tallies
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.health import AssetHealth, asset_health
 from jobs_platform.store.outbox import QueueStats, queue_stats
@@ -53,6 +54,8 @@ class MetricsReading:
     rows_written: Mapping[str, int]
     quarantine_entries: Mapping[str, int]
     quarantine_groups: int  # distinct signatures of the quarantined entries, warehouse-wide
+    redrives: Mapping[tuple[str, str], int]  # (asset, reason) -> redrives so far
+    redrives_exhausted: Mapping[str, int]  # open entries whose partition's redrives ran out
     outbox: QueueStats
     read_seconds: float
 
@@ -62,8 +65,10 @@ def read_metrics(
     partition_keys: Mapping[str, Sequence[str]],
     *,
     now: dt.datetime | None = None,
+    max_redrives: int = DEFAULT_MAX_REDRIVES,
 ) -> MetricsReading:
-    """Read every figure; `partition_keys` are each backfill asset's expected keys.
+    """Read every figure; `partition_keys` are each backfill asset's expected keys;
+    `max_redrives` is the location's `JOBS_PLATFORM_MAX_REDRIVES` (when redrives ran out).
 
     Assets of the code location appear in every per-asset figure (zero when nothing
     happened yet, so a counter starts from 0); assets found only in the history (a backfill
@@ -82,6 +87,9 @@ def read_metrics(
         rows_written=rows,
         quarantine_entries=entries,
         quarantine_groups=open_signature_count(connection),
+        redrives=redrive.redrives_by_reason(connection),
+        redrives_exhausted=dict.fromkeys(partition_keys, 0)
+        | redrive.exhausted_entries(connection, max_redrives),
         outbox=queue_stats(connection, now=now),
         read_seconds=time.perf_counter() - began,
     )

@@ -100,6 +100,7 @@ def backfill_asset(
     code_version: str | None = None,
     backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
     retry_policy: dg.RetryPolicy | None = None,
+    redrive: bool = True,
     group_name: str = "backfills",
     description: str | None = None,
     tags: Mapping[str, str] | None = None,
@@ -132,6 +133,10 @@ def backfill_asset(
     delay of the step retries Dagster makes after a step process died; the framework keeps
     enough of them for its own cross-run attempt ceiling to be what stops a crash loop.
 
+    `redrive=False` keeps the dead letter's redrive (`dead_letter_redrive_sensor`) off the
+    backfill's entries: they wait for a person even once their input or code changed or
+    their outage has passed.
+
     By default a backfill launched from the UI or a schedule runs up to 30 partitions per
     run (`DEFAULT_BACKFILL_POLICY`), each still its own unit of checkpoint, attempt count,
     quarantine and status in the UI. Pass `backfill_policy=BackfillPolicy.multi_run(1)`
@@ -157,6 +162,7 @@ def backfill_asset(
             fingerprint=fingerprint,
             upstream=upstream,
             version=code_version or "",
+            redrive=redrive,
         )
         config_class = run_config_class([spec])
 

@@ -17,6 +17,7 @@ from jobs_platform.orchestration.naming import FrameworkNames
 from jobs_platform.orchestration.outbox import backfill_request_sensor_named, outbox_health_asset
 from jobs_platform.orchestration.quarantine_checks import no_quarantined_partitions_checks
 from jobs_platform.orchestration.recovery import abandoned_run_sensor_named
+from jobs_platform.orchestration.redrive import redrive_sensor_named
 from jobs_platform.orchestration.requeue import requeue_job, requeue_sensor_named
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.tags import BACKFILL_TAG
@@ -37,8 +38,9 @@ def platform_definitions(
     The backfills themselves (those that read one another partition for partition run as
     one step: `chain_backfills`); the dead-letter asset and its sensor (alerts); the
     requeue job and sensor; the outbox sensor and its health asset; the abandoned-run
-    sensor; `platform_health`, its schedule and a no-quarantined-partitions check per
-    backfill; the framework's resources and the executor.
+    sensor; the redrive sensor (the dead letter heals itself); `platform_health`, its
+    schedule and a no-quarantined-partitions check per backfill; the framework's resources
+    and the executor.
 
     The resources and the executor are yours to configure: `jobs_platform` (a
     `JobsPlatformResource`), `alerts` (an `AlertsResource`) and `executor` are what every
@@ -79,6 +81,7 @@ def platform_definitions(
         sensors=[
             abandoned_run_sensor_named(names),
             dead_letter_sensor,
+            redrive_sensor_named(names),
             requeue_sensor_named(names),
             backfill_request_sensor_named(names),
         ],

@@ -25,6 +25,8 @@ class JobsPlatformResource(dg.ConfigurableResource):
     lease_seconds: float | None = None
     attempt_timeout_seconds: float | None = None
     alert_webhook_url: str | None = None
+    redrive_cooldown_seconds: float | None = None
+    max_redrives: int | None = None
 
     def settings(self) -> Settings:
         overrides: dict[str, Any] = {
@@ -34,6 +36,8 @@ class JobsPlatformResource(dg.ConfigurableResource):
             "lease_seconds": self.lease_seconds,
             "attempt_timeout_seconds": self.attempt_timeout_seconds,
             "alert_webhook_url": self.alert_webhook_url,
+            "redrive_cooldown_seconds": self.redrive_cooldown_seconds,
+            "max_redrives": self.max_redrives,
         }
         return dataclasses.replace(
             Settings.from_env(), **{k: v for k, v in overrides.items() if v is not None}

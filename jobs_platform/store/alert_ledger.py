@@ -29,6 +29,15 @@ class DeliveryStatus(enum.StrEnum):
 
 
 SETTLED = frozenset({DeliveryStatus.SENT, DeliveryStatus.GAVE_UP})
+# The event of an entry's first alert: its quarantine. Its ledger rows are keyed by the
+# sink's bare name, as they were before there were other events.
+QUARANTINED_EVENT = "quarantined"
+
+
+def event_sink(sink: str, event: str) -> str:
+    """The ledger's key for one sink and one event of an entry: each event is alerted once
+    per sink (`log`, then `log:redrives_exhausted` when the redrive gives up)."""
+    return sink if event == QUARANTINED_EVENT else f"{sink}:{event}"
 
 
 def claim_delivery(

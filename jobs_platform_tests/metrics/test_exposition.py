@@ -30,7 +30,7 @@ from jobs_platform_tests.support import wait_for
 
 NOW = AT + 3600 * SECOND
 KEYS = {"items": ["2024-01-01", "2024-01-02"]}
-ALLOWED_LABELS = {"asset", "status", "outcome", "error_class", "le"}
+ALLOWED_LABELS = {"asset", "status", "outcome", "error_class", "reason", "le"}
 
 
 def exposed(reading) -> dict[str, list]:
@@ -45,8 +45,8 @@ def test_the_families_are_the_contracts_names(connection):
     names = [family.name for family in metric_families(reading)]
 
     # prometheus_client names a counter family without `_total`; its samples have it.
-    assert [f"{n}_total" if n in ("jobs_platform_attempts", "jobs_platform_rows_written")
-            else n for n in names] == list(METRIC_NAMES)  # fmt: skip
+    counters = ("jobs_platform_attempts", "jobs_platform_rows_written", "jobs_platform_redrives")
+    assert [f"{n}_total" if n in counters else n for n in names] == list(METRIC_NAMES)
 
 
 def test_partition_keys_are_never_labels(connection):
