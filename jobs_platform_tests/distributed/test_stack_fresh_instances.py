@@ -6,7 +6,7 @@ and one of them died (`duplicate key value violates unique constraint
 "pg_type_typname_nsp_index"`, 1 start in 3). `up` now creates the storage first.
 
 Two cycles by default: the race is pinned deterministically by the storage being created
-before any process starts (`bin/stack up`), and each cycle costs 20–40 s of a worker. The
+before any process starts (`bin/stack up`), and each cycle costs 20 to 40 s of a worker. The
 ten cycles the fix was shown with are `JOBS_PLATFORM_TEST_STACK_CYCLES=10 .venv/bin/python
 -m pytest -p no:xdist jobs_platform_tests/distributed/test_stack_fresh_instances.py`.
 """
