@@ -16,7 +16,7 @@ from jobs_platform.store.attempts import budget_state, failing_streak
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.partitions import PartitionStatus, set_partition_status
 from jobs_platform.store.rows import TableRow, upsert_row
-from jobs_platform.store.schema import attempts, quarantine, requeues
+from jobs_platform.store.schema import attempts, partitions, quarantine, requeues
 from jobs_platform.store.signature import failure_signature
 
 # A launch `dead-letter requeue` started this recently may still be creating its run (it
@@ -230,15 +230,23 @@ def release_entries(
             for entry in released
         ],
     )
-    for entry in released:
-        set_partition_status(
-            connection,
-            entry.asset,
-            entry.partition,
-            PartitionStatus.FAILED,
-            episode=entry.episode + 1,
-            clock=clock,
+    # Each released partition opens the episode after its entry's, in one statement
+    # whatever the number (a redrive tick or a group releases hundreds). A quarantined
+    # partition always has its row: quarantining it set its state.
+    of_partition = sa.and_(
+        quarantine.c.id.in_(released_ids),
+        quarantine.c.asset == partitions.c.asset,
+        quarantine.c.partition == partitions.c.partition,
+    )
+    connection.execute(
+        sa.update(partitions)
+        .where(sa.exists().where(of_partition))
+        .values(
+            status=str(PartitionStatus.FAILED),
+            episode=sa.select(quarantine.c.episode + 1).where(of_partition).scalar_subquery(),
+            updated_at=now,
         )
+    )
     return released
 
 
