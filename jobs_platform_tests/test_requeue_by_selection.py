@@ -342,3 +342,47 @@ def test_requeue_takes_one_form_of_selection(env):
         assert finished.returncode == 2, arguments
         assert "usage:" in finished.stderr, arguments
     assert json.loads(run_cli([JOBS_PLATFORM, "dead-letter", "list", "--json"], env).stdout) == []
+
+
+def test_entries_released_without_a_launch_are_run_by_the_requeue_sensor_in_ranged_runs(
+    env, tmp_path
+):
+    signatures = quarantine_two_causes(env)
+    landing = env["JOBS_PLATFORM_LANDING"]
+    for key in MALFORMED:
+        seed_orders(landing, day(key), day(key), orders_per_day=ORDERS_PER_DAY)
+
+    # Released as the UI job and the redrive release: the sensor is left to launch them.
+    released = requeue(env, "--group", signatures["malformed"], "--no-launch")
+    assert released.returncode == 0, released.stdout + released.stderr
+    with dg.DagsterInstance.get() as instance:
+        assert requeue_runs_in(instance) == []
+    layout = start_daemon(env, tmp_path)
+    try:
+        with dg.DagsterInstance.get() as instance:
+
+            def all_succeeded() -> list[dg.DagsterRun] | None:
+                runs = requeue_runs_in(instance)
+                done = len(runs) == 2 and all(
+                    run.status == dg.DagsterRunStatus.SUCCESS for run in runs
+                )
+                return runs if done else None
+
+            runs = wait_for(
+                all_succeeded,
+                timeout=DAEMON_SECONDS,
+                interval=1,
+                what=lambda: f"the sensor's requeue runs to succeed: {requeue_runs_in(instance)}",
+            )
+    finally:
+        stack.stop_process(layout, "daemon", timeout=30)
+
+    assert [span(run) for run in runs] == [
+        ("2024-08-01", "2024-08-03"),
+        ("2024-08-05", "2024-08-06"),
+    ]
+    assert {run.tags["dagster/sensor_name"] for run in runs} == {"requeue_sensor"}
+    expected_orders = []
+    for key in MALFORMED:
+        expected_orders += expected_tables_from_landing(landing, key)[0]
+    assert declared_rows(engine_from(env), orders_table) == sorted(expected_orders)

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.cli.warehouse import command_settings, open_warehouse
+from jobs_platform.dead_letter_selection import Selection
 from jobs_platform.dead_letter_view import entry_summary, plain
 from jobs_platform.errors import Classification
 from jobs_platform.location import (
@@ -198,7 +199,6 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_requeue(args: argparse.Namespace) -> int:
     from jobs_platform.cli.requeue_selection import run_requeue_selection
-    from jobs_platform.orchestration.requeue_runs import Selection
 
     if args.asset is not None and args.partition is None:
         args.parser.error("one entry is ASSET PARTITION: the partition is missing")

@@ -19,6 +19,7 @@ import os
 import sys
 
 from jobs_platform.cli.warehouse import open_warehouse
+from jobs_platform.dead_letter_selection import Selection
 from jobs_platform.location import (
     code_location_module,
     dagster_instance,
@@ -32,7 +33,7 @@ NO_MATCH = 1
 LAUNCH_FAILED = 2
 
 
-def run_requeue_selection(args: argparse.Namespace, selection) -> int:
+def run_requeue_selection(args: argparse.Namespace, selection: Selection) -> int:
     """Release the open entries `selection` picks and queue their ranged runs."""
     from jobs_platform.orchestration.requeue_runs import prepared_requeue_runs, requeue_runs
     from jobs_platform.orchestration.selections import served_backfills

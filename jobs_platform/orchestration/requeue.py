@@ -24,12 +24,9 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from jobs_platform.dead_letter_selection import Selection
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
-from jobs_platform.orchestration.requeue_runs import (
-    Selection,
-    requeue_runs,
-    requeue_runs_found,
-)
+from jobs_platform.orchestration.requeue_runs import requeue_runs, requeue_runs_found
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
 from jobs_platform.orchestration.selections import (
