@@ -22,6 +22,7 @@ from jobs_platform.errors import Classification
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
+from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
     PARTITION_RANGE_START_TAG,
@@ -31,7 +32,8 @@ from jobs_platform.orchestration.tags import (
     RUN_KEY_TAG,
     entry_ids_of,
 )
-from jobs_platform.store.quarantine import open_entries
+from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.quarantine import entries_by_id, mark_requeue_launched, open_entries
 from jobs_platform.store.schema import attempts, quarantine, requeues
 from jobs_platform_tests.alert_fixtures import quarantine_entry
 from jobs_platform_tests.support import (
@@ -214,6 +216,8 @@ def test_requeuing_a_fixed_causes_group_completes_its_partitions_in_ranged_runs_
         **dict.fromkeys(UNKNOWN_CURRENCY, "quarantined"),
     }
     assert sorted(log) == [(key, "cli") for key in MALFORMED]
+    shown = run_cli([JOBS_PLATFORM, "dead-letter", "show", "orders", MALFORMED[0]], env)
+    assert "requeued by cli (requested)" in shown.stdout
     # The other cause's entries: no new attempt.
     assert attempts_per_partition(engine, UNKNOWN_CURRENCY) == untouched_attempts
 
@@ -288,6 +292,30 @@ def test_requeue_of_an_assets_terminal_entries_queues_their_runs_and_leaves_the_
     # Marked launched: the requeue sensor leaves them to the queued run.
     assert all(rows[i].requeue_launched_at is not None for i in terminal)
     assert rows[retryable].status == "quarantined"
+
+
+def test_the_requeue_sensor_finds_the_queued_ranged_run_of_a_selection_and_launches_no_other(
+    env,
+):
+    terminal = quarantined_days(env, ["2024-08-01", "2024-08-02"])
+    assert requeue(env, "--asset", "orders").returncode == 0
+    engine = engine_from(env)
+    with engine.begin() as connection:
+        # Past the grace the sensor gives a launch under way: it asks Dagster for the run.
+        long_ago = DATABASE_CLOCK.now(connection) - dt.timedelta(hours=1)
+        mark_requeue_launched(connection, terminal, now=long_ago)
+    from jobs_platform.definitions import defs
+
+    with dg.DagsterInstance.get() as instance:
+        context = dg.build_sensor_context(
+            instance=instance, definitions=defs, resources=dict(defs.resources)
+        )
+        result = requeue_sensor.evaluate_tick(context)
+
+    assert result.run_requests == []
+    with engine.connect() as connection:
+        marked = [entry.requeue_launched_at for entry in entries_by_id(connection, terminal)]
+    assert all(at > long_ago for at in marked)  # found, so marked again
 
 
 def test_a_selection_that_matches_nothing_says_so_and_exits_1(env):
