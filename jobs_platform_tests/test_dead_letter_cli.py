@@ -41,6 +41,10 @@ LIST_FIELDS = {
 HISTORY_FIELDS = {"attempt", "run_id", "error_class", "error_type", "message", "at"}
 
 
+def attempts_in(history: list[dict]) -> list[dict]:
+    return [record for record in history if record["kind"] == "attempt"]
+
+
 def cli(env, *args: str):
     finished = run_cli([JOBS_PLATFORM, "dead-letter", *args], env)
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
@@ -69,10 +73,15 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     assert json.loads(cli(pg_platform_env, "list", "--json").stdout) == []
     after = json.loads(cli(pg_platform_env, "show", "orders", PARTITION, "--json").stdout)
     assert after["status"] == "resolved"
-    assert [(a["episode"], a["error_class"]) for a in after["history"]] == [
+    assert [(a["episode"], a["error_class"]) for a in attempts_in(after["history"])] == [
         (1, "terminal"),
         (2, "succeeded"),
     ]
+    # The release sits between the episode it ended and the one it started.
+    assert [record["kind"] for record in after["history"]] == ["attempt", "requeue", "attempt"]
+    requeue = after["history"][1]
+    assert (requeue["by"], requeue["reason"]) == ("cli", "requested")
+    assert after["history"][0]["at"] <= requeue["at"] <= after["history"][2]["at"]
     engine = engine_from(pg_platform_env)
     assert len(table_snapshot(engine, "orders")) == 30
     assert table_snapshot(engine, "daily_revenue")  # the downstream day was rebuilt too

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.cli.warehouse import command_settings, open_warehouse
+from jobs_platform.dead_letter_selection import Selection
 from jobs_platform.dead_letter_view import (
     entry_summary,
     group_requeue_command,
@@ -22,6 +23,7 @@ from jobs_platform.dead_letter_view import (
     one_line,
     plain,
 )
+from jobs_platform.errors import Classification
 from jobs_platform.location import (
     add_module_option,
     load_definitions,
@@ -59,22 +61,64 @@ def register(commands) -> None:
     show.set_defaults(handler=run_show)
     register_groups(actions)
     requeue = actions.add_parser(
-        "requeue", help="release an entry and launch a run of it in the code location"
+        "requeue",
+        help="release one entry (ASSET PARTITION) or a selection (--group, --asset) and "
+        "launch their runs in the code location",
     )
     add_module_option(requeue)
-    requeue.add_argument("asset")
-    requeue.add_argument("partition")
+    requeue.add_argument("asset", nargs="?", help="one entry: its asset (with PARTITION)")
+    requeue.add_argument("partition", nargs="?", help="one entry: its partition")
+    requeue.add_argument(
+        "--group",
+        metavar="SIGNATURE",
+        help="every open entry of one cause (a signature from `dead-letter groups`)",
+    )
+    requeue.add_argument(
+        "--asset",
+        dest="selected_asset",
+        metavar="ASSET",
+        help="every open entry of a backfill (narrowed by --error-class)",
+    )
+    requeue.add_argument(
+        "--error-class",
+        choices=[str(c) for c in Classification],
+        help="with --asset: only the entries of this error class",
+    )
+    requeue.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be released and launched; change nothing",
+    )
     requeue.add_argument(
         "--no-launch", action="store_true", help="only release; let the requeue sensor launch it"
     )
-    requeue.set_defaults(handler=run_requeue)
+    requeue.set_defaults(handler=run_requeue, parser=requeue)
 
 
 def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[dict]:
-    return [
-        {**asdict(record), "at": plain(record.at)}
+    """The partition's attempts (`kind` = `attempt`) and the releases of its entries
+    (`kind` = `requeue`: `by`, `reason`, `at`, `entry_id`), in the order they happened."""
+    attempts = [
+        (record.at, 0, {"kind": "attempt", **asdict(record), "at": plain(record.at)})
         for record in map(AttemptRecord.from_row, attempt_history(connection, asset, partition))
     ]
+    releases = [
+        (
+            release.at,
+            1,
+            {
+                "kind": "requeue",
+                "entry_id": release.entry_id,
+                "by": release.by,
+                "reason": release.reason,
+                "at": plain(release.at),
+            },
+        )
+        for release in quarantine_store.requeue_log(connection, asset, partition)
+    ]
+    # A release comes after the attempts of the episode it ends and before the next one's.
+    merged = sorted(attempts + releases, key=lambda item: (item[0] is None, item[0], item[1]))
+    return [record for _, _, record in merged]
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -181,7 +225,8 @@ def run_show(args: argparse.Namespace) -> int:
         print(json.dumps(shown, indent=2))
         return 0
     if row is None:
-        attempts = f"{len(history)} attempt{'s' if len(history) != 1 else ''}"
+        tried = sum(record["kind"] == "attempt" for record in history)
+        attempts = f"{tried} attempt{'s' if tried != 1 else ''}"
         print(f"{asset}/{partition}: {shown['status']}, not quarantined ({attempts})\n")
     else:
         print(
@@ -190,19 +235,48 @@ def run_show(args: argparse.Namespace) -> int:
         )
         print(f"first failed {shown['first_failed_at']}, last failed {shown['last_failed_at']}")
         print(f"last error ({shown['error_class']}): {_one_line(shown['last_error'])}\n")
-    for attempt in history:
+    for record in history:
+        if record["kind"] == "requeue":
+            print(
+                f"  requeued by {record['by']} ({record['reason']})  {record['at']}  "
+                f"entry {record['entry_id']}"
+            )
+            continue
         print(
-            f"  episode {attempt['episode']} attempt {attempt['attempt']}  {attempt['at']}  "
-            f"{attempt['error_class']:<11} {attempt['error_type'] or ''}  run {attempt['run_id']}"
+            f"  episode {record['episode']} attempt {record['attempt']}  {record['at']}  "
+            f"{record['error_class']:<11} {record['error_type'] or ''}  run {record['run_id']}"
         )
-        if attempt["message"]:
-            print(f"      {_one_line(attempt['message'])}")
+        if record["message"]:
+            print(f"      {_one_line(record['message'])}")
     if shown["quarantined"]:
         print(f"\nrequeue with: {requeue_command(asset, partition, module)}")
     return 0
 
 
 def run_requeue(args: argparse.Namespace) -> int:
+    from jobs_platform.cli.requeue_selection import run_requeue_selection
+
+    if args.asset is not None and args.partition is None:
+        args.parser.error("one entry is ASSET PARTITION: the partition is missing")
+    if args.asset is not None and (args.selected_asset or args.group or args.error_class):
+        args.parser.error("ASSET PARTITION names one entry: no --group, --asset or --error-class")
+    if args.error_class is not None and args.selected_asset is None:
+        args.parser.error("--error-class narrows --asset ASSET: give the asset")
+    selection = Selection(
+        asset=args.asset or args.selected_asset,
+        partition=args.partition,
+        group=args.group,
+        error_class=args.error_class,
+    )
+    problem = selection.problem()
+    if problem is not None:
+        args.parser.error(problem)
+    if not selection.is_single or args.dry_run:
+        return run_requeue_selection(args, selection)
+    return _requeue_one(args)
+
+
+def _requeue_one(args: argparse.Namespace) -> int:
     # The location is loaded before anything is released: it names the warehouse (its
     # bound resource) and the executor, and, to launch the run here, it must serve the
     # asset (an entry released with no run to launch would wait for a sensor that may

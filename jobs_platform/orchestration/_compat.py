@@ -12,9 +12,11 @@ a subclass needs, on first use through `__getattr__`), so this module loads with
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 import dagster as dg
@@ -26,6 +28,7 @@ from dagster._core.executor.multiprocess import MultiprocessExecutor
 
 if TYPE_CHECKING:
     from dagster._core.execution.backfill import PartitionBackfill
+    from dagster._core.workspace.context import WorkspaceRequestContext
     from dagster_celery.executor import CELERY_CONFIG, CeleryExecutor
 
 __all__ = [
@@ -40,8 +43,10 @@ __all__ = [
     "backfill_is_busy",
     "backfill_succeeded",
     "celery_execution_loop",
+    "create_asset_run",
     "failed_step_cause",
     "job_module_name",
+    "module_workspace",
     "multiprocess_execute_with",
     "retry_mode_from_config",
     "run_location_module",
@@ -276,3 +281,83 @@ def without_current_defs_state_storage():
     from dagster._core.storage.defs_state.base import set_defs_state_storage
 
     return set_defs_state_storage(None)
+
+
+class LocationLoadError(RuntimeError):
+    """A code location's code server could not load it."""
+
+
+@contextlib.contextmanager
+def module_workspace(
+    instance: dg.DagsterInstance, module: str
+) -> Iterator[WorkspaceRequestContext]:
+    """A workspace of one code location, the module `module` on a code server of its own,
+    as `dagster job launch -m MODULE` loads it; the location is named after the module, as
+    `dagster dev -m MODULE` and a workspace.yaml `python_module: MODULE` entry name it.
+
+    Written for Dagster 1.13.27: `get_workspace_from_cli_opts` in
+    `dagster/_cli/workspace/cli_target.py` builds a `WorkspaceProcessContext` over a
+    `ModuleTarget` (`dagster/_core/workspace/`) and yields its request context; a location
+    that failed to load is an error on that context (`has_code_location_error`), raised
+    here as `LocationLoadError`.
+    """
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+
+    target = ModuleTarget(
+        module_name=module, attribute=None, working_directory=os.getcwd(), location_name=None
+    )
+    with WorkspaceProcessContext(
+        instance, target, version=dg.__version__, read_only=False
+    ) as process:
+        workspace = process.create_request_context()
+        for name in workspace.code_location_names:
+            if workspace.has_code_location_error(name):
+                error = workspace.get_code_location_error(name)
+                message = error.message.strip() if error is not None else "unknown error"
+                raise LocationLoadError(f"code location {name} failed to load: {message}")
+        yield workspace
+
+
+def create_asset_run(
+    instance: dg.DagsterInstance, workspace: WorkspaceRequestContext, request: dg.RunRequest
+) -> dg.DagsterRun:
+    """The run of an asset run request (asset selection, tags, run config), created
+    `NOT_STARTED` in the instance as the sensor daemon creates it; `instance.submit_run`
+    then hands it to the run coordinator (queued for the daemon under a
+    `QueuedRunCoordinator`).
+
+    Written for Dagster 1.13.27: `_create_asset_run` in
+    `dagster/_core/execution/submit_asset_runs.py` gets the selection's implicit asset job,
+    remote job and execution plan from `get_job_execution_data_from_run_request` (a
+    coroutine) and passes them to `instance.create_run` with the arguments below.
+    """
+    from dagster._core.execution.submit_asset_runs import (
+        get_job_execution_data_from_run_request,
+    )
+
+    graph = workspace.asset_graph
+    data = asyncio.run(
+        get_job_execution_data_from_run_request(graph, request, instance, workspace, {})
+    )
+    job = data.remote_job
+    return instance.create_run(
+        job_snapshot=job.job_snapshot,
+        execution_plan_snapshot=data.remote_execution_plan.execution_plan_snapshot,
+        parent_job_snapshot=job.parent_job_snapshot,
+        job_name=job.name,
+        run_id=None,
+        resolved_op_selection=None,
+        op_selection=None,
+        run_config=request.run_config or {},
+        step_keys_to_execute=None,
+        tags=request.tags,
+        root_run_id=None,
+        parent_run_id=None,
+        status=dg.DagsterRunStatus.NOT_STARTED,
+        remote_job_origin=job.get_remote_origin(),
+        job_code_origin=job.get_python_origin(),
+        asset_selection=frozenset(request.asset_selection or ()),
+        asset_check_selection=None,
+        asset_graph=graph,
+    )

@@ -1,11 +1,14 @@
-"""Requeue from the UI: `requeue_dead_letter` releases an entry, `requeue_sensor` relaunches it.
+"""Requeue from the UI: `requeue_dead_letter` releases entries, `requeue_sensor` relaunches them.
 
-The sensor launches what `jobs-platform dead-letter requeue` launches: the partition of
-the asset and of the backfills it feeds, under the run key `requeue-<entry id>`.
-Launches are at-least-once: until the requeued partition records an attempt, each tick
-asks Dagster for a run with that key and requests one when there is none, so a tick whose
-run request never reached Dagster, or a CLI launch that died before creating its run, is
-redone. A repeat is harmless: the daemon skips a run key the sensor has used.
+The sensor launches what `jobs-platform dead-letter requeue` launches: the partitions of
+the asset and of the backfills it feeds, many entries of one asset as one run per
+contiguous range of its partitions (`requeue_runs`, the rule both follow), so the
+hundreds of entries a redrive releases become a handful of runs; a run of one entry has
+the run key `requeue-<entry id>`. Launches are at-least-once: until a requeued partition
+records an attempt, each tick asks Dagster for the run that names its entry and requests
+one when there is none, so a tick whose run request never reached Dagster, or a CLI
+launch that died before creating its run, is redone. A repeat is harmless: the daemon
+skips a run key the sensor has used.
 
 Once a requeued partition succeeded, the partitions of backfills reading it through a
 different partitioning (the day of a fixed hour, the month of a fixed day) are launched
@@ -21,7 +24,9 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from jobs_platform.dead_letter_selection import Selection
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
+from jobs_platform.orchestration.requeue_runs import requeue_runs, requeue_runs_found
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
 from jobs_platform.orchestration.selections import (
@@ -29,7 +34,7 @@ from jobs_platform.orchestration.selections import (
     served_backfills,
     with_downstream_backfills,
 )
-from jobs_platform.orchestration.tags import PARTITION_TAG, downstream_run_key, requeue_run_key
+from jobs_platform.orchestration.tags import downstream_run_key
 from jobs_platform.orchestration.upstream import downstream_partitions
 from jobs_platform.store import quarantine as quarantine_store
 
@@ -79,32 +84,22 @@ def _requeue_tick(
     with engine.connect() as connection:
         entries = quarantine_store.requeues_awaiting_run(connection, names, REQUEUES_PER_TICK)
         resolved = quarantine_store.resolved_since(connection, names, since, REQUEUES_PER_TICK)
-    found = [entry.id for entry in entries if requeue_run(context.instance, entry) is not None]
+    found = list(requeue_runs_found(context.instance, entries))
     if found:
         with engine.begin() as connection:
             # The next ticks leave these alone while their runs get to a first attempt.
             quarantine_store.mark_requeue_launched(connection, found)
-    requests = []
-    for entry in entries:
-        if entry.id in found:
-            continue
-        where = f"requeued {entry.asset}/{entry.partition} (entry {entry.id})"
-        if entry.requeue_launched_at is None:
-            context.log.info(f"{where}: launching")
-        else:
+    unlaunched = [entry for entry in entries if entry.id not in found]
+    for entry in unlaunched:
+        if entry.requeue_launched_at is not None:
             context.log.warning(
-                f"{where}: the launch started {entry.requeue_launched_at} never "
-                "created its run; launching it again"
+                f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): the launch "
+                f"started {entry.requeue_launched_at} never created its run; launching it again"
             )
-        requests.append(
-            dg.RunRequest(
-                run_key=requeue_run_key(entry.id),
-                partition_key=entry.partition,
-                asset_selection=with_downstream_backfills(
-                    graph, dg.AssetKey.from_user_string(entry.asset)
-                ),
-            )
-        )
+    requests = []
+    for run in requeue_runs(graph, unlaunched, context.instance):
+        context.log.info(f"launching {run.describe()}")
+        requests.append(run.run_request())
     requests += downstream_requests(graph, context.instance, resolved)
     cursor = resolved[-1].resolved_at.isoformat() if resolved else context.cursor
     return dg.SensorResult(
@@ -137,16 +132,22 @@ def downstream_requests(graph, instance: dg.DagsterInstance, entries) -> list[dg
 
 
 def requeue_run(instance: dg.DagsterInstance, entry) -> dg.DagsterRun | None:
-    """The launched run of a requeued entry (key `requeue-<entry id>`), if there is one."""
-    run_key = requeue_run_key(entry.id)
-    return launched_runs(instance, [run_key], {PARTITION_TAG: entry.partition}).get(run_key)
+    """The launched run relaunching a requeued entry (its own or a ranged one), if any."""
+    return requeue_runs_found(instance, [entry]).get(entry.id)
 
 
 class RequeueConfig(dg.Config):
-    """Which quarantined partition to release."""
+    """Which quarantined partitions to release: `asset` and `partition` (one entry),
+    `group` (a signature: every open entry of one cause), or `asset` with an optional
+    `error_class` (every open entry of the asset, of that class)."""
 
-    asset: str
-    partition: str
+    asset: str | None = None
+    partition: str | None = None
+    group: str | None = None
+    error_class: str | None = None
+
+    def selection(self) -> Selection:
+        return Selection(self.asset, self.partition, self.group, self.error_class)
 
 
 def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) -> dg.JobDefinition:
@@ -155,38 +156,53 @@ def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) 
     served = frozenset(backfill.to_user_string() for backfill in backfills)
     sensor_name = names.definition("requeue_sensor")
 
+    def refuse(message: str) -> dg.Failure:
+        return dg.Failure(f"{message}; nothing was released", allow_retries=False)
+
     @dg.op(name="requeue_partition")
     def requeue_partition_op(
         context: dg.OpExecutionContext, config: RequeueConfig, jobs_platform: JobsPlatformResource
     ) -> None:
-        """Release the partition's quarantine entry; the requeue sensor then launches its run."""
-        if config.asset not in served:
-            raise dg.Failure(
-                f"{config.asset!r} is no backfill of this code location (it serves "
+        """Release the selected quarantine entries; the requeue sensor then launches their
+        runs, one per contiguous range of each asset's partitions."""
+        selection = config.selection()
+        problem = selection.problem()
+        if problem is not None:
+            raise refuse(f"config: {problem}")
+        if selection.asset is not None and selection.asset not in served:
+            raise refuse(
+                f"{selection.asset!r} is no backfill of this code location (it serves "
                 f"{', '.join(sorted(served)) or 'none'}): requeue it in the location that "
-                "serves it; nothing was released",
-                allow_retries=False,
+                "serves it"
             )
         engine = jobs_platform.ready_warehouse()
-        try:
-            with engine.begin() as connection:
-                entry = quarantine_store.requeue_partition(
-                    connection, config.asset, config.partition, by=quarantine_store.RequeuedBy.UI
-                )
-        except quarantine_store.UnknownEntry as error:
-            raise dg.Failure(
-                f"{error}; `jobs-platform dead-letter list` shows what is quarantined",
-                allow_retries=False,
-            ) from None
+        with engine.begin() as connection:
+            entries = selection.open_entries(connection, sorted(served))
+            released = quarantine_store.release_entries(
+                connection, entries, by=quarantine_store.RequeuedBy.UI, reason="requested"
+            )
+        if not released:
+            missing = (
+                f"{selection.describe()} is not quarantined"
+                if selection.is_single
+                else f"no quarantined entry of this code location matches {selection.describe()}"
+            )
+            raise refuse(f"{missing}; `jobs-platform dead-letter list` shows what is quarantined")
+        for entry in released:
+            context.log.info(
+                f"released {entry.asset}/{entry.partition} (entry {entry.id}, "
+                f"{entry.attempts} attempt(s)); its attempt count starts over"
+            )
         context.log.info(
-            f"released {config.asset}/{config.partition} (entry {entry.id}, {entry.attempts} "
-            f"attempt(s)); its attempt count starts over and {sensor_name} launches its run"
+            f"released {len(released)} entr{'y' if len(released) == 1 else 'ies'} "
+            f"({selection.describe()}); {sensor_name} launches their runs"
         )
 
     @dg.job(
         name=names.definition("requeue_dead_letter"),
-        description="Release a quarantined partition of this code location's backfills "
-        f"(config: asset, partition); {sensor_name} then launches a run for it.",
+        description="Release quarantined partitions of this code location's backfills "
+        "(config: `asset` and `partition`, or `group` (a signature), or `asset` with an "
+        f"optional `error_class`); {sensor_name} then launches their runs.",
     )
     def requeue_dead_letter() -> None:
         requeue_partition_op()

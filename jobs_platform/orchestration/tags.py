@@ -5,6 +5,8 @@ is private; their values are part of Dagster's documented run tags and do not ch
 Plain strings, no `import dagster`: the CLI and the tests use them too.
 """
 
+import hashlib
+
 BACKFILL_TAG = "jobs_platform/backfill"
 """Asset tag (`"true"`) of every asset `backfill_asset` declares."""
 STEP_ASSETS_TAG = "jobs_platform/assets"
@@ -22,11 +24,44 @@ RUN_KEY_TAG = "dagster/run_key"
 """A run's key; a sensor never creates two runs with the same key."""
 
 REQUEUE_RUN_KEY_PREFIX = "requeue-"
+REQUEUE_ASSET_TAG = "jobs_platform/requeue_asset"
+"""Run tag of a run relaunching requeued entries: their asset (how such runs are found)."""
+REQUEUE_ENTRIES_TAG = "jobs_platform/requeue_entries"
+"""Run tag of a run relaunching requeued entries: their ids (`12-14,19`, ranges of ids)."""
 
 
 def requeue_run_key(entry_id: int) -> str:
     """The run key of the run that relaunches a requeued quarantine entry."""
     return f"{REQUEUE_RUN_KEY_PREFIX}{entry_id}"
+
+
+def requeue_range_run_key(entry_ids: list[int]) -> str:
+    """The run key of a run that relaunches several requeued entries (ids sorted):
+    `requeue-<first>..<last>-<digest of every id>`, one key per set of entries."""
+    digest = hashlib.sha1(",".join(map(str, entry_ids)).encode()).hexdigest()[:8]
+    return f"{REQUEUE_RUN_KEY_PREFIX}{entry_ids[0]}..{entry_ids[-1]}-{digest}"
+
+
+def tagged_entry_ids(entry_ids: list[int]) -> str:
+    """Sorted entry ids as a short tag value: runs of consecutive ids as `first-last`."""
+    spans: list[list[int]] = []
+    for entry_id in entry_ids:
+        if spans and entry_id == spans[-1][1] + 1:
+            spans[-1][1] = entry_id
+        else:
+            spans.append([entry_id, entry_id])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def entry_ids_of(tag: str) -> list[int]:
+    """The entry ids a `tagged_entry_ids` value names (nothing for another value)."""
+    ids: list[int] = []
+    for span in filter(None, tag.split(",")):
+        first, _, last = span.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            return []
+        ids.extend(range(int(first), int(last or first) + 1))
+    return ids
 
 
 def downstream_run_key(entry_id: int, asset: str, partition: str) -> str:

@@ -21,6 +21,9 @@ PRIVATE_NAMES = {
     "dagster._core.execution.plan.active": ["ActiveExecution"],
     "dagster._core.execution.backfill": ["BulkActionStatus", "PartitionBackfill"],
     "dagster._core.execution.retries": ["RetryMode"],
+    "dagster._core.execution.submit_asset_runs": ["get_job_execution_data_from_run_request"],
+    "dagster._core.workspace.context": ["WorkspaceProcessContext"],
+    "dagster._core.workspace.load_target": ["ModuleTarget"],
 }
 # dagster-celery's (the `celery` extra): module → names the celery shims load from it.
 CELERY_PRIVATE_NAMES = {
@@ -78,6 +81,37 @@ def test_the_private_names_the_shims_import_exist(module_name):
 def test_the_private_dagster_celery_names_the_shims_import_exist(module_name):
     pytest.importorskip("dagster_celery")
     require_names(module_name, CELERY_PRIVATE_NAMES[module_name], celery_changed)
+
+
+def test_an_asset_run_is_created_and_its_workspace_loaded_with_the_arguments_the_shims_pass():
+    from dagster._core.execution.submit_asset_runs import (
+        get_job_execution_data_from_run_request,
+    )
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+
+    get_data = get_job_execution_data_from_run_request
+    assert inspect.iscoroutinefunction(get_data), changed("the run request's execution data")
+    assert parameters(get_data) == [
+        "asset_graph", "run_request", "instance", "workspace", "run_request_execution_data_cache",
+    ], changed("get_job_execution_data_from_run_request's parameters")  # fmt: skip
+    created = set(parameters(dg.DagsterInstance.create_run))
+    assert created >= {
+        "job_snapshot", "execution_plan_snapshot", "parent_job_snapshot", "job_name", "run_id",
+        "resolved_op_selection", "op_selection", "run_config", "step_keys_to_execute", "tags",
+        "root_run_id", "parent_run_id", "status", "remote_job_origin", "job_code_origin",
+        "asset_selection", "asset_check_selection", "asset_graph",
+    }, changed("DagsterInstance.create_run's parameters")  # fmt: skip
+    target = ModuleTarget(
+        module_name="team.defs", attribute=None, working_directory=None, location_name=None
+    )
+    # The daemon's workspace names a `python_module:` location alike: a queued run's
+    # location must be one it has.
+    [origin] = target.create_origins()
+    assert origin.location_name == "team.defs", changed("the name of a module's location")
+    assert parameters(WorkspaceProcessContext.__init__)[:4] == [
+        "self", "instance", "workspace_load_target", "version",
+    ], changed("WorkspaceProcessContext's parameters")  # fmt: skip
 
 
 def test_the_multiprocess_loop_builds_its_plan_state_by_the_module_level_name():
