@@ -33,6 +33,12 @@ class QuarantineStatus(enum.StrEnum):
     RESOLVED = "resolved"  # the requeued partition then succeeded
 
 
+# The recorded input of an entry none of whose failing attempts could fingerprint its
+# input (the file was missing, the source unreachable). Entries quarantined before
+# fingerprints were recorded have none (NULL): nothing is known of their input.
+UNREAD_INPUT = ""
+
+
 class RequeuedBy(enum.StrEnum):
     """Who released an entry, as kept in its history."""
 
@@ -83,9 +89,11 @@ def quarantine_partition(
                 error_class, error_type, last_error, asset=asset, partition=partition
             ),
             "code_version": last.code_version if last else None,
-            # The input the failing attempts saw, the latest that was computed.
+            # The input the failing attempts saw, the latest that was computed; or that
+            # none could be fingerprinted (a file not there yet): once it can, it changed.
             "fingerprint": next(
-                (row.fingerprint for row in reversed(history) if row.fingerprint), None
+                (row.fingerprint for row in reversed(history) if row.fingerprint),
+                UNREAD_INPUT,
             ),
         },
         key=("asset", "partition", "episode"),

@@ -15,8 +15,10 @@ Decisions about what cannot be known:
   entry of the current code, and an upgrade must not redrive every old entry at once.
   Going from no `code_version` to one therefore does not redrive; a bump from one version
   to another does. A backfill without `code_version` never triggers `code_changed`.
-- An entry with no recorded fingerprint (its input could not even be fingerprinted, e.g.
-  the file was missing) is not judged by input.
+- An entry none of whose failing attempts could fingerprint its input (the file was
+  missing, the source unreachable) records `UNREAD_INPUT`: once its input can be
+  fingerprinted it has changed (the file arrived). An entry quarantined before
+  fingerprints were recorded (NULL) is not judged by input.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.quarantine import active_entry, latest_entry, requeue_log
-from jobs_platform.store.schema import alert_ledger
+from jobs_platform.store.schema import alert_ledger, quarantine
 from jobs_platform_tests.alert_fixtures import http_receiver
 from jobs_platform_tests.support import engine_from, materialize, table_snapshot
 
@@ -158,6 +158,36 @@ def test_a_poison_file_fixed_on_disk_is_redriven_for_its_input_and_the_day_compl
     assert table_snapshot(engine, "daily_revenue")
     assert fixed.skip_message == "redrove 1 (input_changed 1)"
     assert unchanged.skip_message and "no dead-letter entry" in unchanged.skip_message
+
+
+def test_a_missing_input_file_that_arrives_is_redriven_for_its_input(
+    pg_platform_env, instance, engine
+):
+    landing = pg_platform_env["JOBS_PLATFORM_LANDING"]
+    assert not materialize([orders], PARTITION, instance=instance).success  # no file: terminal
+    still_missing = tick(instance)
+    assert redrives(engine, "orders", PARTITION) == []
+
+    seed_orders(landing, DAY, DAY, orders_per_day=30)  # the file lands
+    arrived = tick(instance, cursor=still_missing.cursor)
+
+    assert redrives(engine, "orders", PARTITION) == [("redrive", "input_changed")]
+    assert arrived.skip_message == "redrove 1 (input_changed 1)"
+
+
+def test_an_entry_from_before_fingerprints_were_recorded_is_not_judged_by_input(
+    pg_platform_env, instance, engine
+):
+    landing = pg_platform_env["JOBS_PLATFORM_LANDING"]
+    poison_day(landing)
+    assert not materialize([orders], PARTITION, instance=instance).success
+    with engine.begin() as connection:  # as migration 0004 leaves an older entry
+        connection.execute(sa.update(quarantine).values(fingerprint=None))
+    seed_orders(landing, DAY, DAY, orders_per_day=30)
+
+    tick(instance)
+
+    assert redrives(engine, "orders", PARTITION) == []
 
 
 def test_a_bumped_code_version_redrives_the_entries_of_the_old_one(instance, engine):

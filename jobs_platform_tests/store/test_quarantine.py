@@ -8,6 +8,7 @@ from jobs_platform.store.attempts import attempt_history, budget_state, record_f
 from jobs_platform.store.partitions import current_episode, partition_rows
 from jobs_platform.store.quarantine import (
     REQUEUE_LAUNCH_GRACE_SECONDS,
+    UNREAD_INPUT,
     QuarantineStatus,
     RequeuedBy,
     active_entry,
@@ -88,7 +89,7 @@ def test_the_entry_is_built_from_the_failing_streak(connection):
             "terminal", "TerminalError", "line 3 is bad", asset=ASSET, partition=PARTITION
         ),
         "code_version": None,
-        "fingerprint": None,
+        "fingerprint": UNREAD_INPUT,  # neither attempt fingerprinted its input
     }
 
 
