@@ -29,9 +29,8 @@ from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.settings import embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
 from jobs_platform.store.migrate import head_revision, schema_state, upgrade_warehouse
-from jobs_platform.store.quarantine import active_entry
 from jobs_platform.store.schema import attempts
-from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse
+from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0
 from jobs_platform_tests.support import (
     attempts_of,
     engine_from,
@@ -175,8 +174,18 @@ def test_a_step_on_a_0_1_0_warehouse_fails_until_it_is_upgraded_and_counts_no_at
     assert "revision none (0.1.0 tables, unversioned)" in failure_message(result)
     assert UPGRADE_LINE in failure_message(result)
     assert attempt_count(engine) == attempts_before
-    with engine.connect() as connection:
-        assert active_entry(connection, "orders", PARTITION) is None  # nothing quarantined
+    old_quarantine = metadata_0_1_0.tables["jp_quarantine"]
+    with engine.connect() as connection:  # read through the 0.1.0 tables it still has
+        quarantined = connection.execute(
+            sa.select(sa.func.count())
+            .select_from(old_quarantine)
+            .where(
+                old_quarantine.c.asset == "orders",
+                old_quarantine.c.partition == PARTITION,
+                old_quarantine.c.status == "quarantined",
+            )
+        ).scalar_one()
+    assert quarantined == 0
     prepare_warehouse(url)
 
     assert materialize([orders], PARTITION).success

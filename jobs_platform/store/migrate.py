@@ -25,6 +25,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable, ExecutableDDLElement
 from jobs_platform.errors import TerminalError
 from jobs_platform.settings import embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
+from jobs_platform.store.quarantine import sign_unsigned_entries
 from jobs_platform.store.schema import create_user_tables, in_creation_order
 
 # Not alembic's default `alembic_version`: a warehouse may well hold the user's own.
@@ -182,6 +183,8 @@ def upgrade_warehouse(engine: sa.Engine) -> Upgrade:
                     command.stamp(config, BASELINE_REVISION)
                 if not state.at_head:
                     command.upgrade(config, "head")
+                # What a printed script (`--sql`) could not do: sign older entries.
+                sign_unsigned_entries(connection)
                 after = _state(connection).revision
         finally:
             if postgresql:

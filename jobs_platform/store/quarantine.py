@@ -110,6 +110,36 @@ def quarantine_partition(
     return entry_id
 
 
+def sign_unsigned_entries(connection: sa.Connection) -> int:
+    """Give each entry without a signature its own (entries a printed upgrade script left
+    unsigned: their signature is computed here, in Python); returns how many."""
+    unsigned = connection.execute(
+        sa.select(
+            quarantine.c.id,
+            quarantine.c.asset,
+            quarantine.c.partition,
+            quarantine.c.error_class,
+            quarantine.c.error_type,
+            quarantine.c.last_error,
+        ).where(quarantine.c.signature.is_(None))
+    ).all()
+    for row in unsigned:
+        connection.execute(
+            sa.update(quarantine)
+            .where(quarantine.c.id == row.id)
+            .values(
+                signature=failure_signature(
+                    row.error_class,
+                    row.error_type,
+                    row.last_error,
+                    asset=row.asset,
+                    partition=row.partition,
+                )
+            )
+        )
+    return len(unsigned)
+
+
 def active_entry(connection: sa.Connection, asset: str, partition: str) -> TableRow | None:
     """The partition's open entry, if it is quarantined now."""
     return connection.execute(

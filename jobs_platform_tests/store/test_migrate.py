@@ -217,3 +217,34 @@ def test_only_the_embedded_default_is_made_ready_by_ensure(warehouse_url, tmp_pa
     assert schema_state(embedded).revision == head_revision()
     assert sa.inspect(embedded).has_table("jp_test_items")
     check_schema(embedded)
+
+
+def test_an_upgrade_signs_entries_a_printed_script_left_unsigned(warehouse_url):
+    engine = warehouse_engine(warehouse_url)
+    upgrade_warehouse(engine)
+    with engine.begin() as connection:  # as `db upgrade --sql`, applied by hand, leaves it
+        connection.execute(
+            sa.insert(quarantine).values(
+                asset="orders",
+                partition="2024-01-05",
+                episode=1,
+                status="quarantined",
+                attempts=1,
+                error_class="terminal",
+                error_type="InputValidationError",
+                last_error="line 3: not valid JSON",
+                quarantined_at=sa.func.now(),
+            )
+        )
+
+    upgrade_warehouse(engine)  # at head already: only the signing
+
+    with engine.connect() as connection:
+        [signature] = connection.execute(sa.select(quarantine.c.signature)).scalars()
+    assert signature == failure_signature(
+        "terminal",
+        "InputValidationError",
+        "line 3: not valid JSON",
+        asset="orders",
+        partition="2024-01-05",
+    )
