@@ -14,6 +14,8 @@ from jobs_platform.errors import InputValidationError
 from jobs_platform.store.rejects import RejectedRow, shown_values
 
 DEFAULT_CHUNK_ROWS = 10_000
+# A reader's reason for refusing a row is kept to this many characters.
+REASON_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,8 @@ class PartitionInput:
         """
         if self.bad_rows is None:
             raise InputValidationError(f"row {row_number}: {reason}")
-        self.rejects.add(RejectedRow(row=row_number, reason=reason, values=shown_values(values)))
+        shown = reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
+        self.rejects.add(RejectedRow(row=row_number, reason=shown, values=shown_values(values)))
 
 
 # A reader and a fingerprint take the PartitionInput first; the orchestrator binds any

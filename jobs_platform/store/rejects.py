@@ -212,4 +212,4 @@ def rejected_counts(
     query = sa.select(rejected_rows.c.asset, sa.func.count()).group_by(rejected_rows.c.asset)
     if assets is not None:
         query = query.where(rejected_rows.c.asset.in_(sorted(assets)))
-    return {asset: count for asset, count in connection.execute(query).tuples()}
+    return {asset: count for asset, count in connection.execute(query)}
