@@ -24,6 +24,7 @@ from jobs_platform.location import (
 )
 from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
 from jobs_platform.suggested_commands import requeue_command, suggested_command
@@ -59,6 +60,37 @@ def register(commands) -> None:
         "--no-launch", action="store_true", help="only release; let the requeue sensor launch it"
     )
     requeue.set_defaults(handler=run_requeue)
+    register_rows(actions)
+
+
+def register_rows(actions) -> None:
+    rows = actions.add_parser(
+        "rows", help="rows a partition set aside under bad_rows=RejectRows(...)"
+    )
+    add_module_option(rows)
+    rows.add_argument("asset")
+    rows.add_argument("partition")
+    rows.add_argument("--json", action="store_true", help="machine-readable output")
+    rows.set_defaults(handler=run_rows)
+
+
+def run_rows(args: argparse.Namespace) -> int:
+    """The rows a partition set aside, in input order: row, column, SQLSTATE, reason, values."""
+    require_module(args.module)
+    with open_warehouse(command_settings(args.module)).connect() as connection:
+        rejected = reject_store.partition_rejects(connection, args.asset, args.partition)
+    if args.json:
+        print(json.dumps([row.as_json() for row in rejected], indent=2))
+        return 0
+    if not rejected:
+        print(f"{args.asset}/{args.partition}: no row set aside")
+        return 0
+    for row in rejected:
+        print(f"  {_one_line(row.summary())}")
+        if row.values is not None:
+            print(f"      {_one_line(json.dumps(row.values))}")
+    print(f"\n{args.asset}/{args.partition}: {len(rejected)} row(s) set aside")
+    return 0
 
 
 def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[dict]:

@@ -12,7 +12,7 @@ import datetime as dt
 import itertools
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
@@ -20,6 +20,7 @@ from jobs_platform.store import tallies
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.health import AssetHealth, asset_health
 from jobs_platform.store.outbox import QueueStats, queue_stats
+from jobs_platform.store.rejects import rejected_counts
 
 # Upper bounds (seconds) of the attempt duration histogram: an attempt takes from well
 # under a second (a small or unchanged partition) to the one-hour attempt deadline.
@@ -52,6 +53,7 @@ class MetricsReading:
     quarantine_entries: Mapping[str, int]
     outbox: QueueStats
     read_seconds: float
+    rows_rejected: Mapping[str, int] = field(default_factory=dict)  # rows set aside (§8)
 
 
 def read_metrics(
@@ -80,6 +82,7 @@ def read_metrics(
         quarantine_entries=entries,
         outbox=queue_stats(connection, now=now),
         read_seconds=time.perf_counter() - began,
+        rows_rejected=dict.fromkeys(partition_keys, 0) | rejected_counts(connection),
     )
 
 

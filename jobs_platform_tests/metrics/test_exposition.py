@@ -39,8 +39,12 @@ def test_the_families_are_the_contracts_names(connection):
     names = [family.name for family in metric_families(reading)]
 
     # prometheus_client names a counter family without `_total`; its samples have it.
-    assert [f"{n}_total" if n in ("jobs_platform_attempts", "jobs_platform_rows_written")
-            else n for n in names] == list(METRIC_NAMES)  # fmt: skip
+    counters = (
+        "jobs_platform_attempts",
+        "jobs_platform_rows_written",
+        "jobs_platform_rows_rejected",
+    )
+    assert [f"{n}_total" if n in counters else n for n in names] == list(METRIC_NAMES)  # fmt: skip
 
 
 def test_partition_keys_are_never_labels(connection):
@@ -178,3 +182,19 @@ def test_a_reading_the_warehouse_refuses_answers_503_naming_why_and_nothing_else
     assert responses["/metrics"] == (503, "connection refused by 127.0.0.1:5432\n")
     assert responses["/"][0] == 200 and "/metrics" in responses["/"][1]
     assert responses["/other"][0] == 404
+
+
+def test_rows_rejected_are_counted_per_asset_without_partition_labels(connection):
+    from jobs_platform.store.rejects import RejectedRow, record_rejects
+
+    rejected = [RejectedRow(row=n, reason="malformed") for n in (3, 9)]
+    for day in KEYS["items"]:
+        record_rejects(
+            connection, asset="items", partition=day, chunk_index=0, rejects=rejected, at=NOW
+        )
+
+    samples = exposed(read_metrics(connection, KEYS, now=NOW))["jobs_platform_rows_rejected"]
+
+    assert [(s.name, s.labels, s.value) for s in samples] == [
+        ("jobs_platform_rows_rejected_total", {"asset": "items"}, 4.0)
+    ]
