@@ -115,11 +115,11 @@ class RowsSetAside:
 
     def resumed(self, connection: sa.Connection, chunk_index: int) -> None:
         """A chunk committed by an earlier attempt: its stored rejects count, none anew."""
-        self.pending = []
-        self.total += reject_store.count_chunk_rejects(
+        self.pending = reject_store.chunk_rejects(
             connection, self.asset, self.partition, chunk_index
         )
         self._hold_to_max_rows()
+        self.committed()
 
     def hold_to_max_fraction(self) -> None:
         """Once the whole input is read: more than `max_fraction` of it refused gives up."""

@@ -28,7 +28,7 @@ __all__ = [
     "SHOWN_COLUMNS",
     "SHOWN_VALUE_CHARS",
     "RejectedRow",
-    "count_chunk_rejects",
+    "chunk_rejects",
     "forget_chunk",
     "forget_unkept",
     "partition_rejects",
@@ -159,18 +159,16 @@ def forget_chunk(connection: sa.Connection, asset: str, partition: str, chunk_in
     )
 
 
-def count_chunk_rejects(
+def chunk_rejects(
     connection: sa.Connection, asset: str, partition: str, chunk_index: int
-) -> int:
-    """How many rows a committed chunk set aside (a resumed chunk still counts them)."""
-    count: int = connection.execute(
-        sa.select(sa.func.count()).where(
-            rejected_rows.c.asset == asset,
-            rejected_rows.c.partition == partition,
-            rejected_rows.c.chunk_index == chunk_index,
-        )
-    ).scalar_one()
-    return count
+) -> list[RejectedRow]:
+    """The rows a committed chunk set aside (a resumed chunk still counts them)."""
+    return _rejects_where(
+        connection,
+        rejected_rows.c.asset == asset,
+        rejected_rows.c.partition == partition,
+        rejected_rows.c.chunk_index == chunk_index,
+    )
 
 
 def rejected_count(connection: sa.Connection, asset: str, partition: str) -> int:
@@ -187,12 +185,18 @@ def partition_rejects(
     connection: sa.Connection, asset: str, partition: str, *, limit: int | None = None
 ) -> list[RejectedRow]:
     """A partition's rejects in input order (the first `limit` of them)."""
-    query = (
-        sa.select(rejected_rows)
-        .where(rejected_rows.c.asset == asset, rejected_rows.c.partition == partition)
-        .order_by(rejected_rows.c.row_number)
-        .limit(limit)
+    return _rejects_where(
+        connection,
+        rejected_rows.c.asset == asset,
+        rejected_rows.c.partition == partition,
+        limit=limit,
     )
+
+
+def _rejects_where(
+    connection: sa.Connection, *conditions: sa.ColumnElement[bool], limit: int | None = None
+) -> list[RejectedRow]:
+    query = sa.select(rejected_rows).where(*conditions).order_by(rejected_rows.c.row_number)
     return [
         RejectedRow(
             row=row.row_number,
@@ -201,7 +205,7 @@ def partition_rejects(
             sqlstate=row.sqlstate,
             values=json.loads(row.row_values) if row.row_values is not None else None,
         )
-        for row in connection.execute(query)
+        for row in connection.execute(query.limit(limit))
     ]
 
 
