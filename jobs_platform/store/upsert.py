@@ -38,6 +38,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from jobs_platform.errors import TerminalError
 from jobs_platform.store.copy_text import copy_text
+from jobs_platform.store.failing_row import failing_row_position
 
 if TYPE_CHECKING:  # imported where COPY runs: a SQLite warehouse never loads psycopg
     import psycopg
@@ -219,9 +220,10 @@ def _refused_value(
         line = int(copied["line"]) if copied else None
         column = (copied["column"] if copied else None) or diag.column_name
         message = diag.message_primary or str(driver_error)
+        detail = diag.message_detail
     elif isinstance(driver_error, sqlite3.IntegrityError):
         not_null = _SQLITE_NOT_NULL.match(str(driver_error))
-        sqlstate, line = ("23502" if not_null else "23000"), None
+        sqlstate, line, detail = ("23502" if not_null else "23000"), None, None
         column = not_null["column"] if not_null else None
         message = str(driver_error)
     else:
@@ -232,6 +234,8 @@ def _refused_value(
     if position is None and sqlstate == "23502" and column is not None:
         nulls = np.flatnonzero(frame[column].isna().to_numpy())
         position = int(nulls[0]) if len(nulls) else None
+    if position is None:  # a merge's check or foreign-key violation may still name it
+        position = failing_row_position(detail, sqlstate, table, frame)
     if position is None:
         return RefusedValue(
             f"the warehouse refused a row: {message}", column=column, sqlstate=sqlstate

@@ -75,3 +75,37 @@ def test_it_stops_once_more_rows_are_refused_than_allowed(engine):
 
     assert result.stopped_early
     assert len(result.refused) == 3
+
+
+def test_a_merge_check_violation_is_found_from_the_failing_row_in_one_extra_statement(engine):
+    table = checked_table(engine)
+    with engine.begin() as connection:  # a stored key in range: the chunk takes the merge
+        connection.execute(table.insert(), [{"id": 500, "amount": 10**9}])
+
+    with engine.begin() as connection:
+        result = upsert_setting_aside(connection, table, ["id"], frame({700: -1, 900: -2}))
+
+    assert [row.label for row in result.refused] == [700, 900]
+    assert result.statements == 3  # refused naming 700, refused naming 900, written
+
+
+def test_a_failing_row_it_cannot_read_for_certain_is_found_by_bisection(engine):
+    table = sa.Table(
+        "noted",
+        sa.MetaData(),
+        sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("note", sa.Text, sa.CheckConstraint("note <> 'a, b'"), nullable=False),
+    )
+    table.metadata.create_all(engine)
+    with engine.begin() as connection:
+        connection.execute(table.insert(), [{"id": 1, "note": "stored"}])
+    notes = pd.DataFrame(
+        {"id": range(1, 65), "note": ["a, b" if i == 40 else "fine" for i in range(1, 65)]},
+        index=pd.Index(range(1, 65)),
+    )
+
+    with engine.begin() as connection:
+        result = upsert_setting_aside(connection, table, ["id"], notes)
+
+    assert [row.label for row in result.refused] == [40]
+    assert result.statements > 3  # "a, b" makes the failing row ambiguous: bisected
