@@ -6,7 +6,8 @@ parts, each inside a SAVEPOINT, so a refused part is rolled back alone and the c
 transaction (its rows, checkpoint and fence) carries on:
 - a part the warehouse accepts is written (the COPY fast path or the merge, as usual);
 - a refused part whose refusal names its row (a COPY's line, the first NULL of a NOT NULL
-  column) sets that row aside and writes the rest again;
+  column, the failing row a merge's DETAIL spells out) sets that row aside and writes the
+  rows before it and the rows after it as two parts: about two statements per bad row;
 - any other refused part is split in two halves, each tried again (bisection): one bad
   row among n costs at most 2·log2(n) extra statements.
 
@@ -93,7 +94,11 @@ def upsert_setting_aside(
                 if most is not None and len(result.refused) > most:
                     result.stopped_early = True
                     return result
-                parts.append(part.drop(index=[label]))
+                # The rows before it were very likely accepted (a COPY and a merge take
+                # their rows in order): written as one part, so each row is written about
+                # twice in all, not once per bad row after it.
+                position = part.index.get_loc(label)
+                parts += [part.iloc[position + 1 :], part.iloc[:position]]
             else:
                 half = len(part) // 2
                 parts += [part.iloc[half:], part.iloc[:half]]
