@@ -65,10 +65,12 @@ def setting_aside(
             with engine.begin() as connection:
                 counts += upsert_frame(connection, table, KEY, chunk)
             continue
-        except RefusedValue:
-            pass
+        except RefusedValue as refusal:
+            refused_whole = refusal
         with engine.begin() as connection:
-            result = upsert_setting_aside(connection, table, KEY, chunk)
+            result = upsert_setting_aside(
+                connection, table, KEY, chunk, refused_whole=refused_whole
+            )
         counts += result.counts
         refused += len(result.refused)
         extra += result.statements

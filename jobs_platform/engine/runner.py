@@ -330,7 +330,7 @@ class PartitionRunner:
                     raise
                 # Rolled back whole: written again, in parts, without the refused rows.
                 counts += self._commit_chunk(
-                    chunk_write, aside, written_before=index in committed, setting_aside=True
+                    chunk_write, aside, written_before=index in committed, refused=refusal
                 )
             written += 1
             attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
@@ -346,26 +346,31 @@ class PartitionRunner:
         aside: RowsSetAside | None,
         *,
         written_before: bool,
-        setting_aside: bool = False,
+        refused: RefusedValue | None = None,
     ) -> UpsertCounts:
         """ONE transaction: the chunk's rows, its rejects, its checkpoint, the fence."""
         spec, connection, attempt = self.spec, write.seen_keys.connection, write.attempt
         chunk = write.chunk
         with connection.begin():
-            if setting_aside and aside is not None:
+            if refused is not None and aside is not None:
                 result = upsert_setting_aside(
-                    connection, spec.table, spec.key, chunk, most=aside.room()
+                    connection,
+                    spec.table,
+                    spec.key,
+                    chunk,
+                    most=aside.room(),
+                    refused_whole=refused,
                 )
                 aside.refused_by_warehouse(chunk, result.refused)  # past max_rows: raises
-                refused = [row.label for row in result.refused]
-                write.seen_keys.add(chunk.drop(index=refused))
+                set_aside = [row.label for row in result.refused]
+                write.seen_keys.add(chunk.drop(index=set_aside))
                 counts = result.counts
                 attempt.trail.log.info(
                     "%s/%s chunk %d: %d rows set aside, found in %d statements",
                     spec.asset,
                     attempt.partition,
                     write.index,
-                    len(refused),
+                    len(set_aside),
                     result.statements,
                 )
             else:

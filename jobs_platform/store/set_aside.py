@@ -66,12 +66,15 @@ def upsert_setting_aside(
     frame: pd.DataFrame,
     *,
     most: int | None = None,
+    refused_whole: RefusedValue | None = None,
 ) -> SetAside:
     """Merge `frame` into `table` (in the caller's transaction) without the rows it refuses.
 
     `frame` must have unique labels (the engine labels rows by input row number) and one
     row per key. Once more than `most` rows are refused, stops (`stopped_early`): the
     caller gives the partition up, and the rest of the chunk is never tried.
+    `refused_whole` is how the plain upsert of the whole `frame` was refused, when the
+    caller tried it: it is not tried again.
     """
     result = SetAside()
     parts = [frame]  # a stack: the first half is tried before the second
@@ -79,8 +82,11 @@ def upsert_setting_aside(
         part = parts.pop()
         if part.empty:
             continue
-        result.statements += 1
         try:
+            if refused_whole is not None:
+                known, refused_whole = refused_whole, None
+                raise known
+            result.statements += 1
             with connection.begin_nested():
                 counts = upsert_frame(connection, table, key, part)
         except RefusedValue as refusal:
