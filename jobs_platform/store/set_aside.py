@@ -7,7 +7,8 @@ transaction (its rows, checkpoint and fence) carries on:
 - a part the warehouse accepts is written (the COPY fast path or the merge, as usual);
 - a refused part whose refusal names its row (a COPY's line, the first NULL of a NOT NULL
   column, the failing row a merge's DETAIL spells out) sets that row aside and writes the
-  rows before it and the rows after it as two parts: about two statements per bad row;
+  rows before it as one part and the rows after it in windows (`_around`): a couple of
+  statements per bad row, each row sent about twice;
 - any other refused part is split in two halves, each tried again (bisection): one bad
   row among n costs at most 2·log2(n) extra statements.
 
@@ -29,6 +30,9 @@ from jobs_platform.store.upsert import RefusedValue, UpsertCounts, upsert_frame
 
 __all__ = ["REFUSED_BY_ROW", "RefusedRow", "SetAside", "refused_by_row", "upsert_setting_aside"]
 
+# The least rows a part after a bad row holds (`_around`): fewer would cost more statements
+# than the rows they save.
+WINDOW_ROWS = 1_000
 REFUSED_BY_ROW_CONSTRAINTS = frozenset({"23502", "23503", "23514"})
 REFUSED_BY_ROW = "class 22, " + ", ".join(sorted(REFUSED_BY_ROW_CONSTRAINTS))
 
@@ -100,14 +104,25 @@ def upsert_setting_aside(
                 if most is not None and len(result.refused) > most:
                     result.stopped_early = True
                     return result
-                # The rows before it were very likely accepted (a COPY and a merge take
-                # their rows in order): written as one part, so each row is written about
-                # twice in all, not once per bad row after it.
-                position = part.index.get_loc(label)
-                parts += [part.iloc[position + 1 :], part.iloc[:position]]
+                parts += _around(part, part.index.get_loc(label))
             else:
                 half = len(part) // 2
                 parts += [part.iloc[half:], part.iloc[:half]]
             continue
         result.counts += counts
     return result
+
+
+def _around(part: pd.DataFrame, position: int) -> list[pd.DataFrame]:
+    """The parts to try after the row at `position` was set aside, last tried first.
+
+    The rows before it were very likely accepted (a COPY and a merge take their rows in
+    order): one part. The rows after it go in windows about twice the distance the bad
+    row was found at (at least WINDOW_ROWS): a refused statement has still sent and
+    parsed all its rows, so trying the whole rest again after each bad row would cost
+    the chunk once per bad row; windows cost each row about twice however many there are.
+    """
+    rest = part.iloc[position + 1 :]
+    window = max(2 * (position + 1), WINDOW_ROWS)
+    windows = [rest.iloc[start : start + window] for start in range(0, len(rest), window)]
+    return [*reversed(windows), part.iloc[:position]]
