@@ -113,13 +113,21 @@ class RowsSetAside:
         self._named += self.pending[: _NAMED_IN_MESSAGE - len(self._named)]
         self.pending = []
 
-    def resumed(self, connection: sa.Connection, chunk_index: int) -> None:
-        """A chunk committed by an earlier attempt: its stored rejects count, none anew."""
+    def resumed(
+        self, connection: sa.Connection, chunk_index: int, chunk: pd.DataFrame
+    ) -> pd.DataFrame:
+        """A chunk committed by an earlier attempt: its stored rejects count, none anew.
+
+        Returns the chunk without the rows it set aside: they were never written, so their
+        keys are not seen (a stale stored version is swept; an invalid key never sent).
+        """
         self.pending = reject_store.chunk_rejects(
             connection, self.asset, self.partition, chunk_index
         )
         self._hold_to_max_rows()
+        set_aside = chunk.index.intersection([reject.row for reject in self.pending])
         self.committed()
+        return chunk.drop(index=set_aside)
 
     def hold_to_max_fraction(self) -> None:
         """Once the whole input is read: more than `max_fraction` of it refused gives up."""

@@ -25,17 +25,17 @@ chain): docs/ARCHITECTURE.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pandas as pd
-import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace, begin_attempt, blocked_by
 from jobs_platform.engine.bad_rows import RowsSetAside
+from jobs_platform.engine.chunk_commit import ChunkWrite, commit_chunk, commit_trailing_rejects
 from jobs_platform.engine.decisions import Decision
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
@@ -63,9 +63,9 @@ from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
 from jobs_platform.store.rejects import RejectedRow
-from jobs_platform.store.set_aside import refused_by_row, upsert_setting_aside
+from jobs_platform.store.set_aside import refused_by_row
 from jobs_platform.store.sweep import SeenKeys, seen_keys_on
-from jobs_platform.store.upsert import RefusedValue, UpsertCounts, last_row_per_key, upsert_frame
+from jobs_platform.store.upsert import RefusedValue, UpsertCounts, last_row_per_key
 
 __all__ = ["Attempter", "FailedAttempt", "PartitionReport", "PartitionRunner", "content_hash"]
 
@@ -293,8 +293,8 @@ class PartitionRunner:
         """Each chunk's rows, checkpoint and fence in ONE transaction; resumed ones skipped.
 
         Under `bad_rows=RejectRows(...)` (`aside`), a chunk the warehouse refuses is written
-        again in a new transaction without the refused rows (`_commit_setting_aside`), and
-        each chunk's rejects commit with it.
+        again in a new transaction without the refused rows (`chunk_commit.commit_chunk`),
+        and each chunk's rejects commit with it.
         """
         spec, connection = self.spec, seen_keys.connection
         aside = (
@@ -316,104 +316,37 @@ class PartitionRunner:
             # key of a changed earlier one would lose to it ("the last line wins").
             if written == 0 and committed.get(index) == chunk_hash:
                 with connection.begin():
-                    # Rows it set aside were never written: their keys are not seen (swept).
-                    seen_keys.add(chunk)  # (its rejects, committed with it, still stand)
-                    if aside is not None:
-                        aside.resumed(connection, index)
+                    if aside is not None:  # its rejects, committed with it, still stand
+                        chunk = aside.resumed(connection, index, chunk)
+                    seen_keys.add(chunk)
                 resumed += 1
                 continue
-            chunk_write = _ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys)
+            write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys)
+            before_commit = functools.partial(self._failpoint, Point.BEFORE_COMMIT, attempt, index)
+            again = index in committed
             try:
-                counts += self._commit_chunk(chunk_write, aside, written_before=index in committed)
+                counts += commit_chunk(
+                    self.place, write, aside, written_before=again, before_commit=before_commit
+                )
             except RefusedValue as refusal:
                 if aside is None or not refused_by_row(refusal):
                     raise
                 # Rolled back whole: written again, in parts, without the refused rows.
-                counts += self._commit_chunk(
-                    chunk_write, aside, written_before=index in committed, refused=refusal
+                counts += commit_chunk(
+                    self.place,
+                    write,
+                    aside,
+                    written_before=again,
+                    before_commit=before_commit,
+                    refused=refusal,
                 )
             written += 1
             attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
             self._failpoint(Point.AFTER_COMMIT, attempt, index)
         if aside is not None:
-            self._commit_trailing_rejects(aside, attempt, connection, chunks)
+            commit_trailing_rejects(self.place, aside, attempt, connection, chunks)
             aside.hold_to_max_fraction()
         return ChunkTally(input_rows, counts, written=written, resumed=resumed, chunks=chunks)
-
-    def _commit_chunk(
-        self,
-        write: _ChunkWrite,
-        aside: RowsSetAside | None,
-        *,
-        written_before: bool,
-        refused: RefusedValue | None = None,
-    ) -> UpsertCounts:
-        """ONE transaction: the chunk's rows, its rejects, its checkpoint, the fence."""
-        spec, connection, attempt = self.spec, write.seen_keys.connection, write.attempt
-        chunk = write.chunk
-        with connection.begin():
-            if refused is not None and aside is not None:
-                result = upsert_setting_aside(
-                    connection,
-                    spec.table,
-                    spec.key,
-                    chunk,
-                    most=aside.room(),
-                    refused_whole=refused,
-                )
-                aside.refused_by_warehouse(chunk, result.refused)  # past max_rows: raises
-                set_aside = [row.label for row in result.refused]
-                write.seen_keys.add(chunk.drop(index=set_aside))
-                counts = result.counts
-                attempt.trail.log.info(
-                    "%s/%s chunk %d: %d rows set aside, found in %d statements",
-                    spec.asset,
-                    attempt.partition,
-                    write.index,
-                    len(set_aside),
-                    result.statements,
-                )
-            else:
-                write.seen_keys.add(chunk)
-                counts = upsert_frame(connection, spec.table, spec.key, chunk)
-            if aside is not None and (aside.pending or written_before):
-                now = self.place.clock.now(connection)
-                aside.write(connection, write.index, written_before=written_before, at=now)
-            checkpoint_store.record_chunk(
-                connection,
-                asset=spec.asset,
-                partition=attempt.partition,
-                fingerprint=write.fingerprint,
-                chunk_index=write.index,
-                chunk_hash=write.chunk_hash,
-                row_count=len(chunk),
-                token=attempt.lease.token,
-            )
-            self._failpoint(Point.BEFORE_COMMIT, attempt, write.index)
-            lease_store.fence(
-                connection, attempt.lease, self.settings.lease_seconds, self.place.clock
-            )
-        if aside is not None:
-            aside.committed()
-        return counts
-
-    def _commit_trailing_rejects(
-        self,
-        aside: RowsSetAside,
-        attempt: StartedAttempt,
-        connection: sa.Connection,
-        chunks: int,
-    ) -> None:
-        """Rows the reader refused after its last chunk: kept as a chunk of their own."""
-        if not aside.trailing():
-            return
-        with connection.begin():
-            now = self.place.clock.now(connection)
-            aside.write(connection, chunks, written_before=False, at=now)
-            lease_store.fence(
-                connection, attempt.lease, self.settings.lease_seconds, self.place.clock
-            )
-        aside.committed()
 
     def _report(
         self,
@@ -473,18 +406,6 @@ class PartitionRunner:
                 chunk=chunk,
                 attempts_before=attempt.attempts_before,
             )
-
-
-@dataclass(frozen=True)
-class _ChunkWrite:
-    """One chunk to commit, and what its checkpoint records."""
-
-    attempt: StartedAttempt
-    fingerprint: str
-    index: int
-    chunk: pd.DataFrame
-    chunk_hash: str
-    seen_keys: SeenKeys
 
 
 def _check_still_owner(heartbeat: Heartbeat, *, lease: lease_store.Lease) -> None:

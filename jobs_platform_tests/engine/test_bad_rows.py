@@ -7,6 +7,7 @@ rows COPY path (an empty table) and on the merge path (the keys already stored).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -60,7 +61,11 @@ class LedgerInput:
     def _frame(rows: list[tuple[int, object]], partition: str) -> pd.DataFrame:
         return pd.DataFrame(
             {
-                "id": pd.Series([row_id for row_id, _ in rows], dtype="int64"),
+                # object when an id overflows BIGINT (int64 cannot hold it)
+                "id": pd.Series(
+                    [row_id for row_id, _ in rows],
+                    dtype=object if any(row_id >= TOO_BIG for row_id, _ in rows) else "int64",
+                ),
                 # object: a Python int past int64 (the overflow) stays itself, as a reader
                 # of JSON would hand it over
                 "amount": pd.Series([amount for _, amount in rows], dtype=object),
@@ -367,3 +372,20 @@ def test_a_chunk_with_no_bad_row_costs_no_extra_statement(settings, chunks):
 
     # Whatever the number of chunks: the report's two reads of the partition's rejects.
     assert with_policy - without == 2
+
+
+def test_a_resumed_chunk_keeps_its_rejects_and_never_sends_a_refused_key_again(settings):
+    lines = good_lines(8)
+    lines[1] = (TOO_BIG, 5)  # row 2: its key overflows BIGINT
+    crashing = dataclasses.replace(settings, failpoints=f"after_commit@{ASSET}#0=transient*1")
+    runner = ledger_runner(crashing, LedgerInput({DAY: lines}), RejectRows(max_rows=5))
+    first = attempt(runner, chunk_rows=4)
+    assert isinstance(first, FailedAttempt), first
+
+    resumed = attempt(runner, chunk_rows=4)
+
+    assert isinstance(resumed, PartitionReport), resumed
+    assert (resumed.chunks_resumed, resumed.chunks_written) == (1, 1)
+    assert [(r.row, r.column, r.sqlstate) for r in rejects(runner)] == [(2, "id", "22003")]
+    assert resumed.rows_rejected == 1
+    assert stored_ids(runner) == [1, 3, 4, 5, 6, 7, 8]
