@@ -13,6 +13,7 @@ __all__ = [
     "InputValidationError",
     "JobsPlatformResource",
     "PartitionInput",
+    "RejectRows",
     "RetryableError",
     "TerminalError",
     "UtcDateTime",
@@ -28,6 +29,7 @@ __all__ = [
 # needs neither).
 _HOMES = {
     "PartitionInput": "jobs_platform.engine.spec",
+    "RejectRows": "jobs_platform.engine.spec",
     "InputValidationError": "jobs_platform.errors",
     "RetryableError": "jobs_platform.errors",
     "TerminalError": "jobs_platform.errors",
@@ -45,7 +47,7 @@ _HOMES = {
 # pyright sees each with its real signature (the package ships `py.typed`). Kept equal
 # to `_HOMES` by test_public_api.py.
 if TYPE_CHECKING:
-    from jobs_platform.engine.spec import PartitionInput
+    from jobs_platform.engine.spec import PartitionInput, RejectRows
     from jobs_platform.errors import InputValidationError, RetryableError, TerminalError
     from jobs_platform.orchestration.alerting import AlertsResource
     from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY, backfill_asset

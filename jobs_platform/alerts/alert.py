@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, replace
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter_view import one_line
 from jobs_platform.store.alert_ledger import QUARANTINED_EVENT
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.quarantine import UnknownEntry, entries_by_id
@@ -119,14 +120,14 @@ class QuarantineAlert:
                 f"jobs_platform: {self.asset}/{self.partition} is still quarantined "
                 f"(entry {self.entry_id}) after {self.redrives} redrive(s): the redrive has "
                 "given up on it and it waits for a person.\n"
-                f"Last error ({self.error_class}): {_one_line(self.last_error)}\n"
+                f"Last error ({self.error_class}): {one_line(self.last_error, 500)}\n"
                 f"{when}.\n"
                 f"Requeue with: {self.requeue_command}"
             )
         return (
             f"jobs_platform: {self.asset}/{self.partition} is quarantined "
             f"(entry {self.entry_id}) after {self.attempts} attempt(s).\n"
-            f"Last error ({self.error_class}): {_one_line(self.last_error)}\n"
+            f"Last error ({self.error_class}): {one_line(self.last_error, 500)}\n"
             f"{when}.\n"
             f"Requeue with: {self.requeue_command}"
         )
@@ -167,8 +168,3 @@ def _json_ready(values: dict) -> dict:
 
 def _iso(value: dt.datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
-
-
-def _one_line(text: str | None, limit: int = 500) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

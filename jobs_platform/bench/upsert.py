@@ -72,8 +72,12 @@ def orders_frame(rows: int, seed: int = 0) -> pd.DataFrame:
     )
 
 
-def run_upsert_bench(database_url: str, rows: int) -> dict:
-    """Measure every method on `rows` rows (JSON shape: docs/ARCHITECTURE.md, "Contracts")."""
+def run_upsert_bench(database_url: str, rows: int, bad_every: int | None = None) -> dict:
+    """Measure every method on `rows` rows (JSON shape: docs/ARCHITECTURE.md, "Contracts").
+
+    With `bad_every`, also the writer under `bad_rows=RejectRows(...)` with and without
+    one refused row in every `bad_every` (`bench.bad_rows`), under `notes.bad_rows`.
+    """
     if rows < 1:
         raise ValueError(f"--rows must be at least 1, got {rows}")
     frame = orders_frame(rows)
@@ -83,6 +87,10 @@ def run_upsert_bench(database_url: str, rows: int) -> dict:
         try:
             results, checks = _measure_all(engine, frame, sample_rows)
             results.update(_measure_baselines(engine, libpq_dsn(url), frame))
+            if bad_every is not None:
+                from jobs_platform.bench.bad_rows import measure_bad_rows
+
+                checks["bad_rows"] = measure_bad_rows(engine, frame, bad_every)
         finally:
             engine.dispose()
     framework = results["framework_upsert"]["rows_per_s"]
@@ -243,8 +251,11 @@ def _result(rows: int, seconds: float) -> dict:
     return {"seconds": round(seconds, 4), "rows_per_s": round(rows / seconds, 1)}
 
 
-def orders_shaped(engine: sa.Engine, name: str) -> sa.Table:
+def orders_shaped(engine: sa.Engine, name: str, *, checked: bool = False) -> sa.Table:
+    """An empty table of the orders shape; `checked`: refusing a negative `amount_cents`."""
     table = orders_table.to_metadata(sa.MetaData(), name=name)
+    if checked:
+        table.append_constraint(sa.CheckConstraint("amount_cents >= 0", name=f"ck_{name}"))
     for index in table.indexes:
         columns = "_".join(column.name for column in index.columns)
         index.name = sa.quoted_name(f"ix_{name}_{columns}", quote=None)

@@ -29,6 +29,14 @@ def register(commands) -> None:
 
     upsert = kinds.add_parser("upsert", help="the upsert writer against COPY, pandas, executemany")
     upsert.add_argument("--rows", type=int, required=True, metavar="N")
+    upsert.add_argument(
+        "--bad-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also measure bad_rows=RejectRows(...) with one refused row in every N "
+        "(figures under notes.bad_rows)",
+    )
     _common_arguments(upsert)
     upsert.set_defaults(handler=run_upsert)
 
@@ -136,7 +144,7 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
 def run_upsert(args: argparse.Namespace) -> int:
     from jobs_platform.bench.upsert import run_upsert_bench
 
-    return _run(args, lambda url: run_upsert_bench(url, args.rows), _print_upsert)
+    return _run(args, lambda url: run_upsert_bench(url, args.rows, args.bad_every), _print_upsert)
 
 
 def run_merge(args: argparse.Namespace) -> int:
@@ -315,6 +323,24 @@ def _print_upsert(figures: dict) -> None:
         f"  {_verdict(no_versions and unchanged <= UNCHANGED_TARGET)}  unchanged re-run: 0 new row "
         f"versions, time <= {UNCHANGED_TARGET} x the first run: {unchanged:.2f} x"
     )
+    if "bad_rows" in notes:
+        _print_bad_rows(notes["bad_rows"])
+
+
+def _print_bad_rows(bad: dict) -> None:
+    print(
+        f"\nbad_rows=RejectRows(...): one refused row in every {bad['every']:,} "
+        f"({bad['rows_refused_per_pass']:,} a pass), into a table with a CHECK"
+    )
+    print(f"  {'pass':<24} {'seconds':>9} {'rows/s':>11} {'extra statements':>17}")
+    for path in ("new_rows", "merge_unchanged"):
+        for name in ("clean", "bad"):
+            result = bad[f"{name}_{path}"]
+            print(
+                f"  {name + ' ' + path:<24} {result['seconds']:>9.3f} "
+                f"{result['rows_per_s']:>11,.0f} {result['extra_statements']:>17}"
+            )
+        print(f"  {path}: bad / clean time {bad[f'{path}_bad_vs_clean_time']:.2f} x")
 
 
 def _print_backfill(figures: dict) -> None:

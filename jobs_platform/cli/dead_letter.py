@@ -33,6 +33,7 @@ from jobs_platform.location import (
 )
 from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
 from jobs_platform.store.triage import signature_groups
@@ -93,6 +94,37 @@ def register(commands) -> None:
         "--no-launch", action="store_true", help="only release; let the requeue sensor launch it"
     )
     requeue.set_defaults(handler=run_requeue, parser=requeue)
+    register_rows(actions)
+
+
+def register_rows(actions) -> None:
+    rows = actions.add_parser(
+        "rows", help="rows a partition set aside under bad_rows=RejectRows(...)"
+    )
+    add_module_option(rows)
+    rows.add_argument("asset")
+    rows.add_argument("partition")
+    rows.add_argument("--json", action="store_true", help="machine-readable output")
+    rows.set_defaults(handler=run_rows)
+
+
+def run_rows(args: argparse.Namespace) -> int:
+    """The rows a partition set aside, in input order: row, column, SQLSTATE, reason, values."""
+    require_module(args.module)
+    with open_warehouse(command_settings(args.module)).connect() as connection:
+        rejected = reject_store.partition_rejects(connection, args.asset, args.partition)
+    if args.json:
+        print(json.dumps([row.as_json() for row in rejected], indent=2))
+        return 0
+    if not rejected:
+        print(f"{args.asset}/{args.partition}: no row set aside")
+        return 0
+    for row in rejected:
+        print(f"  {one_line(row.summary())}")
+        if row.values is not None:
+            print(f"      {one_line(json.dumps(row.values))}")
+    print(f"\n{args.asset}/{args.partition}: {len(rejected)} row(s) set aside")
+    return 0
 
 
 def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[dict]:
@@ -142,7 +174,7 @@ def run_list(args: argparse.Namespace) -> int:
         print(
             f"{entry['asset']}/{entry['partition']}  {entry['error_class']} after "
             f"{entry['attempts']} attempt(s), last at {entry['last_failed_at']}\n"
-            f"    {_one_line(entry['last_error'])}"
+            f"    {one_line(entry['last_error'])}"
         )
     details = suggested_command("dead-letter", "show", "-m", module, "ASSET", "PARTITION")
     print(f"\n{len(entries)} quarantined. Details: {details}")
@@ -234,7 +266,7 @@ def run_show(args: argparse.Namespace) -> int:
             f"episode {shown['episode']}, {shown['attempts']} attempt(s))"
         )
         print(f"first failed {shown['first_failed_at']}, last failed {shown['last_failed_at']}")
-        print(f"last error ({shown['error_class']}): {_one_line(shown['last_error'])}\n")
+        print(f"last error ({shown['error_class']}): {one_line(shown['last_error'])}\n")
     for record in history:
         if record["kind"] == "requeue":
             print(
@@ -247,7 +279,7 @@ def run_show(args: argparse.Namespace) -> int:
             f"{record['error_class']:<11} {record['error_type'] or ''}  run {record['run_id']}"
         )
         if record["message"]:
-            print(f"      {_one_line(record['message'])}")
+            print(f"      {one_line(record['message'])}")
     if shown["quarantined"]:
         print(f"\nrequeue with: {requeue_command(asset, partition, module)}")
     return 0
@@ -413,8 +445,3 @@ def _execute_run(
         tail = "\n".join((finished.stdout + finished.stderr).strip().splitlines()[-15:])
         print(f"{where} failed again:\n{tail}", file=sys.stderr)
     return finished.returncode
-
-
-def _one_line(text: str | None, limit: int = 300) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -8,6 +8,7 @@ import json
 import sqlalchemy as sa
 
 from jobs_platform.cli.warehouse import command_settings, open_warehouse
+from jobs_platform.dead_letter_view import one_line
 from jobs_platform.location import add_module_option
 from jobs_platform.outbox.store import OutboxStatus, list_requests, queue_stats
 
@@ -72,10 +73,10 @@ def run_list(args: argparse.Namespace) -> int:
         print(
             f"#{request['id']}  {request['status']:<8}  {request['asset']} [{partitions}]  "
             f"{request['created_at']}  correlation {request['correlation_id'] or '-'}\n"
-            f"    reason: {_one_line(request['reason'])}"
+            f"    reason: {one_line(request['reason'])}"
         )
         if request["error"]:
-            print(f"    error:  {_one_line(request['error'])}")
+            print(f"    error:  {one_line(request['error'])}")
     age = stats.oldest_pending_age_seconds
     oldest = f"oldest pending {age:.0f}s ago" if age is not None else "none waiting"
     print(
@@ -92,8 +93,3 @@ def _partitions(text: str) -> list[str] | str:
     except ValueError:
         return text
     return value if isinstance(value, list) else text
-
-
-def _one_line(text: str | None, limit: int = 300) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -20,6 +20,7 @@ import sys
 
 from jobs_platform.cli.warehouse import open_warehouse
 from jobs_platform.dead_letter_selection import Selection
+from jobs_platform.dead_letter_view import one_line
 from jobs_platform.location import (
     code_location_module,
     dagster_instance,
@@ -92,7 +93,7 @@ def run_requeue_selection(args: argparse.Namespace, selection: Selection) -> int
                     return 0
                 submitted = prepared.submit()
     except Exception as error:
-        reason = f"{type(error).__name__}: {_one_line(str(error))}"
+        reason = f"{type(error).__name__}: {one_line(str(error), 500)}"
         if not released:
             print(
                 f"error: the launch cannot be submitted ({reason}); nothing was released",
@@ -138,8 +139,3 @@ def _print_plan(verb: str, entries, runs) -> None:
     print(f"in {len(runs)} ranged run{'s' if len(runs) != 1 else ''}:")
     for run in runs:
         print(f"  {run.describe()}")
-
-
-def _one_line(text: str, limit: int = 500) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -61,13 +61,13 @@ def run(args: argparse.Namespace) -> int:
             f"until before {span['end'] or 'now'}\n"
         )
     header = f"{'asset':<24}{'done':>7}{'failed':>8}{'quarant.':>9}{'missing':>9}{'in flight':>10}"
-    print(header + f"{'p50 s':>8}{'p95 s':>8}{'rows/s':>10}")
+    print(header + f"{'p50 s':>8}{'p95 s':>8}{'rows/s':>10}{'rejected':>10}")
     for asset, health in assets.items():
         print(
             f"{asset:<24}{health['done']:>7}{health['failed']:>8}{health['quarantined']:>9}"
             f"{health['missing']:>9}{health['in_flight']:>10}"
             f"{_num(health['duration_p50_seconds']):>8}{_num(health['duration_p95_seconds']):>8}"
-            f"{_num(health['rows_per_second']):>10}"
+            f"{_num(health['rows_per_second']):>10}{health['rows_rejected']:>10}"
         )
     if window is not None and report["not_windowed"]:
         print(f"\nnot time-partitioned, left out: {', '.join(report['not_windowed'])}")

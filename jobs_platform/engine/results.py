@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from jobs_platform.engine.decisions import Decision, NextStep
 from jobs_platform.errors import Classification, Verdict
+from jobs_platform.store.rejects import RejectedRow
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.upsert import UpsertCounts
 
@@ -50,6 +51,8 @@ class PartitionReport:
     duration_seconds: float
     fingerprint: str
     unchanged_input: bool = False  # done before with this input: nothing read or written
+    rows_rejected: int = 0  # input rows set aside under `bad_rows=RejectRows(...)`
+    rejected_sample: tuple[RejectedRow, ...] = ()  # the first of them, in input order
 
 
 @dataclass(frozen=True)

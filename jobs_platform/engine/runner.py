@@ -25,6 +25,7 @@ chain): docs/ARCHITECTURE.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import random
@@ -33,6 +34,8 @@ from collections.abc import Iterator
 import pandas as pd
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace, begin_attempt, blocked_by
+from jobs_platform.engine.bad_rows import RowsSetAside
+from jobs_platform.engine.chunk_commit import ChunkWrite, commit_chunk, commit_trailing_rejects
 from jobs_platform.engine.decisions import Decision
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
@@ -50,19 +53,24 @@ from jobs_platform.engine.spec import (
     reads_nothing,
 )
 from jobs_platform.engine.tracing import traced_attempt
-from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError
+from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError, TerminalError
 from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as history
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
+from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
+from jobs_platform.store.rejects import RejectedRow
+from jobs_platform.store.set_aside import refused_by_row
 from jobs_platform.store.sweep import SeenKeys, seen_keys_on
-from jobs_platform.store.upsert import UpsertCounts, last_row_per_key, upsert_frame
+from jobs_platform.store.upsert import RefusedValue, UpsertCounts, last_row_per_key
 
 __all__ = ["Attempter", "FailedAttempt", "PartitionReport", "PartitionRunner", "content_hash"]
 
+# Rejected rows a materialization's metadata shows (all of them: `dead-letter rows`).
+SHOWN_REJECTS = 20
 # Without a fingerprint, checkpoints are matched on chunk content alone.
 CONTENT_ONLY_FINGERPRINT = "content"
 
@@ -215,7 +223,14 @@ class PartitionRunner:
             chunk_rows=chunk_rows,
             warehouse=self.engine,
             log=self.log,
+            bad_rows=self.spec.bad_rows,
         )
+        if self.spec.bad_rows is not None and self.engine.dialect.name != "postgresql":
+            raise TerminalError(
+                f"bad_rows=RejectRows(...) on {self.spec.asset!r} needs a PostgreSQL warehouse "
+                "(JOBS_PLATFORM_DATABASE_URL=postgresql://...): it sets refused rows aside "
+                f"by SQLSTATE, which {self.engine.dialect.name} does not report"
+            )
         with shield.delivering():
             fingerprint = self._fingerprint(source)
         at_finalize = lambda: self._failpoint(Point.FINALIZE, attempt, None)  # noqa: E731
@@ -261,7 +276,10 @@ class PartitionRunner:
         with self.engine.begin() as connection:
             history.record_fingerprint(connection, attempt.history_id, fingerprint)
             checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
-            return checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
+            committed = checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
+            # The chunks this attempt writes set their rows aside again (or none, fixed).
+            reject_store.forget_unkept(connection, asset, partition, committed.keys())
+            return committed
 
     def _write_chunks(
         self,
@@ -272,12 +290,24 @@ class PartitionRunner:
         seen_keys: SeenKeys,
         heartbeat: Heartbeat,
     ) -> ChunkTally:
-        """Each chunk's rows, checkpoint and fence in ONE transaction; resumed ones skipped."""
+        """Each chunk's rows, checkpoint and fence in ONE transaction; resumed ones skipped.
+
+        Under `bad_rows=RejectRows(...)` (`aside`), a chunk the warehouse refuses is written
+        again in a new transaction without the refused rows (`chunk_commit.commit_chunk`),
+        and each chunk's rejects commit with it.
+        """
         spec, connection = self.spec, seen_keys.connection
+        aside = (
+            RowsSetAside(spec.bad_rows, source.rejects, spec.asset, attempt.partition)
+            if spec.bad_rows is not None
+            else None
+        )
         counts, written, resumed, input_rows, chunks = UpsertCounts(), 0, 0, 0, 0
         for index, chunk in enumerate(self._chunks(source, attempt)):
             chunks = index + 1
             _check_still_owner(heartbeat, lease=attempt.lease)
+            if aside is not None:
+                chunk = aside.numbered(chunk)
             chunk = last_row_per_key(chunk, spec.key)
             input_rows += len(chunk)
             chunk_hash = content_hash(chunk)
@@ -286,29 +316,36 @@ class PartitionRunner:
             # key of a changed earlier one would lose to it ("the last line wins").
             if written == 0 and committed.get(index) == chunk_hash:
                 with connection.begin():
+                    if aside is not None:  # its rejects, committed with it, still stand
+                        chunk = aside.resumed(connection, index, chunk)
                     seen_keys.add(chunk)
                 resumed += 1
                 continue
-            with connection.begin():
-                seen_keys.add(chunk)
-                counts += upsert_frame(connection, spec.table, spec.key, chunk)
-                checkpoint_store.record_chunk(
-                    connection,
-                    asset=spec.asset,
-                    partition=attempt.partition,
-                    fingerprint=fingerprint,
-                    chunk_index=index,
-                    chunk_hash=chunk_hash,
-                    row_count=len(chunk),
-                    token=attempt.lease.token,
+            write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys)
+            before_commit = functools.partial(self._failpoint, Point.BEFORE_COMMIT, attempt, index)
+            again = index in committed
+            try:
+                counts += commit_chunk(
+                    self.place, write, aside, written_before=again, before_commit=before_commit
                 )
-                self._failpoint(Point.BEFORE_COMMIT, attempt, index)
-                lease_store.fence(
-                    connection, attempt.lease, self.settings.lease_seconds, self.place.clock
+            except RefusedValue as refusal:
+                if aside is None or not refused_by_row(refusal):
+                    raise
+                # Rolled back whole: written again, in parts, without the refused rows.
+                counts += commit_chunk(
+                    self.place,
+                    write,
+                    aside,
+                    written_before=again,
+                    before_commit=before_commit,
+                    refused=refusal,
                 )
             written += 1
             attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
             self._failpoint(Point.AFTER_COMMIT, attempt, index)
+        if aside is not None:
+            commit_trailing_rejects(self.place, aside, attempt, connection, chunks)
+            aside.hold_to_max_fraction()
         return ChunkTally(input_rows, counts, written=written, resumed=resumed, chunks=chunks)
 
     def _report(
@@ -321,6 +358,16 @@ class PartitionRunner:
         *,
         unchanged: bool = False,
     ) -> PartitionReport:
+        rejected: list[RejectedRow] = []
+        rows_rejected = 0
+        if self.spec.bad_rows is not None:
+            with self.engine.connect() as connection:
+                rows_rejected = reject_store.rejected_count(
+                    connection, self.spec.asset, attempt.partition
+                )
+                rejected = reject_store.partition_rejects(
+                    connection, self.spec.asset, attempt.partition, limit=SHOWN_REJECTS
+                )
         return PartitionReport(
             asset=self.spec.asset,
             partition=attempt.partition,
@@ -333,6 +380,8 @@ class PartitionRunner:
             duration_seconds=round(duration, 3),
             fingerprint=fingerprint,
             unchanged_input=unchanged,
+            rows_rejected=rows_rejected,
+            rejected_sample=tuple(rejected),
         )
 
     def _chunks(self, source: PartitionInput, attempt: StartedAttempt) -> Iterator[pd.DataFrame]:

@@ -3,14 +3,61 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Concatenate
 
 import pandas as pd
 import sqlalchemy as sa
 
+from jobs_platform.errors import InputValidationError
+from jobs_platform.store.rejects import RejectedRow, shown_values
+
 DEFAULT_CHUNK_ROWS = 10_000
+# A reader's reason for refusing a row is kept to this many characters.
+REASON_CHARS = 500
+
+
+@dataclass(frozen=True)
+class RejectRows:
+    """Set bad rows aside and commit the rest of the partition (DESIGN §8), within limits.
+
+    A row the warehouse refuses (a data exception, or a not-null, check or foreign-key
+    violation, caused by that row) or the reader refuses (`PartitionInput.reject`) is kept
+    in the warehouse instead of being written. More than `max_rows` of them, or more than
+    `max_fraction` of the partition's input rows, and the partition is quarantined as it
+    would be without the policy. A limit left as None does not apply; one must be given.
+    """
+
+    max_rows: int | None = None
+    max_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_rows is None and self.max_fraction is None:
+            raise ValueError("RejectRows needs a limit: max_rows=N, max_fraction=F or both")
+        if self.max_rows is not None and (
+            isinstance(self.max_rows, bool)
+            or not isinstance(self.max_rows, int)
+            or self.max_rows < 0
+        ):
+            raise ValueError(f"max_rows must be a whole number >= 0, got {self.max_rows!r}")
+        if self.max_fraction is not None and not 0 <= self.max_fraction <= 1:
+            raise ValueError(f"max_fraction must be between 0 and 1, got {self.max_fraction!r}")
+
+
+class RejectCollector:
+    """The rows a reader refused, kept for the engine until it writes their chunk."""
+
+    def __init__(self) -> None:
+        self._pending: list[RejectedRow] = []
+
+    def add(self, reject: RejectedRow) -> None:
+        self._pending.append(reject)
+
+    def drain(self) -> list[RejectedRow]:
+        """The rows refused since the last drain (the reader yields a chunk after them)."""
+        drained, self._pending = self._pending, []
+        return drained
 
 
 @dataclass(frozen=True)
@@ -29,6 +76,27 @@ class PartitionInput:
     log: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(
         default_factory=lambda: logging.getLogger("jobs_platform")
     )
+    bad_rows: RejectRows | None = None
+    rejects: RejectCollector = field(default_factory=RejectCollector, repr=False, compare=False)
+
+    @property
+    def sets_rows_aside(self) -> bool:
+        """Whether this backfill sets bad rows aside (`bad_rows=RejectRows(...)`)."""
+        return self.bad_rows is not None
+
+    def reject(
+        self, row_number: int, reason: str, values: Mapping[str, object] | None = None
+    ) -> None:
+        """The reader refuses row `row_number` (1-based position in this partition's input,
+        counting the rows it yielded and the rows it refused) and yields it in no chunk.
+
+        Under `bad_rows=RejectRows(...)` the row is set aside (its values kept truncated);
+        without the policy the partition stops here, terminal, as for any invalid input.
+        """
+        if self.bad_rows is None:
+            raise InputValidationError(f"row {row_number}: {reason}")
+        shown = reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
+        self.rejects.add(RejectedRow(row=row_number, reason=shown, values=shown_values(values)))
 
 
 # A reader and a fingerprint take the PartitionInput first; the orchestrator binds any
@@ -73,6 +141,8 @@ class BackfillSpec:
         """The input fingerprint as attempts and entries keep it: with the code version, so
         that a new version is new input to the checkpoints."""
         return f"{fingerprint}@{self.version}" if self.version else fingerprint
+
+    bad_rows: RejectRows | None = None  # None: one bad row quarantines the partition
 
     def __post_init__(self) -> None:
         missing = [name for name in self.key if name not in self.table.columns]

@@ -39,6 +39,7 @@ METRIC_NAMES = (
     "jobs_platform_rows_written_total",
     "jobs_platform_redrives_total",
     "jobs_platform_redrives_exhausted",
+    "jobs_platform_rows_rejected_total",
     "jobs_platform_metrics_read_seconds",
 )
 
@@ -125,6 +126,13 @@ def metric_families(reading: MetricsReading) -> Iterator[Metric]:
         "jobs_platform_rows_written",
         "Rows the asset's done partitions hold, as their last successful attempt wrote them.",
         reading.rows_written,
+    )
+    yield _per_asset(
+        CounterMetricFamily,
+        "jobs_platform_rows_rejected",
+        "Input rows the asset's partitions set aside under bad_rows=RejectRows(...), as their "
+        "latest attempts left them (a fixed input clears its own).",
+        reading.rows_rejected,
     )
 
     redrives = CounterMetricFamily(

@@ -13,7 +13,7 @@ import datetime as dt
 import itertools
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
@@ -22,6 +22,7 @@ from jobs_platform.store import redrive, tallies
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.health import AssetHealth, asset_health
 from jobs_platform.store.outbox import QueueStats, queue_stats
+from jobs_platform.store.rejects import rejected_counts
 from jobs_platform.store.triage import open_signature_count
 
 # Upper bounds (seconds) of the attempt duration histogram: an attempt takes from well
@@ -58,6 +59,7 @@ class MetricsReading:
     redrives_exhausted: Mapping[str, int]  # open entries whose partition's redrives ran out
     outbox: QueueStats
     read_seconds: float
+    rows_rejected: Mapping[str, int] = field(default_factory=dict)  # rows set aside (§8)
 
 
 def read_metrics(
@@ -92,6 +94,7 @@ def read_metrics(
         | redrive.exhausted_entries(connection, max_redrives),
         outbox=queue_stats(connection, now=now),
         read_seconds=time.perf_counter() - began,
+        rows_rejected=dict.fromkeys(partition_keys, 0) | rejected_counts(connection),
     )
 
 

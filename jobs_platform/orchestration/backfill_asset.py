@@ -22,6 +22,7 @@ from jobs_platform.engine.spec import (
     Fingerprinter,
     PartitionInput,
     PartitionScope,
+    RejectRows,
 )
 from jobs_platform.errors import WarehouseNotShared
 from jobs_platform.orchestration._compat import admitting_cli_ranges
@@ -99,6 +100,7 @@ def backfill_asset(
     key: dg.AssetKey | str | Sequence[str] | None = None,
     code_version: str | None = None,
     backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
+    bad_rows: RejectRows | None = None,
     retry_policy: dg.RetryPolicy | None = None,
     redrive: bool = True,
     group_name: str = "backfills",
@@ -136,6 +138,11 @@ def backfill_asset(
     `redrive=False` keeps the dead letter's redrive (`dead_letter_redrive_sensor`) off the
     backfill's entries: they wait for a person even once their input or code changed or
     their outage has passed.
+    By default one bad row quarantines its partition whole. `bad_rows=RejectRows(max_rows=N,
+    max_fraction=F)` sets aside the rows the warehouse refuses (a data exception, a
+    not-null, check or foreign-key violation caused by the row) and those the reader
+    refuses (`source.reject(row_number, reason, values)`) and commits the rest; past a
+    limit the partition is quarantined as without it (PostgreSQL warehouses only).
 
     By default a backfill launched from the UI or a schedule runs up to 30 partitions per
     run (`DEFAULT_BACKFILL_POLICY`), each still its own unit of checkpoint, attempt count,
@@ -163,6 +170,7 @@ def backfill_asset(
             upstream=upstream,
             version=code_version or "",
             redrive=redrive,
+            bad_rows=bad_rows,
         )
         config_class = run_config_class([spec])
 

@@ -8,6 +8,7 @@ our code never sees: a step process killed outright, which Dagster retries on it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,36 @@ def report_metadata(report: PartitionReport) -> dict:
         "chunks_resumed": report.chunks_resumed,
         "duration_seconds": report.duration_seconds,
         "input_fingerprint": report.fingerprint,
+        "rows_rejected": report.rows_rejected,
+        **_rejected_rows_table(report),
+    }
+
+
+def _rejected_rows_table(report: PartitionReport) -> dict:
+    """The first rows the partition set aside, as a table the UI shows (all: the CLI)."""
+    if not report.rejected_sample:
+        return {}
+    columns = [
+        dg.TableColumn("row", "int"),
+        dg.TableColumn("column", "string"),
+        dg.TableColumn("sqlstate", "string"),
+        dg.TableColumn("reason", "string"),
+        dg.TableColumn("values", "string"),
+    ]
+    records = [
+        dg.TableRecord(
+            {
+                "row": reject.row,
+                "column": reject.column or "",
+                "sqlstate": reject.sqlstate or "",
+                "reason": reject.reason,
+                "values": json.dumps(reject.values) if reject.values is not None else "",
+            }
+        )
+        for reject in report.rejected_sample
+    ]
+    return {
+        "rejected_rows": dg.MetadataValue.table(records, schema=dg.TableSchema(columns=columns))
     }
 
 
@@ -172,4 +203,5 @@ def _step_metadata(reports: list[PartitionReport]) -> dict:
         "rows_swept": sum(report.rows_swept for report in reports),
         "chunks_written": sum(report.chunks_written for report in reports),
         "chunks_resumed": sum(report.chunks_resumed for report in reports),
+        "rows_rejected": sum(report.rows_rejected for report in reports),
     }

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.quarantine import QuarantineStatus
-from jobs_platform.store.schema import leases, partitions, quarantine
+from jobs_platform.store.schema import leases, partitions, quarantine, rejected_rows
 
 _DONE_OR_FAILED = (PartitionStatus.DONE, PartitionStatus.FAILED)
 
@@ -31,6 +31,7 @@ class AssetHealth:
     duration_p50_seconds: float | None
     duration_p95_seconds: float | None
     rows_per_second: float | None
+    rows_rejected: int = 0  # input rows set aside under `bad_rows=RejectRows(...)`
 
 
 def asset_health(
@@ -111,6 +112,9 @@ def _one_asset(
         rows_per_second=(
             round(int(total_rows or 0) / float(total_seconds), 1) if total_seconds else None
         ),
+        rows_rejected=connection.execute(
+            sa.select(sa.func.count()).where(rejected_rows.c.asset == asset)
+        ).scalar_one(),
     )
 
 
@@ -199,6 +203,15 @@ def _one_asset_in(
         duration_p50_seconds=_nearest_rank(durations, 50),
         duration_p95_seconds=_nearest_rank(durations, 95),
         rows_per_second=round(total_rows / total_seconds, 1) if total_seconds else None,
+        rows_rejected=sum(
+            count
+            for partition, count in connection.execute(
+                sa.select(rejected_rows.c.partition, sa.func.count())
+                .where(in_range(rejected_rows))
+                .group_by(rejected_rows.c.partition)
+            )
+            if partition in window
+        ),
     )
 
 

@@ -164,6 +164,26 @@ requeues = sa.Table(
     sa.Index("ix_jp_requeues_partition", "asset", "partition", "by"),
 )
 
+# Rows a partition set aside under `bad_rows=RejectRows(...)` (DESIGN §8): one per input row,
+# so a chunk resumed after a crash writes its rejects over themselves, never twice. A chunk's
+# rejects commit with its rows; an attempt replaces those of the chunks it writes again.
+rejected_rows = sa.Table(
+    "jp_rejected_rows",
+    framework_metadata,
+    sa.Column("asset", sa.String(255), primary_key=True),
+    sa.Column("partition", sa.String(255), primary_key=True),
+    # The 1-based position of the row in the partition's input, as the reader yielded it.
+    sa.Column("row_number", sa.BigInteger, primary_key=True, autoincrement=False),
+    # The chunk it was read in: what a later attempt replaces when it writes that chunk.
+    sa.Column("chunk_index", sa.Integer, nullable=False),
+    sa.Column("column_name", sa.String(255)),
+    sa.Column("sqlstate", sa.String(5)),
+    sa.Column("reason", sa.Text, nullable=False),
+    # A JSON object of the row's values, each truncated (never a whole payload).
+    sa.Column("row_values", sa.Text),
+    sa.Column("rejected_at", UtcDateTime, nullable=False),
+)
+
 alert_ledger = sa.Table(
     "jp_alert_ledger",
     framework_metadata,

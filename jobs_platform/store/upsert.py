@@ -38,6 +38,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from jobs_platform.errors import TerminalError
 from jobs_platform.store.copy_text import copy_text
+from jobs_platform.store.failing_row import failing_row_position
 
 if TYPE_CHECKING:  # imported where COPY runs: a SQLite warehouse never loads psycopg
     import psycopg
@@ -76,6 +77,8 @@ class RefusedValue(TerminalError):
         chunk: int | None = None,
         row: str | None = None,
         column: str | None = None,
+        sqlstate: str | None = None,
+        label: object = None,
     ) -> None:
         where = [f"chunk {chunk}"] if chunk is not None else []
         where += [row] if row is not None else []
@@ -83,10 +86,20 @@ class RefusedValue(TerminalError):
         # The location goes into args too, so str() and a pickled copy both read naturally.
         super().__init__(f"{', '.join(where)}: {problem}" if where else problem)
         self.problem, self.chunk, self.row, self.column = problem, chunk, row, column
+        # The SQLSTATE, and the refused row's label in the frame when the warehouse said
+        # which row it was: what setting rows aside (`store.set_aside`) goes by.
+        self.sqlstate, self.label = sqlstate, label
 
     def in_chunk(self, chunk: int) -> RefusedValue:
         """The same refusal, naming the chunk it happened in."""
-        return RefusedValue(self.problem, chunk=chunk, row=self.row, column=self.column)
+        return RefusedValue(
+            self.problem,
+            chunk=chunk,
+            row=self.row,
+            column=self.column,
+            sqlstate=self.sqlstate,
+            label=self.label,
+        )
 
 
 @dataclass(frozen=True)
@@ -207,9 +220,10 @@ def _refused_value(
         line = int(copied["line"]) if copied else None
         column = (copied["column"] if copied else None) or diag.column_name
         message = diag.message_primary or str(driver_error)
+        detail = diag.message_detail
     elif isinstance(driver_error, sqlite3.IntegrityError):
         not_null = _SQLITE_NOT_NULL.match(str(driver_error))
-        sqlstate, line = ("23502" if not_null else "23000"), None
+        sqlstate, line, detail = ("23502" if not_null else "23000"), None, None
         column = not_null["column"] if not_null else None
         message = str(driver_error)
     else:
@@ -220,16 +234,26 @@ def _refused_value(
     if position is None and sqlstate == "23502" and column is not None:
         nulls = np.flatnonzero(frame[column].isna().to_numpy())
         position = int(nulls[0]) if len(nulls) else None
+    if position is None:  # a merge's check or foreign-key violation may still name it
+        position = failing_row_position(detail, sqlstate, table, frame)
     if position is None:
-        return RefusedValue(f"the warehouse refused a row: {message}", column=column)
-    row = _row_label(frame.index, position)
+        return RefusedValue(
+            f"the warehouse refused a row: {message}", column=column, sqlstate=sqlstate
+        )
+    row, label = _row_label(frame.index, position), frame.index[position]
     if column is None:
-        return RefusedValue(f"the warehouse refused it: {message}", row=row)
+        return RefusedValue(
+            f"the warehouse refused it: {message}", row=row, sqlstate=sqlstate, label=label
+        )
     value = _shown(frame[column].iloc[position])
     problem = _PROBLEMS.get(sqlstate, "{value} was refused: {message}")
     column_type = table.c[column].type.compile(dialect=dialect)
     return RefusedValue(
-        problem.format(value=value, type=column_type, message=message), row=row, column=column
+        problem.format(value=value, type=column_type, message=message),
+        row=row,
+        column=column,
+        sqlstate=sqlstate,
+        label=label,
     )
 
 

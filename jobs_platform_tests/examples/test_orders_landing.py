@@ -461,3 +461,24 @@ def test_valid_orders_round_trip_through_read_order_chunks(orders, chunk_rows):
         for o in orders
     ]
     assert read.to_dict("records") == expected
+
+
+def test_with_a_rejecter_an_invalid_line_is_refused_by_row_number_and_the_file_read_on(tmp_path):
+    lines = [order(order_id=1), "", "{oops", order(order_id=3), order(order_id=4, amount_cents=-1)]
+    path = write_lines(tmp_path / "in.jsonl", [*lines, order(order_id=6)])
+    refused: list[tuple[int, str, dict]] = []
+
+    chunks = list(
+        read_order_chunks(
+            path, DAY, 2, reject=lambda row, reason, values: refused.append((row, reason, values))
+        )
+    )
+
+    assert [chunk["order_id"].tolist() for chunk in chunks] == [[1, 3], [6]]
+    # Row numbers count the non-blank lines (rows and refused rows); the reason names the line.
+    assert [(row, values) for row, _, values in refused] == [
+        (2, {"line": "{oops"}),
+        (4, {"line": json.dumps(order(order_id=4, amount_cents=-1))}),
+    ]
+    assert refused[0][1].startswith("line 3: not valid JSON")
+    assert refused[1][1] == "line 5, field 'amount_cents': must be >= 0, got -1"

@@ -45,7 +45,12 @@ def test_the_families_are_the_contracts_names(connection):
     names = [family.name for family in metric_families(reading)]
 
     # prometheus_client names a counter family without `_total`; its samples have it.
-    counters = ("jobs_platform_attempts", "jobs_platform_rows_written", "jobs_platform_redrives")
+    counters = (
+        "jobs_platform_attempts",
+        "jobs_platform_rows_written",
+        "jobs_platform_redrives",
+        "jobs_platform_rows_rejected",
+    )
     assert [f"{n}_total" if n in counters else n for n in names] == list(METRIC_NAMES)
 
 
@@ -194,3 +199,19 @@ def test_quarantine_groups_is_one_unlabelled_gauge_of_the_open_causes(connection
     (sample,) = exposed(read_metrics(connection, KEYS, now=NOW))["jobs_platform_quarantine_groups"]
 
     assert (sample.labels, sample.value) == ({}, 2)
+
+
+def test_rows_rejected_are_counted_per_asset_without_partition_labels(connection):
+    from jobs_platform.store.rejects import RejectedRow, record_rejects
+
+    rejected = [RejectedRow(row=n, reason="malformed") for n in (3, 9)]
+    for day in KEYS["items"]:
+        record_rejects(
+            connection, asset="items", partition=day, chunk_index=0, rejects=rejected, at=NOW
+        )
+
+    samples = exposed(read_metrics(connection, KEYS, now=NOW))["jobs_platform_rows_rejected"]
+
+    assert [(s.name, s.labels, s.value) for s in samples] == [
+        ("jobs_platform_rows_rejected_total", {"asset": "items"}, 4.0)
+    ]

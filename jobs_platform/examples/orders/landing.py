@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from typing import IO, Any
@@ -30,6 +30,9 @@ __all__ = [
     "landing_file",
     "read_order_chunks",
 ]
+
+# What a reader calls to refuse a row: `PartitionInput.reject(row_number, reason, values)`.
+RowRejecter = Callable[[int, str, Mapping[str, object]], None]
 
 ORDER_COLUMNS = ("order_id", "customer_id", "amount_cents", "currency", "status", "ordered_at")
 KNOWN_SCHEMA_VERSIONS = frozenset({1})
@@ -85,32 +88,51 @@ def input_fingerprint(path: str) -> str:
     return digest.hexdigest()
 
 
-def read_order_chunks(path: str, day: str, chunk_rows: int) -> Iterator[pd.DataFrame]:
+def read_order_chunks(
+    path: str, day: str, chunk_rows: int, *, reject: RowRejecter | None = None
+) -> Iterator[pd.DataFrame]:
     """Validated orders of ``day``'s file as DataFrames of ``chunk_rows`` rows (the last shorter).
 
     The file is streamed line by line. Blank lines produce no row but still count for the
     1-based line numbers in errors. An empty file yields no chunk: a day without orders,
     which leaves the partition with no rows (the runner sweeps any an earlier input left).
     Arguments are checked at the call; the file is opened and validated as the chunks are
-    consumed, so a bad line surfaces after the chunks before it.
+    consumed, so a bad line surfaces after the chunks before it. With `reject` (a backfill
+    under `bad_rows=RejectRows(...)` passes `source.reject`), an invalid line is refused
+    instead: `reject(row_number, problem, {"line": text})`, its row number counting the
+    non-blank lines, and the file read on.
     """
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     day_start = datetime.combine(_parse_day(day), datetime.min.time(), tzinfo=UTC)
     first_us = (day_start - _UNIX_EPOCH) // _MICROSECOND
     end_us = first_us + (timedelta(days=1) // _MICROSECOND)
-    return _read_chunks(path, day, first_us, end_us, chunk_rows)
+    return _read_chunks(path, day, first_us, end_us, chunk_rows, reject)
 
 
 def _read_chunks(
-    path: str, day: str, first_us: int, end_us: int, chunk_rows: int
+    path: str,
+    day: str,
+    first_us: int,
+    end_us: int,
+    chunk_rows: int,
+    reject: RowRejecter | None,
 ) -> Iterator[pd.DataFrame]:
     rows: list[tuple[int, int, int, str, str, int]] = []
+    row_number = 0  # non-blank lines so far: the input's rows, as the framework numbers them
     with _open_input(path) as stream:
         for line_number, raw in enumerate(stream, start=1):
             if raw.isspace():
                 continue
-            rows.append(_parse_line(raw, line_number, day, first_us, end_us))
+            row_number += 1
+            try:
+                rows.append(_parse_line(raw, line_number, day, first_us, end_us))
+            except InputValidationError as invalid:
+                if reject is None:
+                    raise
+                line = {"line": raw.decode("utf-8", errors="replace").rstrip("\r\n")}
+                reject(row_number, str(invalid), line)
+                continue
             if len(rows) == chunk_rows:
                 yield _frame(rows)
                 rows = []
