@@ -22,7 +22,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ import sqlalchemy as sa
 
 from jobs_platform import JobsPlatformResource, PartitionInput, backfill_asset
 from jobs_platform.bench.database import bench_database, fresh_schema, server_facts
+from jobs_platform.bench.timing import wall_seconds
 from jobs_platform.orchestration.platform import platform_definitions
 
 TICK_TARGET_SECONDS = 1.0
@@ -199,18 +199,9 @@ def _ticks(location: dg.Definitions, instance: dg.DagsterInstance, repeats: int)
         cursor[0] = result.cursor
         return result.skip_message
 
-    seconds, said = [], []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        said.append(tick())
-        seconds.append(round(time.perf_counter() - began, 4))
-    return {
-        "median_seconds": statistics.median(seconds),
-        "min_seconds": min(seconds),
-        "max_seconds": max(seconds),
-        "seconds": seconds,
-        "ticks_said": said,
-    }
+    figures = wall_seconds(repeats, tick)
+    figures["ticks_said"] = figures.pop("results")
+    return figures
 
 
 def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) -> dict[str, float]:

@@ -22,7 +22,6 @@ import datetime as dt
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.bench.timing import run_command
 from jobs_platform.store.db import dispose_engines, normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
 from jobs_platform.store.schema import attempts, leases, partitions, quarantine
@@ -80,14 +80,14 @@ def run_status_bench(
         cli = str(Path(sys.executable).with_name("jobs-platform"))
         results = {
             "status_cli": _timed(
-                repeats, lambda: _run([cli, "status", "-m", module, "--json"], env, folder)
+                repeats, lambda: run_command([cli, "status", "-m", module, "--json"], env, folder)
             ),
             "dead_letter_list_cli": _timed(
-                repeats, lambda: _run([cli, "dead-letter", "list", "--json"], env, folder)
+                repeats, lambda: run_command([cli, "dead-letter", "list", "--json"], env, folder)
             ),
         }
         results.update(_in_process(url, home, repeats, module))
-        listed = _run([cli, "dead-letter", "list", "--json"], env, folder)
+        listed = run_command([cli, "dead-letter", "list", "--json"], env, folder)
     return {
         "partitions_per_asset": partition_count,
         "quarantine_entries": quarantined,
@@ -263,14 +263,6 @@ def _in_process(url: str, home: Path, repeats: int, module: str) -> dict[str, di
     finally:
         dispose_engines()
     return figures
-
-
-def _run(command: list[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
-    finished = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
-    if finished.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[1:])} exited {finished.returncode}: "
-                           f"{finished.stderr.strip()[-800:]}")  # fmt: skip
-    return finished
 
 
 def _timed(repeats: int, work: Callable[[], object]) -> dict:

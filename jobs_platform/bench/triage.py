@@ -22,8 +22,6 @@ import contextlib
 import datetime as dt
 import os
 import random
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +32,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.bench.timing import run_command, wall_seconds
 from jobs_platform.store.db import normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
 from jobs_platform.store.schema import quarantine
@@ -157,7 +156,7 @@ def _time_signature_groups(bench: DeadLetterBench) -> Callable[[], object]:
 def _time_groups_command(bench: DeadLetterBench) -> Callable[[], object]:
     command = [str(Path(sys.executable).with_name("jobs-platform")), "dead-letter", "groups",
                "--json"]  # fmt: skip
-    return lambda: _run(command, bench.env, bench.folder)
+    return lambda: run_command(command, bench.env, bench.folder)
 
 
 TimingFactory = Callable[[DeadLetterBench], Callable[[], object]]
@@ -178,7 +177,7 @@ def run_triage_bench(database_url: str, entries: int, repeats: int = 5) -> dict:
         for name, factory in TIMINGS:
             work = factory(bench)
             work()  # warm: connections opened, caches filled, as a second run finds them
-            results[name] = _timed(repeats, work)
+            results[name] = _without_results(wall_seconds(repeats, work))
         with warehouse_engine(bench.url).connect() as connection:
             from jobs_platform.store.triage import open_signature_count, signature_groups
 
@@ -260,23 +259,6 @@ def _build(url: str, entries: int) -> int:
     return resolved
 
 
-def _run(command: list[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
-    finished = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
-    if finished.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[1:])} exited {finished.returncode}: "
-                           f"{finished.stderr.strip()[-800:]}")  # fmt: skip
-    return finished
-
-
-def _timed(repeats: int, work: Callable[[], object]) -> dict:
-    seconds = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        work()
-        seconds.append(round(time.perf_counter() - began, 4))
-    return {
-        "median_seconds": statistics.median(seconds),
-        "min_seconds": min(seconds),
-        "max_seconds": max(seconds),
-        "seconds": seconds,
-    }
+def _without_results(figures: dict) -> dict:
+    figures.pop("results")
+    return figures

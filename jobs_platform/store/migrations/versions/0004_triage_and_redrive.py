@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context, op
 
-from jobs_platform.store.signature import failure_signature
+from jobs_platform.store.quarantine import sign_unsigned_entries
 
 revision = "0004_triage_and_redrive"
 down_revision = "0003_partitions_status_index"
@@ -51,38 +51,8 @@ def _sign_existing_entries() -> None:
             "`jobs-platform db upgrade` (online)"
         )
         return
-    connection = op.get_bind()
-    entries = sa.table(
-        "jp_quarantine",
-        sa.column("id"),
-        sa.column("asset"),
-        sa.column("partition"),
-        sa.column("error_class"),
-        sa.column("error_type"),
-        sa.column("last_error"),
-        sa.column("signature"),
-    )
-    rows = connection.execute(
-        sa.select(
-            entries.c.id,
-            entries.c.asset,
-            entries.c.partition,
-            entries.c.error_class,
-            entries.c.error_type,
-            entries.c.last_error,
-        )
-    ).all()
-    for row in rows:
-        signature = failure_signature(
-            row.error_class,
-            row.error_type,
-            row.last_error,
-            asset=row.asset,
-            partition=row.partition,
-        )
-        connection.execute(
-            sa.update(entries).where(entries.c.id == row.id).values(signature=signature)
-        )
+    # Reads and writes only columns this revision has: safe to run at this revision.
+    sign_unsigned_entries(op.get_bind())
 
 
 def downgrade() -> None:
