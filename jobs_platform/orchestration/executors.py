@@ -15,6 +15,7 @@ Definitions. Under Celery the guarantees need more than dagster-celery's default
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
 import os
 import sys
 import time
@@ -116,6 +117,30 @@ def with_forkserver_by_default(config: Mapping, job_module: str | None) -> Mappi
     }
 
 
+# The environment the process's forkserver was started with (None: not by this module).
+_forkserver_environment: dict[str, str] | None = None
+
+
+def forkserver_of_this_environment() -> None:
+    """Make the next step process fork from a forkserver started with the environment of
+    now: stop the running one when the environment changed since it started.
+
+    Python keeps one forkserver per process, started at the first step with that moment's
+    environment (and preload modules), and forks every later step from it: a second run
+    in the same process (a script, a notebook, a test suite) would otherwise give its steps
+    the first run's variables. A run started by a run launcher is a process of its own, so
+    its forkserver starts with its environment anyway. Written for CPython 3.11-3.13, whose
+    `multiprocessing.forkserver._forkserver` has `_forkserver_pid` and `_stop()`; steps
+    already forked are unaffected (they are the forkserver's children, not its threads).
+    """
+    global _forkserver_environment
+    server: Any = multiprocessing.forkserver._forkserver  # private: typeshed leaves it out
+    current = dict(os.environ)
+    if server._forkserver_pid is not None and current != _forkserver_environment:
+        server._stop()
+    _forkserver_environment = current
+
+
 # The longest the run process sleeps at a time while its steps only wait: it notices a
 # termination within this, and waking twice a second costs next to nothing.
 WAIT_SLICE_SECONDS = 0.5
@@ -177,6 +202,8 @@ def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext
     config = with_forkserver_by_default(
         init_context.executor_config, job_module_name(init_context.job)
     )
+    if "forkserver" in config.get("multiprocess", {}).get("start_method", {}):
+        forkserver_of_this_environment()
     create_default = _DAGSTER_DEFAULT.executor_creation_fn
     if create_default is None:  # an @dg.executor always has one; typed as optional
         raise TypeError(f"Dagster's {_DAGSTER_DEFAULT.name} executor has no creation function")

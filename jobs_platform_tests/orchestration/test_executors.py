@@ -143,3 +143,26 @@ def test_a_remote_step_may_use_postgresql_or_an_absolute_sqlite_path():
     url = "postgresql://etl@db:5432/warehouse"
     assert require_shared_warehouse(url) == url
     assert require_shared_warehouse("sqlite:////shared/warehouse.db").endswith("warehouse.db")
+
+
+def test_each_run_in_one_process_gets_step_processes_with_its_own_environment(
+    tmp_path, monkeypatch
+):
+    """Python keeps one forkserver per process, started with that moment's environment:
+    a second run in the same process (a script, a notebook, a test suite) must not fork
+    its steps from a forkserver holding the first run's variables."""
+    import dagster as dg
+
+    from jobs_platform_tests.orchestration.forkserver_probe import probe
+
+    files = [tmp_path / "first.json", tmp_path / "second.json"]
+    with dg.instance_for_test() as instance:
+        for probe_file in files:
+            monkeypatch.setenv(PROBE_FILE_VARIABLE, str(probe_file))
+            with dg.execute_job(dg.reconstructable(probe), instance=instance) as result:
+                assert result.success
+
+    assert [path.exists() for path in files] == [True, True]
+    first, second = (json.loads(path.read_text()) for path in files)
+    assert "multiprocessing.forkserver" in second["parent_command"]
+    assert first["parent_pid"] != second["parent_pid"]  # a forkserver of its own environment
