@@ -72,11 +72,15 @@ def orders_frame(rows: int, seed: int = 0) -> pd.DataFrame:
     )
 
 
-def run_upsert_bench(database_url: str, rows: int, bad_every: int | None = None) -> dict:
+def run_upsert_bench(
+    database_url: str,
+    rows: int,
+    also: Callable[[sa.Engine, pd.DataFrame], dict] | None = None,
+) -> dict:
     """Measure every method on `rows` rows (JSON shape: docs/ARCHITECTURE.md, "Contracts").
 
-    With `bad_every`, also the writer under `bad_rows=RejectRows(...)` with and without
-    one refused row in every `bad_every` (`bench.bad_rows`), under `notes.bad_rows`.
+    `also(engine, frame)`, when given, measures more on the same rows and engine, under
+    `notes.bad_rows` (the writer with refused rows: `bench.bad_rows`, by `--bad-every`).
     """
     if rows < 1:
         raise ValueError(f"--rows must be at least 1, got {rows}")
@@ -87,10 +91,8 @@ def run_upsert_bench(database_url: str, rows: int, bad_every: int | None = None)
         try:
             results, checks = _measure_all(engine, frame, sample_rows)
             results.update(_measure_baselines(engine, libpq_dsn(url), frame))
-            if bad_every is not None:
-                from jobs_platform.bench.bad_rows import measure_bad_rows
-
-                checks["bad_rows"] = measure_bad_rows(engine, frame, bad_every)
+            if also is not None:
+                checks["bad_rows"] = also(engine, frame)
         finally:
             engine.dispose()
     framework = results["framework_upsert"]["rows_per_s"]

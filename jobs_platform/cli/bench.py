@@ -142,9 +142,12 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_upsert(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.bad_rows import measure_bad_rows
     from jobs_platform.bench.upsert import run_upsert_bench
 
-    return _run(args, lambda url: run_upsert_bench(url, args.rows, args.bad_every), _print_upsert)
+    bad_every = args.bad_every
+    also = None if bad_every is None else lambda e, f: measure_bad_rows(e, f, bad_every)
+    return _run(args, lambda url: run_upsert_bench(url, args.rows, also), _print_upsert)
 
 
 def run_merge(args: argparse.Namespace) -> int:

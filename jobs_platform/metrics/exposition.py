@@ -37,9 +37,9 @@ METRIC_NAMES = (
     "jobs_platform_attempts_total",
     "jobs_platform_attempt_duration_seconds",
     "jobs_platform_rows_written_total",
+    "jobs_platform_rows_rejected_total",
     "jobs_platform_redrives_total",
     "jobs_platform_redrives_exhausted",
-    "jobs_platform_rows_rejected_total",
     "jobs_platform_metrics_read_seconds",
 )
 
