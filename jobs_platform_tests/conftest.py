@@ -71,11 +71,8 @@ def platform_env(warehouse_url, tmp_path, monkeypatch) -> dict[str, str]:
     The warehouse is upgraded and holds the backfills' tables, as after a deploy. Set in
     this process (for in-process runs) and returned (for subprocesses).
     """
-    from jobs_platform_tests.support import (
-        enter_environment,
-        platform_environment,
-        prepare_warehouse,
-    )
+    from jobs_platform_tests.databases import prepare_warehouse
+    from jobs_platform_tests.environments import enter_environment, platform_environment
 
     prepare_warehouse(warehouse_url)
     return enter_environment(platform_environment(warehouse_url, tmp_path), monkeypatch, tmp_path)
@@ -84,11 +81,8 @@ def platform_env(warehouse_url, tmp_path, monkeypatch) -> dict[str, str]:
 @pytest.fixture
 def pg_platform_env(pg_url, tmp_path, monkeypatch) -> dict[str, str]:
     """Like `platform_env`, PostgreSQL only (for what only PostgreSQL can show)."""
-    from jobs_platform_tests.support import (
-        enter_environment,
-        platform_environment,
-        prepare_warehouse,
-    )
+    from jobs_platform_tests.databases import prepare_warehouse
+    from jobs_platform_tests.environments import enter_environment, platform_environment
 
     prepare_warehouse(pg_url)
     return enter_environment(platform_environment(pg_url, tmp_path), monkeypatch, tmp_path)
@@ -97,7 +91,7 @@ def pg_platform_env(pg_url, tmp_path, monkeypatch) -> dict[str, str]:
 @pytest.fixture
 def connection(warehouse_url) -> Iterator[sa.Connection]:
     """One transaction on a fresh warehouse that has the framework's tables."""
-    from jobs_platform_tests.support import upgraded_warehouse
+    from jobs_platform_tests.databases import upgraded_warehouse
 
     engine = upgraded_warehouse(warehouse_url)
     with engine.connect() as connection, connection.begin() as transaction:

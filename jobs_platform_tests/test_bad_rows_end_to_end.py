@@ -17,13 +17,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform_tests.support import (
-    attempts_of,
-    order_line,
-    run_cli,
-    stored_materialization_metadata,
-    write_landing_lines,
-)
+from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.landing import order_line, write_landing_lines
+from jobs_platform_tests.rows import attempts_of
+from jobs_platform_tests.runs import stored_materialization_metadata
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BIN = Path(sys.executable).parent

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs_platform_tests.support import run_cli
+from jobs_platform_tests.commands import run_cli
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 SECRET = "s3cr3t-pw"

@@ -23,7 +23,9 @@ import sqlalchemy as sa
 from jobs_platform.cli.main import main
 from jobs_platform.store.holders import HolderIdentity
 from jobs_platform_tests.alert_fixtures import HttpReceiver, http_receiver
-from jobs_platform_tests.support import attempts_of, run_cli, upgraded_warehouse
+from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.databases import upgraded_warehouse
+from jobs_platform_tests.rows import attempts_of
 
 BIN = Path(sys.executable).parent
 PACKAGE = "tenants_location"

@@ -19,16 +19,15 @@ from jobs_platform.examples.orders.assets import (
 )
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
-from jobs_platform_tests.support import (
-    declared_rows,
-    engine_from,
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import (
     expected_tables_from_landing,
-    materialize,
-    metadata_of,
     order_line,
     read_landing_lines,
     write_landing_lines,
 )
+from jobs_platform_tests.rows import declared_rows
+from jobs_platform_tests.runs import materialize, metadata_of
 
 DAY = "2024-01-09"
 ORDERS_PER_DAY = 100

@@ -22,8 +22,9 @@ from jobs_platform.store.migrate import (
     head_revision,
     upgrade_warehouse,
 )
+from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.store.schema_0_1_0 import metadata_0_1_0
-from jobs_platform_tests.support import ACME, JOBS_PLATFORM, run_cli, wait_for
+from jobs_platform_tests.waiting import wait_for
 
 UPGRADE_LINE = "run: jobs-platform db upgrade"
 PASSWORD = "hunter2"  # the test server trusts local connections: any password is accepted

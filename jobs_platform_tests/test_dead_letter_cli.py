@@ -14,17 +14,16 @@ from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
 from jobs_platform.store.quarantine import mark_requeue_launched, requeue_partition
-from jobs_platform_tests.store.factories import a_quarantine_entry
-from jobs_platform_tests.support import (
-    engine_from,
+from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.databases import upgraded_warehouse
+from jobs_platform_tests.environments import engine_from, platform_environment
+from jobs_platform_tests.rows import table_snapshot
+from jobs_platform_tests.runs import (
     materialize,
-    platform_environment,
     record_requested_run,
-    run_cli,
     stored_materialization_metadata,
-    table_snapshot,
-    upgraded_warehouse,
 )
+from jobs_platform_tests.store.factories import a_quarantine_entry
 
 DAY = dt.date(2024, 8, 1)
 PARTITION = DAY.isoformat()

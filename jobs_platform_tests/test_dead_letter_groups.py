@@ -13,8 +13,10 @@ from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.landing import landing_file
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.triage import signature_groups
+from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.store.factories import AT, SECOND, a_quarantine_entry
-from jobs_platform_tests.support import engine_from, materialize, run_cli
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 FIRST = dt.date(2024, 8, 1)

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from jobs_platform.store.rejects import RejectedRow, record_rejects
-from jobs_platform_tests.support import engine_from, run_cli
+from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.environments import engine_from
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 AT = dt.datetime(2024, 8, 2, tzinfo=dt.UTC)

@@ -14,13 +14,10 @@ import pytest
 from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.quarantine import active_entry
-from jobs_platform_tests.support import (
-    attempts_of,
-    enter_environment,
-    materialize,
-    platform_environment,
-    upgraded_warehouse,
-)
+from jobs_platform_tests.databases import upgraded_warehouse
+from jobs_platform_tests.environments import enter_environment, platform_environment
+from jobs_platform_tests.rows import attempts_of
+from jobs_platform_tests.runs import materialize
 
 DAY = dt.date(2024, 1, 3)
 PARTITION = DAY.isoformat()

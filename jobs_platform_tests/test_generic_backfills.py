@@ -19,17 +19,11 @@ from jobs_platform.examples.customers.assets import seed_example_customers
 from jobs_platform.examples.orders.assets import seed_example_orders
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.settings import Settings
-from jobs_platform_tests.support import (
-    attempts_of,
-    dagster_asset_materialize,
-    declared_rows,
-    engine_from,
-    loaded_backfills,
-    materialize,
-    row_versions,
-    sibling_database,
-    table_snapshot,
-)
+from jobs_platform_tests.commands import dagster_asset_materialize
+from jobs_platform_tests.databases import loaded_backfills, sibling_database
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import attempts_of, declared_rows, row_versions, table_snapshot
+from jobs_platform_tests.runs import materialize
 
 CHUNK_ROWS = 7  # small, so that every example spans several chunks where it can
 

@@ -35,17 +35,17 @@ from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.store.schema import attempts, checkpoints, leases, quarantine
-from jobs_platform_tests.support import (
+from jobs_platform_tests.commands import (
     _job_execute_args,
-    declared_rows,
     default_signal_handlers,
-    engine_from,
-    expected_tables_from_landing,
-    materialize,
     ranged_job_command,
     run_cli,
-    wait_for,
 )
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import expected_tables_from_landing
+from jobs_platform_tests.rows import declared_rows
+from jobs_platform_tests.runs import materialize
+from jobs_platform_tests.waiting import wait_for
 
 FIRST = dt.date(2024, 6, 1)
 CHUNK_ROWS = 50

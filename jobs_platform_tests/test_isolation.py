@@ -23,13 +23,10 @@ from jobs_platform.examples.orders.assets import daily_partitions, revenue_of_da
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.store.schema import partitions, quarantine
-from jobs_platform_tests.support import (
-    DAGSTER,
-    declared_rows,
-    engine_from,
-    expected_tables_from_landing,
-    run_cli,
-)
+from jobs_platform_tests.commands import DAGSTER, run_cli
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import expected_tables_from_landing
+from jobs_platform_tests.rows import declared_rows
 
 FIRST, POISON, LAST = dt.date(2024, 5, 1), dt.date(2024, 5, 3), dt.date(2024, 5, 5)
 DAYS = [(FIRST + dt.timedelta(days=n)).isoformat() for n in range(5)]

@@ -27,13 +27,11 @@ from jobs_platform.outbox.store import queue_stats
 from jobs_platform.store.quarantine import latest_entry, requeue_partition
 from jobs_platform.store.schema import attempts, create_user_tables, outbox
 from jobs_platform_tests.alert_fixtures import HttpReceiver, http_receiver, quarantine_entry
+from jobs_platform_tests.databases import upgraded_warehouse
+from jobs_platform_tests.environments import platform_environment
+from jobs_platform_tests.runs import record_requested_run
 from jobs_platform_tests.store.factories import a_lease, an_attempt
-from jobs_platform_tests.support import (
-    platform_environment,
-    record_requested_run,
-    upgraded_warehouse,
-    wait_for,
-)
+from jobs_platform_tests.waiting import wait_for
 
 # (location name, package, backfill asset, its table)
 SALES = ("sales", "sales_team", "sales_orders", "sales_orders")

@@ -14,14 +14,11 @@ from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.tags import CORRELATION_TAG
 from jobs_platform.store.schema import attempts, leases, quarantine
-from jobs_platform_tests.support import (
-    dagster_job_execute,
-    engine_from,
-    materialize,
-    start_run,
-    table_snapshot,
-    wait_for,
-)
+from jobs_platform_tests.commands import dagster_job_execute, start_run
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import table_snapshot
+from jobs_platform_tests.runs import materialize
+from jobs_platform_tests.waiting import wait_for
 
 DAY = dt.date(2024, 5, 9)
 PARTITION = DAY.isoformat()

@@ -16,16 +16,12 @@ import sqlalchemy as sa
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import GRACE_LEASES, abandoned_run_sensor
 from jobs_platform.store.schema import attempts, checkpoints, leases, quarantine
-from jobs_platform_tests.support import (
-    database_now,
-    engine_from,
-    lease_has_expired,
-    materializations_metadata,
-    start_run,
-    stop_between_transactions,
-    table_snapshot,
-    wait_for,
-)
+from jobs_platform_tests.clocks import database_now, lease_has_expired
+from jobs_platform_tests.commands import start_run, stop_between_transactions
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import table_snapshot
+from jobs_platform_tests.runs import materializations_metadata
+from jobs_platform_tests.waiting import wait_for
 
 DAY = dt.date(2024, 3, 1)
 PARTITION = DAY.isoformat()

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform_tests.support import attempts_of, run_cli
+from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.rows import attempts_of
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BIN = Path(sys.executable).parent

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
-from jobs_platform_tests.support import run_cli
+from jobs_platform_tests.commands import run_cli
 
 BIN = Path(sys.executable).parent
 MODULE = "acme.defs"

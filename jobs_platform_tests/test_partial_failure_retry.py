@@ -16,15 +16,14 @@ import pytest
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform_tests.support import (
-    attempts_of,
+from jobs_platform_tests.commands import dagster_job_execute
+from jobs_platform_tests.databases import sibling_database
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import attempts_of, table_snapshot
+from jobs_platform_tests.runs import (
     chunk_rows_config,
-    dagster_job_execute,
-    engine_from,
     materialize_into,
-    sibling_database,
     stored_materialization_metadata,
-    table_snapshot,
 )
 
 DAY = "2024-01-07"

@@ -25,7 +25,8 @@ from jobs_platform.orchestration.tags import (
 )
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.schema import create_user_tables
-from jobs_platform_tests.support import attempts_of, engine_from
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import attempts_of
 
 DAY = "2024-03-02"
 POISON_HOUR = f"{DAY}-05:00"

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.schema import partitions, quarantine
-from jobs_platform_tests.support import DAGSTER, JOBS_PLATFORM, run_cli
+from jobs_platform_tests.commands import DAGSTER, JOBS_PLATFORM, run_cli
 
 MODULE = "rangeco.defs"
 DAYS = ["2024-02-01", "2024-02-02", "2024-02-03", "2024-02-04"]

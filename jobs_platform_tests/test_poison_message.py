@@ -11,7 +11,9 @@ from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.quarantine import active_entry
 from jobs_platform.store.schema import attempts
-from jobs_platform_tests.support import engine_from, materialize, table_snapshot
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import table_snapshot
+from jobs_platform_tests.runs import materialize
 
 DAY = dt.date(2024, 2, 1)
 PARTITION = DAY.isoformat()

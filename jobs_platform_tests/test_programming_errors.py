@@ -13,7 +13,9 @@ import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.store.quarantine import active_entry
-from jobs_platform_tests.support import attempts_of, engine_from, materialize
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import attempts_of
+from jobs_platform_tests.runs import materialize
 
 DAY = "2024-02-01"
 

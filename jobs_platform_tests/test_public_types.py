@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import jobs_platform
-from jobs_platform_tests.support import REPO_ROOT
+from jobs_platform_tests.commands import REPO_ROOT
 from jobs_platform_tests.test_own_code_location import readme_code_location
 
 MYPY = Path(sys.executable).parent / "mypy"

@@ -15,7 +15,7 @@ from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import orders_table
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 from jobs_platform.store.schema import quarantine
-from jobs_platform_tests.support import engine_from
+from jobs_platform_tests.environments import engine_from
 
 FIRST, POISON, LAST = dt.date(2024, 7, 1), dt.date(2024, 7, 2), dt.date(2024, 7, 3)
 

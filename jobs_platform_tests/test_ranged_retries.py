@@ -28,15 +28,12 @@ from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 from jobs_platform.store.schema import attempts, checkpoints, partitions, quarantine
-from jobs_platform_tests.support import (
-    declared_rows,
-    default_signal_handlers,
-    engine_from,
-    expected_tables_from_landing,
-    ranged_job_command,
-    wait_for,
-)
+from jobs_platform_tests.commands import default_signal_handlers, ranged_job_command
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import expected_tables_from_landing
+from jobs_platform_tests.rows import declared_rows
 from jobs_platform_tests.tcp_proxy import TcpProxy
+from jobs_platform_tests.waiting import wait_for
 
 FIRST = dt.date(2024, 8, 1)
 DAYS = [FIRST + dt.timedelta(days=i) for i in range(4)]

@@ -18,12 +18,10 @@ import dagster as dg
 from jobs_platform.examples.orders.assets import revenue_of_day
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.store.schema import quarantine
-from jobs_platform_tests.support import (
-    declared_rows,
-    engine_from,
-    expected_tables_from_landing,
-    run_cli,
-)
+from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import expected_tables_from_landing
+from jobs_platform_tests.rows import declared_rows
 from jobs_platform_tests.test_isolation import orders_of
 
 README = Path(__file__).resolve().parents[1] / "README.md"

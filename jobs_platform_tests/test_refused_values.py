@@ -18,7 +18,9 @@ import sqlalchemy as sa
 from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.examples.orders.resources import LandingZone
 from jobs_platform.store.quarantine import active_entry
-from jobs_platform_tests.support import attempts_of, engine_from, materialize
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import attempts_of
+from jobs_platform_tests.runs import materialize
 
 DAY = "2024-01-03"
 CHUNK_ROWS = 3
@@ -130,11 +132,8 @@ def test_a_null_in_a_not_null_column_is_quarantined_on_sqlite_too(platform_env):
 def test_sqlite_stores_a_value_postgres_refuses_since_it_checks_neither_types_nor_lengths(
     sqlite_url, tmp_path, monkeypatch, bad_line
 ):
-    from jobs_platform_tests.support import (
-        enter_environment,
-        platform_environment,
-        prepare_warehouse,
-    )
+    from jobs_platform_tests.databases import prepare_warehouse
+    from jobs_platform_tests.environments import enter_environment, platform_environment
 
     prepare_warehouse(sqlite_url)
     env = enter_environment(platform_environment(sqlite_url, tmp_path), monkeypatch, tmp_path)

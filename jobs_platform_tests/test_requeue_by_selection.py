@@ -36,17 +36,15 @@ from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.quarantine import entries_by_id, mark_requeue_launched, open_entries
 from jobs_platform.store.schema import attempts, quarantine, requeues
 from jobs_platform_tests.alert_fixtures import quarantine_entry
-from jobs_platform_tests.support import (
-    ACME,
-    JOBS_PLATFORM,
-    declared_rows,
-    engine_from,
+from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import (
     expected_tables_from_landing,
     read_landing_lines,
-    run_cli,
-    wait_for,
     write_landing_lines,
 )
+from jobs_platform_tests.rows import declared_rows
+from jobs_platform_tests.waiting import wait_for
 
 MODULE = "jobs_platform.definitions"
 # Two causes over a week: malformed JSON on five days (in two contiguous stretches), an

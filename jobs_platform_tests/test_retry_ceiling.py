@@ -20,7 +20,10 @@ from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.schema import attempts, quarantine
-from jobs_platform_tests.support import engine_from, materialize, start_run, wait_for
+from jobs_platform_tests.commands import start_run
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.runs import materialize
+from jobs_platform_tests.waiting import wait_for
 
 RETRY_AFTER_SECONDS = 2
 

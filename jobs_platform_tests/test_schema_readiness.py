@@ -30,15 +30,11 @@ from jobs_platform.settings import embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
 from jobs_platform.store.migrate import head_revision, schema_state, upgrade_warehouse
 from jobs_platform.store.schema import attempts
+from jobs_platform_tests.databases import prepare_warehouse
+from jobs_platform_tests.environments import engine_from, enter_environment, platform_environment
+from jobs_platform_tests.rows import attempts_of
+from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0
-from jobs_platform_tests.support import (
-    attempts_of,
-    engine_from,
-    enter_environment,
-    materialize,
-    platform_environment,
-    prepare_warehouse,
-)
 
 DAY = dt.date(2024, 1, 3)
 PARTITION = DAY.isoformat()

@@ -7,14 +7,10 @@ import json
 
 from jobs_platform.examples.orders.assets import daily_partitions, daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform_tests.support import (
-    ACME,
-    JOBS_PLATFORM,
-    materialize,
-    platform_environment,
-    run_cli,
-    upgraded_warehouse,
-)
+from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
+from jobs_platform_tests.databases import upgraded_warehouse
+from jobs_platform_tests.environments import platform_environment
+from jobs_platform_tests.runs import materialize
 
 FIRST = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 3)

@@ -15,16 +15,11 @@ import pytest
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import requeue_partition
-from jobs_platform_tests.support import (
-    attempts_of,
-    engine_from,
-    materialize,
-    materialize_into,
-    order_line,
-    sibling_database,
-    table_snapshot,
-    write_landing_lines,
-)
+from jobs_platform_tests.databases import sibling_database
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import order_line, write_landing_lines
+from jobs_platform_tests.rows import attempts_of, table_snapshot
+from jobs_platform_tests.runs import materialize, materialize_into
 
 DAY = "2024-01-11"
 CHUNK_ROWS = 10

@@ -19,7 +19,7 @@ from jobs_platform.alerts import (
 from jobs_platform.errors import Classification
 from jobs_platform.store.alert_ledger import delivery_rows
 from jobs_platform_tests.alert_fixtures import http_receiver, quarantine_entry
-from jobs_platform_tests.support import upgraded_warehouse
+from jobs_platform_tests.databases import upgraded_warehouse
 
 
 @pytest.fixture

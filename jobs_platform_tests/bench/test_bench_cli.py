@@ -14,7 +14,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from jobs_platform_tests.support import run_cli
+from jobs_platform_tests.commands import run_cli
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 UPSERT_METHODS = {

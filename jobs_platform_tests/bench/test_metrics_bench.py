@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from jobs_platform_tests.support import run_cli
+from jobs_platform_tests.commands import run_cli
 
 
 def test_bench_metrics_times_cold_scrapes_of_a_real_metrics_serve(pg_url, tmp_path):

@@ -21,7 +21,9 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.deploy import stack
-from jobs_platform_tests.support import platform_environment, prepare_warehouse, run_cli
+from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.databases import prepare_warehouse
+from jobs_platform_tests.environments import platform_environment
 
 RABBITMQ = ("127.0.0.1", 5672)
 REDIS = ("127.0.0.1", 6379)

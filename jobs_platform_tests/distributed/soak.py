@@ -38,6 +38,7 @@ import sqlalchemy as sa
 
 from jobs_platform.deploy import stack
 from jobs_platform.store.db import dispose_engines
+from jobs_platform_tests.commands import start_run
 from jobs_platform_tests.conftest import PG_ADMIN_URL
 from jobs_platform_tests.distributed.cluster import (
     Workers,
@@ -48,12 +49,9 @@ from jobs_platform_tests.distributed.cluster import (
     rabbitmq_vhost,
     runs_in_status,
 )
-from jobs_platform_tests.support import (
-    engine_from,
-    expected_tables_from_landing,
-    start_run,
-    table_snapshot,
-)
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import expected_tables_from_landing
+from jobs_platform_tests.rows import table_snapshot
 
 FIRST_DAY = dt.date(2024, 2, 1)
 PARTITIONS = 30

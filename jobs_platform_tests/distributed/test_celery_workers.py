@@ -13,6 +13,7 @@ import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform.orchestration.step_bounds import STOP_GRACE_SECONDS
+from jobs_platform_tests.commands import start_run
 from jobs_platform_tests.distributed.cluster import (
     celery_step_hosts,
     distributed_environment,
@@ -22,14 +23,11 @@ from jobs_platform_tests.distributed.cluster import (
     step_failure_messages,
     step_start_pids,
 )
-from jobs_platform_tests.support import (
-    engine_from,
-    expected_tables_from_landing,
-    materializations_metadata,
-    start_run,
-    table_snapshot,
-    wait_for,
-)
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import expected_tables_from_landing
+from jobs_platform_tests.rows import table_snapshot
+from jobs_platform_tests.runs import materializations_metadata
+from jobs_platform_tests.waiting import wait_for
 
 DAYS = [f"2024-01-0{day}" for day in range(1, 7)]
 RUN_SECONDS = 240  # a run of two steps on a busy two-core machine, queue wait included

@@ -8,8 +8,8 @@ import json
 import dagster as dg
 
 from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform_tests.commands import DAGSTER, run_cli
 from jobs_platform_tests.distributed.cluster import distributed_environment, runs_in_status
-from jobs_platform_tests.support import DAGSTER, run_cli
 from jobs_platform_tests.test_isolation import (
     FIRST,
     LAST,

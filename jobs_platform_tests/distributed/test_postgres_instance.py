@@ -9,15 +9,12 @@ from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType
 from jobs_platform.definitions import defs
 from jobs_platform.deploy import stack
 from jobs_platform.examples.orders.assets import daily_revenue, orders
+from jobs_platform_tests.commands import REPO_ROOT, run_cli
+from jobs_platform_tests.databases import prepare_warehouse
 from jobs_platform_tests.distributed.cluster import seed
-from jobs_platform_tests.support import (
-    REPO_ROOT,
-    materialize,
-    platform_environment,
-    prepare_warehouse,
-    run_cli,
-    wait_for,
-)
+from jobs_platform_tests.environments import platform_environment
+from jobs_platform_tests.runs import materialize
+from jobs_platform_tests.waiting import wait_for
 
 DAY = "2024-01-04"
 DAEMON_SECONDS = 180

@@ -6,20 +6,16 @@ from __future__ import annotations
 import dagster as dg
 
 from jobs_platform.deploy import stack
+from jobs_platform_tests.commands import REPO_ROOT, run_cli, start_run
 from jobs_platform_tests.distributed.cluster import (
     celery_step_hosts,
     distributed_environment,
     seed,
 )
-from jobs_platform_tests.support import (
-    REPO_ROOT,
-    engine_from,
-    expected_tables_from_landing,
-    run_cli,
-    start_run,
-    table_snapshot,
-    wait_for,
-)
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import expected_tables_from_landing
+from jobs_platform_tests.rows import table_snapshot
+from jobs_platform_tests.waiting import wait_for
 
 DAY = "2024-01-06"
 # Daemon start-up, the sensor's 15 s interval, the run's process start and two steps.

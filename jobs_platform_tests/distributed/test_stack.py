@@ -13,9 +13,9 @@ import sqlalchemy as sa
 
 from jobs_platform.deploy import stack
 from jobs_platform.deploy.stack import StackLayout, group_has_live_member
+from jobs_platform_tests.commands import REPO_ROOT
 from jobs_platform_tests.conftest import PG_ADMIN_URL
 from jobs_platform_tests.distributed.cluster import postgres_database, process_group_of
-from jobs_platform_tests.support import REPO_ROOT
 
 STACK_SECONDS = 300
 # A few of the tables every process of the stack opens: runs, events, the instance's id, the

@@ -18,7 +18,8 @@ from jobs_platform.store.db import warehouse_engine
 from jobs_platform_tests.conftest import PG_ADMIN_URL
 from jobs_platform_tests.distributed.cluster import postgres_database
 from jobs_platform_tests.distributed.test_stack import bin_stack, free_port
-from jobs_platform_tests.support import table_snapshot, wait_for
+from jobs_platform_tests.rows import table_snapshot
+from jobs_platform_tests.waiting import wait_for
 
 # A user's code location with one backfill, `acme_events`, over its own table.
 ACME = "jobs_platform_tests.locations.acme"

@@ -21,7 +21,7 @@ from jobs_platform.settings import Settings
 from jobs_platform.store.quarantine import latest_entry, requeue_partition
 from jobs_platform.store.rejects import RejectedRow, partition_rejects
 from jobs_platform.store.schema import create_user_tables
-from jobs_platform_tests.support import upgraded_warehouse
+from jobs_platform_tests.databases import upgraded_warehouse
 
 ASSET, DAY = "ledger", "2024-01-03"
 TOO_BIG = 2**63  # one past BIGINT's largest value

@@ -21,6 +21,7 @@ from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRun
 from jobs_platform.errors import RetryableError
 from jobs_platform.settings import Settings
 from jobs_platform.store.schema import create_user_tables, leases, quarantine
+from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.engine.test_runner import (
     DAY,
     ItemsInput,
@@ -29,7 +30,6 @@ from jobs_platform_tests.engine.test_runner import (
     items_table,
     stored_items,
 )
-from jobs_platform_tests.support import upgraded_warehouse
 
 ROWS = [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")]
 # The statements of the interrupted attempt's end, in order: the seen keys dropped, then

@@ -29,7 +29,7 @@ from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.quarantine import QuarantineStatus, latest_entry, requeue_partition
 from jobs_platform.store.schema import create_user_tables
 from jobs_platform.store.upsert import UpsertCounts
-from jobs_platform_tests.support import upgraded_warehouse
+from jobs_platform_tests.databases import upgraded_warehouse
 
 ASSET, DAY = "items", "2024-01-03"
 MAX_ATTEMPTS = 3

@@ -23,6 +23,7 @@ from jobs_platform.errors import Classification, RetryableError, TerminalError
 from jobs_platform.store.leases import acquire_lease
 from jobs_platform.store.quarantine import list_entries
 from jobs_platform.store.schema import leases
+from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.engine.test_runner import (
     ASSET,
     DAY,
@@ -35,7 +36,7 @@ from jobs_platform_tests.engine.test_runner import (
     settings,
     stored_items,
 )
-from jobs_platform_tests.support import upgraded_warehouse, wait_for
+from jobs_platform_tests.waiting import wait_for
 
 __all__ = ["items_input", "settings"]  # fixtures shared with test_runner
 

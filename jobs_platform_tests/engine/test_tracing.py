@@ -24,7 +24,8 @@ from jobs_platform.engine import tracing
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.outbox import backfill_request_sensor
-from jobs_platform_tests.support import engine_from, materialize
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.runs import materialize
 
 GOOD = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 2)
@@ -208,7 +209,8 @@ class OtlpReceiver:
 
 
 def test_step_processes_export_their_attempt_spans_over_otlp_before_they_exit(platform_env):
-    from jobs_platform_tests.support import dagster_job_execute, wait_for
+    from jobs_platform_tests.commands import dagster_job_execute
+    from jobs_platform_tests.waiting import wait_for
 
     seed_orders(platform_env["JOBS_PLATFORM_LANDING"], GOOD, GOOD)
     receiver = OtlpReceiver()

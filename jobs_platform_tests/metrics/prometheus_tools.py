@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from jobs_platform_tests.support import REPO_ROOT
+from jobs_platform_tests.commands import REPO_ROOT
 
 PROMETHEUS_DIR = REPO_ROOT / "deploy" / "prometheus"
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "jobs_platform.json"

@@ -26,7 +26,7 @@ from jobs_platform_tests.store.factories import (
     a_quarantine_entry,
     an_attempt,
 )
-from jobs_platform_tests.support import wait_for
+from jobs_platform_tests.waiting import wait_for
 
 NOW = AT + 3600 * SECOND
 KEYS = {"items": ["2024-01-01", "2024-01-02"]}

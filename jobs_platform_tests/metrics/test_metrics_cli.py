@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jobs_platform_tests.support import run_cli
+from jobs_platform_tests.commands import run_cli
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 

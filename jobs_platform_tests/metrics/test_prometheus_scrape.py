@@ -30,7 +30,8 @@ from jobs_platform_tests.metrics.prometheus_tools import (
     dashboard_expressions,
     required_binary,
 )
-from jobs_platform_tests.support import materialize, wait_for
+from jobs_platform_tests.runs import materialize
+from jobs_platform_tests.waiting import wait_for
 
 GOOD = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 2)

@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform_tests.support import engine_from, table_snapshot
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import table_snapshot
 
 PARTITION = "tenant-a"
 partitions = dg.StaticPartitionsDefinition([PARTITION])

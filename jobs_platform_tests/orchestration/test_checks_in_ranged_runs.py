@@ -20,7 +20,8 @@ from jobs_platform.examples.orders.assets import daily_partitions, revenue_of_da
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
-from jobs_platform_tests.support import declared_rows, engine_from
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import declared_rows
 
 FIRST, POISON, LAST = dt.date(2024, 9, 1), dt.date(2024, 9, 2), dt.date(2024, 9, 3)
 DAYS = [FIRST.isoformat(), POISON.isoformat(), LAST.isoformat()]

@@ -35,7 +35,8 @@ from jobs_platform_tests.alert_fixtures import (
     http_receiver,
     quarantine_entry,
 )
-from jobs_platform_tests.support import engine_from, materialize, record_requested_run
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.runs import materialize, record_requested_run
 
 DAY = dt.date(2024, 3, 4)
 PARTITION = DAY.isoformat()

@@ -28,7 +28,9 @@ from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY
 from jobs_platform.store.schema import quarantine
-from jobs_platform_tests.support import declared_rows, engine_from, expected_tables_from_landing
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.landing import expected_tables_from_landing
+from jobs_platform_tests.rows import declared_rows
 
 FIRST, POISON, LAST = dt.date(2024, 8, 1), dt.date(2024, 8, 2), dt.date(2024, 8, 3)
 DAYS = [FIRST.isoformat(), POISON.isoformat(), LAST.isoformat()]

@@ -19,8 +19,8 @@ from jobs_platform.orchestration.executors import (
     with_forkserver_by_default,
 )
 from jobs_platform.settings import Settings, SettingsError, require_shared_warehouse
+from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.orchestration.forkserver_probe import PROBE_FILE_VARIABLE
-from jobs_platform_tests.support import run_cli
 
 
 def settings(**env: str) -> Settings:

@@ -18,13 +18,10 @@ import sqlalchemy as sa
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
 from jobs_platform.store.schema import attempts, checkpoints
-from jobs_platform_tests.support import (
-    DAGSTER,
-    _config_file,
-    engine_from,
-    upgraded_warehouse,
-    wait_for,
-)
+from jobs_platform_tests.commands import DAGSTER, _config_file
+from jobs_platform_tests.databases import upgraded_warehouse
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.waiting import wait_for
 
 FIRST, LAST = dt.date(2024, 9, 1), dt.date(2024, 9, 2)
 CHUNK_ROWS = 50

@@ -29,7 +29,9 @@ from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.quarantine import active_entry, latest_entry, requeue_log
 from jobs_platform.store.schema import alert_ledger, quarantine
 from jobs_platform_tests.alert_fixtures import http_receiver
-from jobs_platform_tests.support import engine_from, materialize, table_snapshot
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import table_snapshot
+from jobs_platform_tests.runs import materialize
 
 DAY = dt.date(2024, 3, 4)
 PARTITION = DAY.isoformat()

@@ -42,7 +42,7 @@ from jobs_platform.store.quarantine import (
 )
 from jobs_platform.store.schema import quarantine
 from jobs_platform_tests.alert_fixtures import quarantine_entry
-from jobs_platform_tests.support import engine_from
+from jobs_platform_tests.environments import engine_from
 
 GRAPH = defs.get_repository_def().asset_graph
 

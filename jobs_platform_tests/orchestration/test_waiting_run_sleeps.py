@@ -20,7 +20,9 @@ import pytest
 
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.leases import Grant, acquire_lease, release_lease, this_holder
-from jobs_platform_tests.support import engine_from, start_run, wait_for
+from jobs_platform_tests.commands import start_run
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.waiting import wait_for
 
 DAY = "2024-01-02"
 ASSET = "orders"

@@ -40,13 +40,10 @@ from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.outbox import claim_pending, mark_launched, queue_stats, reclaim_unlaunched
 from jobs_platform.store.quarantine import active_entry
 from jobs_platform.store.schema import create_user_tables, outbox, utcnow
-from jobs_platform_tests.support import (
-    attempts_of,
-    engine_from,
-    materialize,
-    record_requested_run,
-    upgraded_warehouse,
-)
+from jobs_platform_tests.databases import upgraded_warehouse
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.rows import attempts_of
+from jobs_platform_tests.runs import materialize, record_requested_run
 
 DAY = "2024-01-03"
 # The bundled location's, over its backfills' requests.

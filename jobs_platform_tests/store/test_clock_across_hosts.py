@@ -15,7 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.schema import attempts, outbox, quarantine
-from jobs_platform_tests.support import database_now, upgraded_warehouse
+from jobs_platform_tests.clocks import database_now
+from jobs_platform_tests.databases import upgraded_warehouse
 
 # Records a failed attempt, quarantines the partition and requests a backfill, then prints
 # its own idea of now.

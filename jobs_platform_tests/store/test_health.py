@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from jobs_platform.store.health import asset_health, window_health
 from jobs_platform.store.schema import leases, partitions, quarantine
-from jobs_platform_tests.support import upgraded_warehouse
+from jobs_platform_tests.databases import upgraded_warehouse
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
 EXPECTED = [f"2024-01-{day:02d}" for day in range(1, 11)]

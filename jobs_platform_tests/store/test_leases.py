@@ -28,7 +28,8 @@ from jobs_platform.store.leases import (
     this_holder,
 )
 from jobs_platform.store.schema import leases, utcnow
-from jobs_platform_tests.support import ManualClock, upgraded_warehouse
+from jobs_platform_tests.clocks import ManualClock
+from jobs_platform_tests.databases import upgraded_warehouse
 
 ASSET, PARTITION = "items", "2024-01-03"
 TTL = 30.0

@@ -22,12 +22,9 @@ import sqlalchemy as sa
 from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 from jobs_platform.store.recovery import record_abandoned_attempts_everywhere
 from jobs_platform.store.schema import attempts
-from jobs_platform_tests.support import (
-    database_now,
-    lease_has_expired,
-    upgraded_warehouse,
-    wait_for,
-)
+from jobs_platform_tests.clocks import database_now, lease_has_expired
+from jobs_platform_tests.databases import upgraded_warehouse
+from jobs_platform_tests.waiting import wait_for
 
 ASSET, PARTITION = "items", "2024-01-03"
 TEN_MINUTES = dt.timedelta(minutes=10)

@@ -28,8 +28,8 @@ from jobs_platform.store.migrate import (
 )
 from jobs_platform.store.schema import framework_metadata, quarantine
 from jobs_platform.store.signature import failure_signature
+from jobs_platform_tests.commands import REPO_ROOT
 from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0
-from jobs_platform_tests.support import REPO_ROOT
 
 
 def every_row(engine: sa.Engine, metadata: sa.MetaData) -> dict[str, list[tuple]]:

@@ -14,6 +14,7 @@ from jobs_platform.store.recovery import (
     runs_with_live_attempts,
 )
 from jobs_platform.store.schema import attempts
+from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.store.factories import (
     AT,
     PARTITION,
@@ -22,7 +23,6 @@ from jobs_platform_tests.store.factories import (
     a_lease,
     an_attempt,
 )
-from jobs_platform_tests.support import ManualClock
 
 TTL = 30  # seconds: how long the factories' leases live
 GRACE = 60.0

@@ -17,7 +17,7 @@ from jobs_platform.store.checkpoints import (
 from jobs_platform.store.schema import checkpoints
 from jobs_platform.store.sweep import SWEEP_BATCH, sweep_partition
 from jobs_platform.store.upsert import upsert_frame
-from jobs_platform_tests.support import upgraded_warehouse
+from jobs_platform_tests.databases import upgraded_warehouse
 
 ASSET = "items"
 

@@ -18,7 +18,7 @@ from jobs_platform.store import upsert as upsert_module
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import UtcDateTime
 from jobs_platform.store.upsert import UpsertCounts, upsert_frame
-from jobs_platform_tests.support import wait_for
+from jobs_platform_tests.waiting import wait_for
 
 KEY = ["id"]
 

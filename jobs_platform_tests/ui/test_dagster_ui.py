@@ -24,13 +24,10 @@ import httpx
 import pytest
 
 from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform_tests.support import (
-    DAGSTER,
-    REPO_ROOT,
-    platform_environment,
-    prepare_warehouse,
-    wait_for,
-)
+from jobs_platform_tests.commands import DAGSTER, REPO_ROOT
+from jobs_platform_tests.databases import prepare_warehouse
+from jobs_platform_tests.environments import platform_environment
+from jobs_platform_tests.waiting import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Flags checked on this stack (shared NOTES): no sandbox as root, no GPU, nothing phoning home.
