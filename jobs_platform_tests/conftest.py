@@ -6,49 +6,52 @@ message; it never skips.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 
-# The admin URL of the PostgreSQL server the tests create their databases on.
-PG_ADMIN_URL = os.environ.get(
-    "JOBS_PLATFORM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+from jobs_platform.store.db import warehouse_engine
+from jobs_platform_tests.databases import (
+    drop_templates,
+    pg_database,
+    prepare_warehouse,
+    upgraded_pg_database,
+    upgraded_warehouse,
 )
+from jobs_platform_tests.environments import enter_environment, platform_environment
+
+BACKENDS = ["postgresql", "sqlite"]
 
 
-def _admin_engine() -> sa.Engine:
-    engine = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
-    try:
-        with engine.connect() as connection:
-            connection.execute(sa.text("SELECT 1"))
-    except sa.exc.OperationalError as exc:
-        pytest.fail(
-            f"PostgreSQL is required for this test and is not reachable at "
-            f"{sa.make_url(PG_ADMIN_URL).render_as_string(hide_password=True)}: {exc}. "
-            "Start it with: pg_ctlcluster --skip-systemctl-redirect "
-            "$(ls /etc/postgresql) main start",
-            pytrace=False,
-        )
-    return engine
+@pytest.fixture(scope="session", autouse=True)
+def _template_databases() -> Iterator[None]:
+    """The templates this test process built (`databases.template_database`), dropped at its end."""
+    yield
+    drop_templates()
 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """The URL of a fresh, empty PostgreSQL database, dropped after the test."""
-    name = f"jp_test_{uuid.uuid4().hex[:16]}"
-    admin = _admin_engine()
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(PG_ADMIN_URL).set(database=name)
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def upgraded_pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database at head, as `jobs-platform db upgrade` leaves an empty one
+    (a copy of the template built by it)."""
+    with upgraded_pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def deployed_pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database as a deploy leaves it: at head, with the backfills' tables
+    (a copy of the template built by `prepare_warehouse`)."""
+    with upgraded_pg_database(deployed=True) as url:
+        yield url
 
 
 @pytest.fixture
@@ -57,43 +60,55 @@ def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'warehouse.db'}"
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=BACKENDS)
 def warehouse_url(request) -> str:
     """A fresh, empty warehouse on each backend (`prepare_warehouse` upgrades it)."""
     fixture_name = "pg_url" if request.param == "postgresql" else "sqlite_url"
     return request.getfixturevalue(fixture_name)
 
 
+@pytest.fixture(params=BACKENDS)
+def upgraded_url(request) -> str:
+    """A fresh warehouse at head on each backend, as `jobs-platform db upgrade` leaves it."""
+    if request.param == "postgresql":
+        return request.getfixturevalue("upgraded_pg_url")
+    url = request.getfixturevalue("sqlite_url")
+    upgraded_warehouse(url)
+    return url
+
+
+@pytest.fixture(params=BACKENDS)
+def deployed_url(request) -> str:
+    """A fresh warehouse on each backend as a deploy leaves it: at head, with the backfills'
+    tables."""
+    if request.param == "postgresql":
+        return request.getfixturevalue("deployed_pg_url")
+    url = request.getfixturevalue("sqlite_url")
+    prepare_warehouse(url)
+    return url
+
+
 @pytest.fixture
-def platform_env(warehouse_url, tmp_path, monkeypatch) -> dict[str, str]:
+def platform_env(deployed_url, tmp_path, monkeypatch) -> dict[str, str]:
     """Environment of a framework run: fresh warehouse, landing zone and Dagster home.
 
     The warehouse is upgraded and holds the backfills' tables, as after a deploy. Set in
     this process (for in-process runs) and returned (for subprocesses).
     """
-    from jobs_platform_tests.databases import prepare_warehouse
-    from jobs_platform_tests.environments import enter_environment, platform_environment
-
-    prepare_warehouse(warehouse_url)
-    return enter_environment(platform_environment(warehouse_url, tmp_path), monkeypatch, tmp_path)
+    return enter_environment(platform_environment(deployed_url, tmp_path), monkeypatch, tmp_path)
 
 
 @pytest.fixture
-def pg_platform_env(pg_url, tmp_path, monkeypatch) -> dict[str, str]:
+def pg_platform_env(deployed_pg_url, tmp_path, monkeypatch) -> dict[str, str]:
     """Like `platform_env`, PostgreSQL only (for what only PostgreSQL can show)."""
-    from jobs_platform_tests.databases import prepare_warehouse
-    from jobs_platform_tests.environments import enter_environment, platform_environment
-
-    prepare_warehouse(pg_url)
-    return enter_environment(platform_environment(pg_url, tmp_path), monkeypatch, tmp_path)
+    env = platform_environment(deployed_pg_url, tmp_path)
+    return enter_environment(env, monkeypatch, tmp_path)
 
 
 @pytest.fixture
-def connection(warehouse_url) -> Iterator[sa.Connection]:
+def connection(upgraded_url) -> Iterator[sa.Connection]:
     """One transaction on a fresh warehouse that has the framework's tables."""
-    from jobs_platform_tests.databases import upgraded_warehouse
-
-    engine = upgraded_warehouse(warehouse_url)
+    engine = warehouse_engine(upgraded_url)
     with engine.connect() as connection, connection.begin() as transaction:
         yield connection
         transaction.rollback()

@@ -13,9 +13,9 @@ import sqlalchemy as sa
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import mark_requeue_launched, requeue_partition
 from jobs_platform_tests.commands import run_cli
-from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.environments import engine_from, platform_environment
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import (
@@ -197,9 +197,9 @@ def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_pa
     assert entry_in_the_ui["requeue"] == suggested
 
 
-def test_requeue_in_a_location_without_the_asset_releases_nothing(pg_url, tmp_path):
-    env = platform_environment(pg_url, tmp_path)
-    with upgraded_warehouse(pg_url).begin() as connection:
+def test_requeue_in_a_location_without_the_asset_releases_nothing(upgraded_pg_url, tmp_path):
+    env = platform_environment(upgraded_pg_url, tmp_path)
+    with warehouse_engine(upgraded_pg_url).begin() as connection:
         a_quarantine_entry(connection, asset="acme_events", partition=ACME_DAY)
 
     refused = run_cli([JOBS_PLATFORM, "dead-letter", "requeue", "acme_events", ACME_DAY], env)

@@ -13,8 +13,8 @@ import pytest
 
 from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import active_entry
-from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.environments import enter_environment, platform_environment
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import materialize
@@ -24,10 +24,9 @@ PARTITION = DAY.isoformat()
 
 
 @pytest.fixture
-def env_without_orders_table(warehouse_url, tmp_path, monkeypatch) -> dict[str, str]:
+def env_without_orders_table(upgraded_url, tmp_path, monkeypatch) -> dict[str, str]:
     """A deployed warehouse (`db upgrade` ran) where the `orders` table was never created."""
-    upgraded_warehouse(warehouse_url)
-    env = platform_environment(warehouse_url, tmp_path, JOBS_PLATFORM_MAX_ATTEMPTS="5")
+    env = platform_environment(upgraded_url, tmp_path, JOBS_PLATFORM_MAX_ATTEMPTS="5")
     return enter_environment(env, monkeypatch, tmp_path)
 
 
@@ -35,7 +34,7 @@ def test_a_missing_backfill_table_quarantines_after_one_attempt_naming_the_table
     env_without_orders_table,
 ):
     seed_orders(env_without_orders_table["JOBS_PLATFORM_LANDING"], DAY, DAY)
-    engine = upgraded_warehouse(env_without_orders_table["JOBS_PLATFORM_DATABASE_URL"])
+    engine = warehouse_engine(env_without_orders_table["JOBS_PLATFORM_DATABASE_URL"])
 
     result = materialize([orders], PARTITION)
 

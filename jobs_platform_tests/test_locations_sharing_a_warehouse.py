@@ -24,10 +24,10 @@ import sqlalchemy as sa
 from jobs_platform import request_backfill
 from jobs_platform.deploy import stack
 from jobs_platform.outbox.store import queue_stats
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import latest_entry, requeue_partition
 from jobs_platform.store.schema import attempts, create_user_tables, outbox
 from jobs_platform_tests.alert_fixtures import HttpReceiver, http_receiver, quarantine_entry
-from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.runs import record_requested_run
 from jobs_platform_tests.store.factories import a_lease, an_attempt
@@ -98,7 +98,7 @@ def receiver(monkeypatch) -> Iterator[HttpReceiver]:
 
 
 @pytest.fixture
-def workspace(pg_url, tmp_path, monkeypatch) -> Iterator[dict[str, str]]:
+def workspace(upgraded_pg_url, tmp_path, monkeypatch) -> Iterator[dict[str, str]]:
     """Both packages importable here and in subprocesses, the warehouse deployed for them."""
     project = tmp_path / "project"
     for location in (SALES, ADS):
@@ -112,7 +112,7 @@ def workspace(pg_url, tmp_path, monkeypatch) -> Iterator[dict[str, str]]:
         )
     )
     env = platform_environment(
-        pg_url,
+        upgraded_pg_url,
         tmp_path,
         PYTHONPATH=os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")]),
     )
@@ -120,7 +120,7 @@ def workspace(pg_url, tmp_path, monkeypatch) -> Iterator[dict[str, str]]:
         monkeypatch.setenv(name, value)
     monkeypatch.syspath_prepend(str(project))
     monkeypatch.chdir(tmp_path)
-    engine = upgraded_warehouse(pg_url)
+    engine = warehouse_engine(upgraded_pg_url)
     create_user_tables(engine, *(_table_of(location) for location in (SALES, ADS)))
     yield env
     for name in [name for name in sys.modules if name.split(".")[0] in ("sales_team", "ads_team")]:

@@ -8,7 +8,6 @@ import json
 from jobs_platform.examples.orders.assets import daily_partitions, daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
-from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.runs import materialize
 
@@ -68,9 +67,8 @@ def test_platform_health_schedule_refreshes_figures_and_quarantine_checks(platfo
     assert health["orders/quarantined"].value == 1
 
 
-def test_status_with_a_module_reports_that_locations_backfills(pg_url, tmp_path):
-    upgraded_warehouse(pg_url)
-    env = platform_environment(pg_url, tmp_path)
+def test_status_with_a_module_reports_that_locations_backfills(upgraded_pg_url, tmp_path):
+    env = platform_environment(upgraded_pg_url, tmp_path)
 
     finished = run_cli([JOBS_PLATFORM, "status", "-m", ACME, "--json"], env)
 

@@ -18,13 +18,13 @@ from jobs_platform.alerts import (
 )
 from jobs_platform.errors import Classification
 from jobs_platform.store.alert_ledger import delivery_rows
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform_tests.alert_fixtures import http_receiver, quarantine_entry
-from jobs_platform_tests.databases import upgraded_warehouse
 
 
 @pytest.fixture
-def engine(warehouse_url) -> sa.Engine:
-    return upgraded_warehouse(warehouse_url)
+def engine(upgraded_url) -> sa.Engine:
+    return warehouse_engine(upgraded_url)
 
 
 @pytest.fixture

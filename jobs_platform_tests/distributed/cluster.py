@@ -18,7 +18,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 
 from jobs_platform.deploy import stack
 from jobs_platform_tests.commands import run_cli
@@ -81,21 +80,6 @@ def redis_database() -> Iterator[str]:
 
 def _rabbitmqctl(*args: str) -> None:
     subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
-
-
-@contextmanager
-def postgres_database(admin_url: str, prefix: str) -> Iterator[str]:
-    """A fresh PostgreSQL database, dropped afterwards; its URL."""
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def postgres_instance_home(folder: Path, instance_url: str) -> Path:

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from jobs_platform.deploy.stack import StackLayout
-from jobs_platform_tests.conftest import PG_ADMIN_URL
+from jobs_platform_tests.databases import pg_database
 from jobs_platform_tests.distributed.cluster import (
     Workers,
-    postgres_database,
     postgres_instance_home,
     rabbitmq_vhost,
     redis_database,
@@ -50,7 +49,7 @@ def broker(request) -> tuple[str, str]:
 @pytest.fixture
 def instance_home(tmp_path) -> Iterator[Path]:
     """A DAGSTER_HOME on a fresh PostgreSQL database (dagster-postgres, psycopg2)."""
-    with postgres_database(PG_ADMIN_URL, "jp_instance") as url:
+    with pg_database("jp_instance") as url:
         yield postgres_instance_home(tmp_path, url)
 
 

@@ -39,11 +39,10 @@ import sqlalchemy as sa
 from jobs_platform.deploy import stack
 from jobs_platform.store.db import dispose_engines
 from jobs_platform_tests.commands import start_run
-from jobs_platform_tests.conftest import PG_ADMIN_URL
+from jobs_platform_tests.databases import PG_ADMIN_URL, pg_database
 from jobs_platform_tests.distributed.cluster import (
     Workers,
     distributed_environment,
-    postgres_database,
     postgres_instance_home,
     process_group_of,
     rabbitmq_vhost,
@@ -79,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     with (
         tempfile.TemporaryDirectory(prefix="jp_soak_") as folder,
         rabbitmq_vhost() as broker,
-        postgres_database(PG_ADMIN_URL, "jp_soak_wh") as warehouse,
-        postgres_database(PG_ADMIN_URL, "jp_soak_instance") as instance_url,
+        pg_database("jp_soak_wh") as warehouse,
+        pg_database("jp_soak_instance") as instance_url,
     ):
         soak = Soak(Path(folder), warehouse, instance_url, broker, args, random.Random(seed))
         try:

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from jobs_platform.deploy import stack
 from jobs_platform.deploy.stack import StackLayout, group_has_live_member
 from jobs_platform_tests.commands import REPO_ROOT
-from jobs_platform_tests.conftest import PG_ADMIN_URL
-from jobs_platform_tests.distributed.cluster import postgres_database, process_group_of
+from jobs_platform_tests.databases import pg_database
+from jobs_platform_tests.distributed.cluster import process_group_of
 
 STACK_SECONDS = 300
 # A few of the tables every process of the stack opens: runs, events, the instance's id, the
@@ -50,7 +50,7 @@ def test_stack_up_starts_daemon_webserver_and_two_workers_and_down_stops_them(
         "JOBS_PLATFORM_CELERY_BROKER": rabbitmq_url,
         "JOBS_PLATFORM_LANDING": str(tmp_path / "landing"),
     }
-    with postgres_database(PG_ADMIN_URL, "jp_stack_instance") as instance_url:
+    with pg_database("jp_stack_instance") as instance_url:
         up = bin_stack(
             "--folder", str(folder), "up", "--workers", "2", "--port", str(port),
             "--instance-db", instance_url, env=env,
@@ -93,7 +93,7 @@ def test_up_creates_the_instance_storage_before_it_starts_any_process(
     monkeypatch.setenv("JOBS_PLATFORM_DATABASE_URL", pg_url)
     monkeypatch.setenv("JOBS_PLATFORM_CELERY_BROKER", rabbitmq_url)
     monkeypatch.setenv("JOBS_PLATFORM_LANDING", str(tmp_path / "landing"))
-    with postgres_database(PG_ADMIN_URL, "jp_stack_instance") as instance_url:
+    with pg_database("jp_stack_instance") as instance_url:
         assert INSTANCE_TABLES.isdisjoint(tables_of(instance_url))
         with pytest.raises(FirstStart):
             stack.main(["--folder", str(tmp_path / "stack"), "up", "--instance-db", instance_url])
@@ -111,7 +111,7 @@ def test_up_fails_in_one_line_without_the_password_when_the_instance_storage_fai
         "JOBS_PLATFORM_CELERY_BROKER": rabbitmq_url,
         "JOBS_PLATFORM_LANDING": str(tmp_path / "landing"),
     }
-    with postgres_database(PG_ADMIN_URL, "jp_stack_instance") as instance_url:
+    with pg_database("jp_stack_instance") as instance_url:
         # A `runs` table of someone else's: Dagster keeps it and its migration fails on it.
         engine = sa.create_engine(instance_url, poolclass=sa.NullPool)
         with engine.begin() as connection:

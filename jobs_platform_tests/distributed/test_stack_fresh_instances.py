@@ -19,8 +19,8 @@ import time
 import httpx
 
 from jobs_platform.deploy.stack import DAEMON_READY, StackLayout, wait_for_log
-from jobs_platform_tests.conftest import PG_ADMIN_URL
-from jobs_platform_tests.distributed.cluster import postgres_database, process_group_of
+from jobs_platform_tests.databases import pg_database
+from jobs_platform_tests.distributed.cluster import process_group_of
 from jobs_platform_tests.distributed.test_stack import bin_stack, free_port
 
 CYCLES = int(os.environ.get("JOBS_PLATFORM_TEST_STACK_CYCLES", "2"))
@@ -31,8 +31,8 @@ def test_fresh_stacks_in_a_row_start_every_process(rabbitmq_url, tmp_path):
     started = time.monotonic()
     for cycle in range(1, CYCLES + 1):
         with (
-            postgres_database(PG_ADMIN_URL, "jp_stack_warehouse") as warehouse_url,
-            postgres_database(PG_ADMIN_URL, "jp_stack_instance") as instance_url,
+            pg_database("jp_stack_warehouse") as warehouse_url,
+            pg_database("jp_stack_instance") as instance_url,
         ):
             start_and_stop_a_fresh_stack(
                 cycle, tmp_path / f"stack{cycle}", warehouse_url, instance_url, rabbitmq_url

@@ -15,8 +15,7 @@ import sqlalchemy as sa
 
 from jobs_platform.deploy.stack import StackLayout
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform_tests.conftest import PG_ADMIN_URL
-from jobs_platform_tests.distributed.cluster import postgres_database
+from jobs_platform_tests.databases import pg_database
 from jobs_platform_tests.distributed.test_stack import bin_stack, free_port
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.waiting import wait_for
@@ -85,7 +84,7 @@ def test_stack_up_with_a_module_deploys_serves_and_runs_that_location(
         "JOBS_PLATFORM_CELERY_BROKER": rabbitmq_url,
         "JOBS_PLATFORM_LANDING": str(landing),
     }
-    with postgres_database(PG_ADMIN_URL, "jp_stack_instance") as instance_url:
+    with pg_database("jp_stack_instance") as instance_url:
         up = bin_stack(
             "--folder", str(folder), "up", "-m", ACME, "--workers", "1", "--port", str(port),
             "--instance-db", instance_url, env=env,

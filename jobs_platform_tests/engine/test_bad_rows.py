@@ -18,6 +18,7 @@ from jobs_platform.engine.runner import Attempter, FailedAttempt, PartitionRepor
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput, RejectRows
 from jobs_platform.errors import Classification
 from jobs_platform.settings import Settings
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import latest_entry, requeue_partition
 from jobs_platform.store.rejects import RejectedRow, partition_rejects
 from jobs_platform.store.schema import create_user_tables
@@ -87,10 +88,10 @@ def three_bad_lines() -> list[tuple[int, object]]:
 
 
 @pytest.fixture
-def settings(pg_url, tmp_path) -> Settings:
-    create_user_tables(upgraded_warehouse(pg_url), ledger_table())
+def settings(upgraded_pg_url, tmp_path) -> Settings:
+    create_user_tables(warehouse_engine(upgraded_pg_url), ledger_table())
     return Settings(
-        database_url=pg_url,
+        database_url=upgraded_pg_url,
         landing_root=str(tmp_path),
         max_attempts=3,
         retry_delay_seconds=0.01,

@@ -20,8 +20,8 @@ from jobs_platform.engine.interrupts import InterruptShield
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.errors import RetryableError
 from jobs_platform.settings import Settings
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import create_user_tables, leases, quarantine
-from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.engine.test_runner import (
     DAY,
     ItemsInput,
@@ -63,11 +63,11 @@ def items_input() -> ItemsInput:
 
 
 @pytest.fixture
-def runner(warehouse_url, tmp_path, items_input, raising_handlers) -> PartitionRunner:
+def runner(upgraded_url, tmp_path, items_input, raising_handlers) -> PartitionRunner:
     """One attempt per partition: an interrupted attempt taken for a crash would spend it."""
-    create_user_tables(upgraded_warehouse(warehouse_url), items_table())
+    create_user_tables(warehouse_engine(upgraded_url), items_table())
     settings = Settings(
-        database_url=warehouse_url,
+        database_url=upgraded_url,
         landing_root=str(tmp_path),
         max_attempts=1,
         retry_delay_seconds=0.01,

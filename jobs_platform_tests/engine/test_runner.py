@@ -23,13 +23,13 @@ from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import AttemptInterrupted, Classification, RetryableError, TerminalError
 from jobs_platform.settings import Settings
 from jobs_platform.store.attempts import attempt_history
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.holders import HolderIdentity
 from jobs_platform.store.leases import acquire_lease, this_holder
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.quarantine import QuarantineStatus, latest_entry, requeue_partition
 from jobs_platform.store.schema import create_user_tables
 from jobs_platform.store.upsert import UpsertCounts
-from jobs_platform_tests.databases import upgraded_warehouse
 
 ASSET, DAY = "items", "2024-01-03"
 MAX_ATTEMPTS = 3
@@ -88,11 +88,11 @@ def items_spec(source: ItemsInput) -> BackfillSpec:
 
 
 @pytest.fixture
-def settings(warehouse_url, tmp_path) -> Settings:
+def settings(upgraded_url, tmp_path) -> Settings:
     """A warehouse as a deploy leaves it: upgraded, with the backfill's `items` table."""
-    create_user_tables(upgraded_warehouse(warehouse_url), items_table())
+    create_user_tables(warehouse_engine(upgraded_url), items_table())
     return Settings(
-        database_url=warehouse_url,
+        database_url=upgraded_url,
         landing_root=str(tmp_path),
         max_attempts=MAX_ATTEMPTS,
         retry_delay_seconds=0.01,

@@ -20,10 +20,10 @@ from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import Classification, RetryableError, TerminalError
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import acquire_lease
 from jobs_platform.store.quarantine import list_entries
 from jobs_platform.store.schema import leases
-from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.engine.test_runner import (
     ASSET,
     DAY,
@@ -164,8 +164,8 @@ def test_unchanged_later_chunk_still_wins_over_a_changed_earlier_chunk(settings)
 # The heartbeat's shutdown
 
 
-def test_heartbeat_thread_stops_even_when_its_renewal_hangs_in_the_database(pg_url):
-    engine = upgraded_warehouse(pg_url)
+def test_heartbeat_thread_stops_even_when_its_renewal_hangs_in_the_database(upgraded_pg_url):
+    engine = warehouse_engine(upgraded_pg_url)
     grant = acquire_lease(engine, ASSET, DAY, holder="w", run_id=None, ttl_seconds=1.5)
     blocker = engine.connect()
     transaction = blocker.begin()

@@ -14,9 +14,9 @@ import textwrap
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import attempts, outbox, quarantine
 from jobs_platform_tests.clocks import database_now
-from jobs_platform_tests.databases import upgraded_warehouse
 
 # Records a failed attempt, quarantines the partition and requests a backfill, then prints
 # its own idea of now.
@@ -48,8 +48,8 @@ SKEW = dt.timedelta(minutes=10)
 
 
 @pytest.fixture
-def warehouse(pg_url) -> sa.Engine:
-    return upgraded_warehouse(pg_url)
+def warehouse(upgraded_pg_url) -> sa.Engine:
+    return warehouse_engine(upgraded_pg_url)
 
 
 def run_ten_minutes_fast(url: str) -> dt.datetime:
@@ -68,10 +68,10 @@ def run_ten_minutes_fast(url: str) -> dt.datetime:
 
 
 def test_attempt_quarantine_entry_and_request_of_a_fast_host_carry_the_databases_time(
-    warehouse, pg_url
+    warehouse, upgraded_pg_url
 ):
     before = database_now(warehouse)
-    worker_now = run_ten_minutes_fast(pg_url)
+    worker_now = run_ten_minutes_fast(upgraded_pg_url)
     after = database_now(warehouse)
     with warehouse.connect() as connection:
         attempt = connection.execute(sa.select(attempts)).one()

@@ -7,17 +7,17 @@ import datetime as dt
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.health import asset_health, window_health
 from jobs_platform.store.schema import leases, partitions, quarantine
-from jobs_platform_tests.databases import upgraded_warehouse
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
 EXPECTED = [f"2024-01-{day:02d}" for day in range(1, 11)]
 
 
 @pytest.fixture
-def warehouse(warehouse_url) -> sa.Engine:
-    return upgraded_warehouse(warehouse_url)
+def warehouse(upgraded_url) -> sa.Engine:
+    return warehouse_engine(upgraded_url)
 
 
 def partition(key: str, status: str, duration: float | None = None, rows: int | None = None):

@@ -29,7 +29,6 @@ from jobs_platform.store.leases import (
 )
 from jobs_platform.store.schema import leases, utcnow
 from jobs_platform_tests.clocks import ManualClock
-from jobs_platform_tests.databases import upgraded_warehouse
 
 ASSET, PARTITION = "items", "2024-01-03"
 TTL = 30.0
@@ -38,8 +37,8 @@ SHORT_TTL = 1.0
 
 
 @pytest.fixture
-def warehouse(warehouse_url) -> sa.Engine:
-    engine = upgraded_warehouse(warehouse_url)
+def warehouse(upgraded_url) -> sa.Engine:
+    engine = warehouse_engine(upgraded_url)
     return engine
 
 
@@ -261,13 +260,14 @@ def _contend_in_a_process(url: str, holder: str, barrier, results) -> None:
         results.put("busy")
 
 
-def test_racing_processes_on_postgresql_have_exactly_one_winner(pg_url):
-    upgraded_warehouse(pg_url)
+def test_racing_processes_on_postgresql_have_exactly_one_winner(upgraded_pg_url):
     context = multiprocessing.get_context("fork")  # fast: the modules are already loaded
     contenders = 4
     barrier, results = context.Barrier(contenders), context.Queue()
     processes = [
-        context.Process(target=_contend_in_a_process, args=(pg_url, f"w{n}", barrier, results))
+        context.Process(
+            target=_contend_in_a_process, args=(upgraded_pg_url, f"w{n}", barrier, results)
+        )
         for n in range(contenders)
     ]
     for process in processes:

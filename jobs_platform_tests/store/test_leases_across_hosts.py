@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 from jobs_platform.store.recovery import record_abandoned_attempts_everywhere
 from jobs_platform.store.schema import attempts
 from jobs_platform_tests.clocks import database_now, lease_has_expired
-from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.waiting import wait_for
 
 ASSET, PARTITION = "items", "2024-01-03"
@@ -62,8 +62,8 @@ _WORKER = textwrap.dedent(
 
 
 @pytest.fixture
-def warehouse(pg_url) -> sa.Engine:
-    return upgraded_warehouse(pg_url)
+def warehouse(upgraded_pg_url) -> sa.Engine:
+    return warehouse_engine(upgraded_pg_url)
 
 
 def _require(command: str) -> str:
@@ -141,12 +141,14 @@ def acquire_here(engine: sa.Engine, ttl: float = 60):
 # Clocks
 
 
-def test_worker_whose_clock_runs_ten_minutes_fast_cannot_take_over_a_live_lease(warehouse, pg_url):
+def test_worker_whose_clock_runs_ten_minutes_fast_cannot_take_over_a_live_lease(
+    warehouse, upgraded_pg_url
+):
     faketime = _require("faketime")
     acquire_here(warehouse, ttl=60)
 
     started = database_now(warehouse)
-    fast = start_worker(pg_url, [faketime, "-f", "+10m"])
+    fast = start_worker(upgraded_pg_url, [faketime, "-f", "+10m"])
     try:
         report = report_of(fast)
         assert_clock_skewed(report, TEN_MINUTES, started, database_now(warehouse))
@@ -156,11 +158,11 @@ def test_worker_whose_clock_runs_ten_minutes_fast_cannot_take_over_a_live_lease(
 
 
 def test_lease_of_a_worker_whose_clock_runs_ten_minutes_slow_is_live_for_the_others(
-    warehouse, pg_url
+    warehouse, upgraded_pg_url
 ):
     faketime = _require("faketime")
     started = database_now(warehouse)
-    slow = start_worker(pg_url, [faketime, "-f", "-10m"])
+    slow = start_worker(upgraded_pg_url, [faketime, "-f", "-10m"])
     try:
         report = report_of(slow)
         assert_clock_skewed(report, -TEN_MINUTES, started, database_now(warehouse))
@@ -178,9 +180,9 @@ def test_lease_of_a_worker_whose_clock_runs_ten_minutes_slow_is_live_for_the_oth
 UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc"]
 
 
-def test_live_holder_in_another_pid_namespace_is_not_judged_dead(warehouse, pg_url):
+def test_live_holder_in_another_pid_namespace_is_not_judged_dead(warehouse, upgraded_pg_url):
     _require("unshare")
-    contained = start_worker(pg_url, UNSHARE)
+    contained = start_worker(upgraded_pg_url, UNSHARE)
     try:
         report = report_of(contained)
         assert_in_own_pid_namespace(report)
@@ -192,11 +194,13 @@ def test_live_holder_in_another_pid_namespace_is_not_judged_dead(warehouse, pg_u
         stop(contained)
 
 
-def test_worker_in_another_pid_namespace_does_not_judge_a_live_holder_here_dead(warehouse, pg_url):
+def test_worker_in_another_pid_namespace_does_not_judge_a_live_holder_here_dead(
+    warehouse, upgraded_pg_url
+):
     _require("unshare")
     acquire_here(warehouse)
 
-    contained = start_worker(pg_url, UNSHARE)
+    contained = start_worker(upgraded_pg_url, UNSHARE)
     try:
         report = report_of(contained)
         assert_in_own_pid_namespace(report)
@@ -206,10 +210,10 @@ def test_worker_in_another_pid_namespace_does_not_judge_a_live_holder_here_dead(
 
 
 def test_recovery_does_not_record_a_live_attempt_in_another_pid_namespace_as_a_crash(
-    warehouse, pg_url
+    warehouse, upgraded_pg_url
 ):
     _require("unshare")
-    contained = start_worker(pg_url, UNSHARE)
+    contained = start_worker(upgraded_pg_url, UNSHARE)
     try:
         report = report_of(contained)
         assert_in_own_pid_namespace(report)
@@ -225,9 +229,11 @@ def test_recovery_does_not_record_a_live_attempt_in_another_pid_namespace_as_a_c
     assert outcomes == ["running"]
 
 
-def test_holder_in_another_pid_namespace_is_taken_over_once_its_lease_expires(warehouse, pg_url):
+def test_holder_in_another_pid_namespace_is_taken_over_once_its_lease_expires(
+    warehouse, upgraded_pg_url
+):
     _require("unshare")
-    contained = start_worker(pg_url, UNSHARE, ttl=0.5)
+    contained = start_worker(upgraded_pg_url, UNSHARE, ttl=0.5)
     try:
         report = report_of(contained)
         assert_in_own_pid_namespace(report)

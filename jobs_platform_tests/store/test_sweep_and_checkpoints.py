@@ -14,10 +14,10 @@ from jobs_platform.store.checkpoints import (
     forget_other_inputs,
     record_chunk,
 )
+from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import checkpoints
 from jobs_platform.store.sweep import SWEEP_BATCH, sweep_partition
 from jobs_platform.store.upsert import upsert_frame
-from jobs_platform_tests.databases import upgraded_warehouse
 
 ASSET = "items"
 
@@ -42,8 +42,8 @@ def sales_table() -> sa.Table:
 
 
 @pytest.fixture
-def warehouse(warehouse_url) -> sa.Engine:
-    engine = upgraded_warehouse(warehouse_url)
+def warehouse(upgraded_url) -> sa.Engine:
+    engine = warehouse_engine(upgraded_url)
     return engine
 
 
