@@ -1,15 +1,18 @@
 """Real brokers, a PostgreSQL Dagster instance and Celery worker processes for the tests.
 
-Each test gets its own RabbitMQ virtual host (or Redis database), its own instance
-database and its own workers, so tests running side by side never take each other's
-tasks. A broker that does not answer fails the test with a message saying how to start it.
+Each test gets its own RabbitMQ virtual host (or Redis database, claimed so that suites
+running at once on one Redis never share one), its own instance database and its own
+workers, so tests running side by side never take each other's tasks. A broker that does
+not answer fails the test with a message saying how to start it.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +32,16 @@ REDIS = ("127.0.0.1", 6379)
 WORKER_READY_SECONDS = 90.0
 WORKER_STOP_SECONDS = 5.0  # the test is over: a warm shutdown buys nothing
 START_RABBITMQ = "rabbitmq-server -detached"
+# bin/stack's broker and results use databases 0 and 1 (deploy/stack.py); a test takes one
+# of the others, claimed in the last one.
+REDIS_TEST_DATABASES = list(range(2, 15))
+REDIS_CLAIMS_DB = 15
+REDIS_CLAIM_SECONDS = 3600  # longer than any test (pytest's timeout is 600 s)
+REDIS_CLAIM_WAIT_SECONDS = 120.0
+# Released only by its holder: a claim that lapsed may be another test's by now.
+_RELEASE_CLAIM = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+)
 START_REDIS = (
     'redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" '
     "--appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log"
@@ -62,13 +75,19 @@ def rabbitmq_vhost() -> Iterator[str]:
 
 @contextmanager
 def redis_database() -> Iterator[str]:
-    """A Redis database of this test process's own, emptied before and after."""
+    """A Redis database of this test's own, emptied before and after.
+
+    Claimed for the test's duration with `SET NX` in the database of claims, so that suites
+    running at once on one Redis (two checkouts, two CI jobs) never share one; a claim
+    left by a test process that died lapses after `REDIS_CLAIM_SECONDS`.
+    """
     import redis
 
     require_service(REDIS, "Redis", START_REDIS)
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    number = 4 + int(worker.removeprefix("gw") or 0) % 10
-    url = f"redis://127.0.0.1:6379/{number}"
+    claims = redis.Redis(*REDIS, db=REDIS_CLAIMS_DB)
+    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+    number = _claim_redis_database(claims, holder)
+    url = f"redis://{REDIS[0]}:{REDIS[1]}/{number}"
     client = redis.Redis.from_url(url)
     client.flushdb()
     try:
@@ -76,6 +95,27 @@ def redis_database() -> Iterator[str]:
     finally:
         client.flushdb()
         client.close()
+        claims.eval(_RELEASE_CLAIM, 1, redis_claim_key(number), holder)
+        claims.close()
+
+
+def redis_claim_key(number: int) -> str:
+    return f"jobs_platform_tests:claim:{number}"
+
+
+def _claim_redis_database(claims, holder: str) -> int:
+    deadline = time.monotonic() + REDIS_CLAIM_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        for number in random.sample(REDIS_TEST_DATABASES, len(REDIS_TEST_DATABASES)):
+            if claims.set(redis_claim_key(number), holder, nx=True, ex=REDIS_CLAIM_SECONDS):
+                return number
+        time.sleep(0.2)
+    holders = {n: claims.get(redis_claim_key(n)) for n in REDIS_TEST_DATABASES}
+    pytest.fail(
+        f"no Redis database free for this test after {REDIS_CLAIM_WAIT_SECONDS:.0f}s; "
+        f"held by {holders}",
+        pytrace=False,
+    )
 
 
 def _rabbitmqctl(*args: str) -> None:
