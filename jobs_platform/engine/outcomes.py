@@ -12,7 +12,7 @@ decide nothing (quarantined stays quarantined; blocked runs again with its upstr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TypeAlias, assert_never
 
 from jobs_platform.engine.decisions import Decision
 from jobs_platform.errors import Verdict
@@ -120,5 +120,7 @@ def waits(outcome: Outcome) -> bool:
     match outcome:
         case Busy(decision=decision) | NotDue(decision=decision) | Failed(decision=decision):
             return decision.waits
-        case _:
+        case PartitionReport() | Refused() | Blocked() | BudgetSpent():
             return False
+        case _:
+            assert_never(outcome)

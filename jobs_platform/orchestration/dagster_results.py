@@ -226,8 +226,10 @@ def _quarantined(outcome: Unfinished) -> bool:
             return True
         case Failed(decision=decision):
             return decision.next_step is NextStep.QUARANTINE
-        case _:
+        case Blocked() | Busy() | NotDue():
             return False
+        case _:
+            assert_never(outcome)
 
 
 def _gave_up(outcome: Unfinished) -> bool:
