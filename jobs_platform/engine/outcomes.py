@@ -97,7 +97,8 @@ class BudgetSpent(_Unfinished):
 
 @dataclass(frozen=True)
 class Failed(_Unfinished):
-    """It raised (`error`), and what follows was decided and recorded (`settle`).
+    """It raised (`error`), and what follows was decided (`settle`, which records it
+    when the warehouse can be written).
 
     `attempt` is its number in the episode, in the history; None when it failed before
     any attempt started (the schema check, the gate, the lease or the start raised), and
