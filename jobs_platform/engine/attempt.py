@@ -6,7 +6,8 @@ blocked (it would be computed from partial input; it runs again with its upstrea
 
 Everything later in the attempt path (chunks, finalize, failure bookkeeping) works from
 one `StartedAttempt`: which partition, under which lease token, as which numbered attempt
-of which episode, until which deadline. What did not start is a `FailedAttempt` saying why.
+of which episode, until which deadline. What did not start is an outcome saying why
+(`outcomes.Refused`, `Blocked`, `Busy`, `BudgetSpent`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import sqlalchemy as sa
 
 from jobs_platform.engine.decisions import NextStep, RetryBudget
 from jobs_platform.engine.events import EventTrail
-from jobs_platform.engine.outcome import Record, settle, snooze
-from jobs_platform.engine.results import Attempter, FailedAttempt
+from jobs_platform.engine.outcomes import Blocked, BudgetSpent, Busy, Refused
+from jobs_platform.engine.settle import Record, settle, snooze
 from jobs_platform.engine.spec import BackfillSpec, UpstreamReads, reads_nothing
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
@@ -38,6 +39,26 @@ _SPENT_BY_CRASHES = Verdict(Classification.CRASH, None, "attempt budget spent by
 
 class UpstreamNotDone(JobsPlatformError):
     """A partition this one reads is not done: computing it now would use partial input."""
+
+
+@dataclass(frozen=True)
+class Attempter:
+    """Who is attempting: the run, the step retry, and this process as a lease holder.
+
+    `tries_before` is how many times this step already tried this partition (what bounds
+    failures nothing could record); None means every try of the step (`step_retry`).
+    """
+
+    run_id: str | None = None
+    step_retry: int = 0
+    correlation_id: str | None = None
+    holder: str = ""
+    tries_before: int | None = None
+
+    @property
+    def tries(self) -> int:
+        """This try's number among the step's tries of the partition (1 for the first)."""
+        return (self.step_retry if self.tries_before is None else self.tries_before) + 1
 
 
 @dataclass(frozen=True)
@@ -85,14 +106,21 @@ class StartedAttempt:
 
 def begin_attempt(
     place: Workplace, partition: str, attempter: Attempter, trail: EventTrail
-) -> StartedAttempt | FailedAttempt:
+) -> StartedAttempt | Refused | Blocked | Busy | BudgetSpent:
     """Pass the gates, take the lease and record the attempt, or say why not."""
     asset = place.spec.asset
     with place.engine.connect() as connection:
         entry = quarantine_store.active_entry(connection, asset, partition)
         waiting_on = unfinished(connection, list(place.upstream(partition)))
     if entry is not None:
-        return FailedAttempt.refused(asset, partition, _quarantined(asset, partition, entry), entry)
+        return Refused(
+            asset,
+            partition,
+            _quarantined(asset, partition, entry),
+            entry_id=entry.id,
+            entry_class=entry.error_class,
+            failures=entry.attempts,
+        )
     if waiting_on:
         return blocked_by(asset, partition, waiting_on)
     try:
@@ -107,7 +135,7 @@ def begin_attempt(
         )
     except lease_store.LeaseBusy as busy:
         decision = snooze(place.budget, busy.seconds_left, place.rng)
-        return FailedAttempt.busy(asset, partition, decision, busy)
+        return Busy(asset, partition, busy, decision=decision)
     lease = grant.lease
     try:
         return _record_start(place, lease, attempter, trail)
@@ -120,7 +148,7 @@ def begin_attempt(
 
 def _record_start(
     place: Workplace, lease: lease_store.Lease, attempter: Attempter, trail: EventTrail
-) -> StartedAttempt | FailedAttempt:
+) -> StartedAttempt | BudgetSpent:
     asset, partition = place.spec.asset, lease.partition
     with place.engine.begin() as connection:
         crashed = history.record_abandoned_attempts(
@@ -141,8 +169,13 @@ def _record_start(
         )
         if spent.decision.next_step is NextStep.QUARANTINE:
             lease_store.release_lease(connection, lease)
-            return FailedAttempt.spent(
-                asset, partition, _SPENT_BY_CRASHES, spent.failures, spent.entry_id
+            return BudgetSpent(
+                asset,
+                partition,
+                RuntimeError(f"{asset}/{partition} quarantined after {spent.failures} attempts"),
+                verdict=_SPENT_BY_CRASHES,
+                failures=spent.failures,
+                entry_id=spent.entry_id,
             )
         history_id, number = history.start_attempt(
             connection,
@@ -171,10 +204,10 @@ def _record_start(
     )
 
 
-def blocked_by(asset: str, partition: str, waiting_on: dict[tuple[str, str], str]) -> FailedAttempt:
+def blocked_by(asset: str, partition: str, waiting_on: dict[tuple[str, str], str]) -> Blocked:
     """Not attempted: the upstream partitions in `waiting_on` ((name, key) → status) are
     not done. Nothing is recorded; it runs again with its upstream."""
-    return FailedAttempt.blocked(asset, partition, _upstream_not_done(asset, partition, waiting_on))
+    return Blocked(asset, partition, _upstream_not_done(asset, partition, waiting_on))
 
 
 def _quarantined(asset: str, partition: str, entry: TableRow) -> TerminalError:

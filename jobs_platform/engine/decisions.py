@@ -2,7 +2,7 @@
 
 `decide` owns the quarantine rule and every delay: the backoff of a failed attempt, the
 snooze of a busy partition, the wait after a failure before any attempt began. It is
-pure; `outcome.settle` gathers the facts (the verdict, the budget) and records what it says.
+pure; `settle.settle` gathers the facts (the verdict, the budget) and records what it says.
 """
 
 from __future__ import annotations
@@ -27,13 +27,17 @@ class NextStep(enum.StrEnum):
     SNOOZE = "snooze"  # not the input's fault (busy, lease lost, interrupted): later, free
     QUARANTINE = "quarantine"  # terminal, or the budget is spent: stop and surface
     GIVE_UP = "give_up"  # failed before any attempt began, and for good: stop this run only
-    BLOCKED = "blocked"  # a partition it reads is not done: not attempted, nothing recorded
 
 
 @dataclass(frozen=True)
 class Decision:
     next_step: NextStep
     delay_seconds: float = 0.0
+
+    @property
+    def waits(self) -> bool:
+        """Tried again after `delay_seconds`: a retry or a snooze."""
+        return self.next_step in (NextStep.RETRY, NextStep.SNOOZE)
 
 
 @dataclass(frozen=True)

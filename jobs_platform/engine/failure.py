@@ -1,7 +1,7 @@
 """What a failure is recorded as, and who may record what.
 
 - The owner of the lease (its token is still the current one) records its attempt, then
-  settles it (`outcome.settle`: quarantine, or mark the partition failed) and releases
+  settles it (`settle.settle`: quarantine, or mark the partition failed) and releases
   the lease: one transaction, with the lease row locked so no takeover slips in between.
 - A worker that lost its lease records its own attempt and nothing else: the partition
   belongs to whoever holds the lease now (it may have finished it already).
@@ -18,8 +18,8 @@ import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.decisions import RetryBudget
-from jobs_platform.engine.outcome import Record, settle, settle_unrecorded
-from jobs_platform.engine.results import FailedAttempt
+from jobs_platform.engine.outcomes import Failed
+from jobs_platform.engine.settle import Record, settle, settle_unrecorded
 from jobs_platform.errors import (
     AttemptTimedOut,
     Classification,
@@ -45,7 +45,7 @@ def record_failure(
     *,
     interrupted: bool,
     past_deadline: bool,
-) -> FailedAttempt:
+) -> Failed:
     """Record a failed attempt (fenced) and settle what follows."""
     asset, partition = place.spec.asset, attempt.partition
     verdict = _INTERRUPTED if interrupted else classify(exc)
@@ -76,12 +76,12 @@ def record_failure(
         # records it as a crash, which still counts. Retry the whole attempt later.
         place.log.error("could not record the failed attempt: %s", record_error)
         settled = settle_unrecorded(place.budget, classify(record_error), attempt.number, place.rng)
-    return FailedAttempt.failed(
+    return Failed(
         asset,
         partition,
-        settled.decision,
         exc,
-        verdict,
+        verdict=verdict,
+        decision=settled.decision,
         attempt=attempt.number,
         failures=settled.failures,
         entry_id=settled.entry_id,
@@ -111,7 +111,7 @@ def _as_lost(
 
 def record_error_before_attempt(
     budget: RetryBudget, asset: str, partition: str, exc: Exception, tries: int, rng: random.Random
-) -> FailedAttempt:
+) -> Failed:
     """A failure in the gate, the lease or the attempt's start: there is no attempt to fail.
 
     `tries` counts this step's consecutive tries (the warehouse may be what failed, so
@@ -119,12 +119,12 @@ def record_error_before_attempt(
     """
     verdict = classify(exc)
     settled = settle_unrecorded(budget, verdict, tries, rng)
-    return FailedAttempt.failed(
+    return Failed(
         asset,
         partition,
-        settled.decision,
         as_recorded(exc, verdict),
-        verdict,
+        verdict=verdict,
+        decision=settled.decision,
         attempt=None,
         failures=settled.failures,
     )

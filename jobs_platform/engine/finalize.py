@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
-from jobs_platform.engine.results import ChunkTally
 from jobs_platform.store import attempts as history
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
@@ -22,6 +22,17 @@ from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.partitions import PartitionStatus, done_record, set_partition_status
 from jobs_platform.store.sweep import SeenKeys, sweep_partition
 from jobs_platform.store.upsert import UpsertCounts
+
+
+@dataclass(frozen=True)
+class ChunkTally:
+    """What the chunks of an attempt came to (unchanged input: every chunk resumed)."""
+
+    input_rows: int = 0
+    counts: UpsertCounts = field(default_factory=UpsertCounts)
+    written: int = 0  # chunks committed by this attempt
+    resumed: int = 0  # chunks skipped: committed before with the same content
+    chunks: int = 0  # chunks read
 
 
 def finalize(

@@ -15,9 +15,10 @@ Safety argument, in the order an attempt runs:
   quarantines it; a worker that lost its lease records its own attempt and nothing else
   (`failure`);
 - a failure before the attempt exists is classified too and bounded by the ceiling;
-- what follows a failure is decided and recorded in one place (`outcome.settle`, on the
+- what follows a failure is decided and recorded in one place (`settle.settle`, on the
   one budget query `store.attempts.budget_state`, with the pure rule `decisions.decide`);
-- the attempt returns one value, and one reporter emits how it ended (`report`).
+- the attempt returns one value (`outcomes.Outcome`), and one place emits how it ended
+  (`outcome_events`).
 
 The path, the layers and a glossary (episode, gate, lease, trail, snooze, blocked,
 chain): docs/ARCHITECTURE.md.
@@ -30,21 +31,28 @@ import hashlib
 import logging
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pandas as pd
 
-from jobs_platform.engine.attempt import StartedAttempt, Workplace, begin_attempt, blocked_by
+from jobs_platform.engine.attempt import (
+    Attempter,
+    StartedAttempt,
+    Workplace,
+    begin_attempt,
+    blocked_by,
+)
 from jobs_platform.engine.bad_rows import RowsSetAside
 from jobs_platform.engine.chunk_commit import ChunkWrite, commit_chunk, commit_trailing_rejects
 from jobs_platform.engine.decisions import Decision
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
 from jobs_platform.engine.failure import record_error_before_attempt, record_failure
-from jobs_platform.engine.finalize import finalize, finish_if_unchanged
+from jobs_platform.engine.finalize import ChunkTally, finalize, finish_if_unchanged
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.interrupts import InterruptShield
-from jobs_platform.engine.report import report_outcome
-from jobs_platform.engine.results import Attempter, ChunkTally, FailedAttempt, PartitionReport
+from jobs_platform.engine.outcome_events import emit_outcome
+from jobs_platform.engine.outcomes import Blocked, NotDue, Outcome, PartitionReport
 from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
@@ -67,14 +75,20 @@ from jobs_platform.store.set_aside import refused_by_row
 from jobs_platform.store.sweep import SeenKeys, seen_keys_on
 from jobs_platform.store.upsert import RefusedValue, UpsertCounts, last_row_per_key
 
-__all__ = ["Attempter", "FailedAttempt", "PartitionReport", "PartitionRunner", "content_hash"]
+__all__ = ["Attempter", "Outcome", "PartitionReport", "PartitionRunner", "content_hash"]
 
 # Rejected rows a materialization's metadata shows (all of them: `dead-letter rows`).
 SHOWN_REJECTS = 20
 # Without a fingerprint, checkpoints are matched on chunk content alone.
 CONTENT_ONLY_FINGERPRINT = "content"
 
-Result = PartitionReport | FailedAttempt
+
+@dataclass(frozen=True)
+class _Ended:
+    """How `_attempt` came out: the outcome, and a shutdown to raise once it is reported."""
+
+    outcome: Outcome
+    interruption: BaseException | None = None
 
 
 class PartitionRunner:
@@ -112,8 +126,8 @@ class PartitionRunner:
     @traced_attempt  # a span per attempt when OpenTelemetry is on (engine/tracing.py)
     def attempt(
         self, partition: str, attempter: Attempter, chunk_rows: int = DEFAULT_CHUNK_ROWS
-    ) -> Result:
-        """One attempt at `partition`, reported once (`report.report_outcome`).
+    ) -> Outcome:
+        """One attempt at `partition`, its end logged once (`outcome_events.emit_outcome`).
 
         An interruption (shutdown) is recorded and reported, then raised again. A signal
         interrupts only the work; one arriving while the attempt starts, finalizes or
@@ -123,31 +137,36 @@ class PartitionRunner:
             raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
         trail = self._trail(partition, attempter)
         with InterruptShield() as shield:
-            result, interruption = self._attempt(partition, attempter, trail, chunk_rows, shield)
-            report_outcome(trail, result)
-            if interruption is not None:
+            ended = self._attempt(partition, attempter, trail, chunk_rows, shield)
+            emit_outcome(trail, ended.outcome)
+            if ended.interruption is not None:
                 shield.drop_held()  # a second signal of the same shutdown changes nothing
-        if interruption is not None:
-            raise interruption
-        return result
+        if ended.interruption is not None:
+            raise ended.interruption
+        return ended.outcome
 
     def blocked(
         self, partition: str, attempter: Attempter, waiting_on: dict[tuple[str, str], str]
-    ) -> FailedAttempt:
+    ) -> Blocked:
         """Not attempted, nothing recorded: the caller saw an upstream partition not finish
         (`waiting_on`: (name, key) → why), so the warehouse need not be asked."""
         skipped = blocked_by(self.spec.asset, partition, waiting_on)
-        report_outcome(self._trail(partition, attempter), skipped)
+        emit_outcome(self._trail(partition, attempter), skipped)
         return skipped
 
-    def not_due(self, partition: str, attempter: Attempter, decision: Decision) -> FailedAttempt:
+    def not_due(self, partition: str, attempter: Attempter, decision: Decision) -> NotDue:
         """A partition whose retry is not due yet: reported, not attempted, nothing spent.
 
         `decision` is when it is due (`decision.delay_seconds` from now) and what it waits
         for (a retry or a snooze); the step's schedule decides (`retry_schedule`).
         """
-        skipped = FailedAttempt.not_due(self.spec.asset, partition, decision, attempter.tries - 1)
-        report_outcome(self._trail(partition, attempter), skipped)
+        asset = self.spec.asset
+        waiting = RuntimeError(
+            f"{asset}/{partition} is due again in {decision.delay_seconds:.3f}s; "
+            "not attempted in this step try"
+        )
+        skipped = NotDue(asset, partition, waiting, decision=decision)
+        emit_outcome(self._trail(partition, attempter), skipped)
         return skipped
 
     def _trail(self, partition: str, attempter: Attempter) -> EventTrail:
@@ -167,7 +186,7 @@ class PartitionRunner:
         trail: EventTrail,
         chunk_rows: int,
         shield: InterruptShield,
-    ) -> tuple[Result, BaseException | None]:
+    ) -> _Ended:
         """Gates, lease and start (`attempt`), then the work under a heartbeat (`failure`)."""
         try:
             check_schema(self.engine)  # no DDL: a warehouse behind fails before any attempt
@@ -178,9 +197,9 @@ class PartitionRunner:
             failed = record_error_before_attempt(
                 self.place.budget, self.spec.asset, partition, exc, tries, self.place.rng
             )
-            return failed, None
-        if isinstance(started, FailedAttempt):
-            return started, None
+            return _Ended(failed)
+        if not isinstance(started, StartedAttempt):
+            return _Ended(started)
         started.trail.emit(
             Lifecycle.STARTED, token=started.lease.token, step_retry=attempter.step_retry
         )
@@ -192,7 +211,7 @@ class PartitionRunner:
             clock=self.place.clock,
         ) as heartbeat:
             try:
-                return self._work(started, chunk_rows, heartbeat, shield), None
+                return _Ended(self._work(started, chunk_rows, heartbeat, shield))
             except BaseException as exc:
                 # Signals are held from here on (`shield`): the record below is written whole.
                 interrupted = isinstance(exc, self.interrupt_types)
@@ -203,7 +222,7 @@ class PartitionRunner:
                     interrupted=interrupted,
                     past_deadline=heartbeat.past_deadline,
                 )
-                return failed, exc if interrupted else None
+                return _Ended(failed, exc if interrupted else None)
 
     def _work(
         self,

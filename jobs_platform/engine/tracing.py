@@ -34,11 +34,31 @@ import os
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Concatenate, Final, Literal, ParamSpec, Protocol, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Concatenate,
+    Final,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    assert_never,
+)
 
+from jobs_platform.engine.attempt import Attempter
 from jobs_platform.engine.decisions import NextStep
-from jobs_platform.engine.results import Attempter, FailedAttempt, PartitionReport
+from jobs_platform.engine.outcomes import (
+    Blocked,
+    BudgetSpent,
+    Busy,
+    Failed,
+    NotDue,
+    Outcome,
+    PartitionReport,
+    Refused,
+)
 from jobs_platform.engine.spec import BackfillSpec
+from jobs_platform.errors import Classification
 
 if TYPE_CHECKING:  # at run time OpenTelemetry is imported only when tracing is on
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
@@ -95,7 +115,7 @@ class _Runner(Protocol):
 
 
 _RunnerT = TypeVar("_RunnerT", bound=_Runner)
-_ResultT = TypeVar("_ResultT", bound=PartitionReport | FailedAttempt)
+_ResultT = TypeVar("_ResultT", bound=Outcome)
 _Rest = ParamSpec("_Rest")
 
 
@@ -129,32 +149,52 @@ def traced_attempt(
     return traced
 
 
-def outcome_attributes(result: PartitionReport | FailedAttempt) -> dict[str, str | int]:
-    """What an attempt's span says of its result (its outcome, attempt number, rows)."""
-    if isinstance(result, PartitionReport):
-        return {
-            "jobs_platform.outcome": "succeeded",
-            "jobs_platform.attempt": result.attempt,
-            "jobs_platform.rows": result.input_rows,
-            "jobs_platform.rows_inserted": result.counts.inserted,
-            "jobs_platform.rows_updated": result.counts.updated,
-        }
-    if result.gated:
-        outcome = "gated"  # already quarantined: refused before any work
-    elif result.decision.next_step is NextStep.BLOCKED:
-        outcome = "blocked"  # an upstream partition is not done: not attempted
-    elif result.verdict is None:
-        outcome = "busy"  # another live worker holds the lease
-    else:
-        outcome = "failed"
+def outcome_attributes(outcome: Outcome) -> dict[str, str | int]:
+    """What an attempt's span says of its outcome (which, its attempt number, rows)."""
+    match outcome:
+        case PartitionReport():
+            return {
+                "jobs_platform.outcome": "succeeded",
+                "jobs_platform.attempt": outcome.attempt,
+                "jobs_platform.rows": outcome.input_rows,
+                "jobs_platform.rows_inserted": outcome.counts.inserted,
+                "jobs_platform.rows_updated": outcome.counts.updated,
+            }
+        case Refused():
+            # Already quarantined: refused before any work, and it stays quarantined (the
+            # refusal is a TerminalError).
+            return _attributes("gated", NextStep.QUARANTINE, Classification.TERMINAL)
+        case Blocked():
+            # An upstream partition is not done: not attempted, it runs with its upstream.
+            return {"jobs_platform.outcome": "blocked", "jobs_platform.next_step": "blocked"}
+        case Busy():
+            return _attributes("busy", outcome.decision.next_step)  # another worker's lease
+        case NotDue():
+            # Never an attempt's outcome: `PartitionRunner.not_due` is not traced.
+            return _attributes("not_due", outcome.decision.next_step)
+        case BudgetSpent():
+            classification = outcome.verdict.classification
+            return _attributes("failed", NextStep.QUARANTINE, classification)
+        case Failed():
+            attributes = _attributes(
+                "failed", outcome.decision.next_step, outcome.verdict.classification
+            )
+            if outcome.attempt is not None:
+                attributes["jobs_platform.attempt"] = outcome.attempt
+            return attributes
+        case _:
+            assert_never(outcome)
+
+
+def _attributes(
+    outcome: str, next_step: NextStep, error_class: Classification | None = None
+) -> dict[str, str | int]:
     attributes: dict[str, str | int] = {
         "jobs_platform.outcome": outcome,
-        "jobs_platform.next_step": str(result.decision.next_step),
+        "jobs_platform.next_step": str(next_step),
     }
-    if result.attempt is not None:
-        attributes["jobs_platform.attempt"] = result.attempt
-    if result.verdict is not None:
-        attributes["jobs_platform.error_class"] = str(result.verdict.classification)
+    if error_class is not None:
+        attributes["jobs_platform.error_class"] = str(error_class)
     return attributes
 
 
@@ -188,13 +228,12 @@ def _attempt_span(
     )
 
 
-def _describe(span: Span, result: PartitionReport | FailedAttempt) -> None:
+def _describe(span: Span, outcome: Outcome) -> None:
     from opentelemetry.trace import Status, StatusCode
 
-    attributes = outcome_attributes(result)
-    span.set_attributes(attributes)
-    if isinstance(result, FailedAttempt) and attributes["jobs_platform.outcome"] == "failed":
-        span.set_status(Status(StatusCode.ERROR, result.message[:500]))
+    span.set_attributes(outcome_attributes(outcome))
+    if isinstance(outcome, Failed | BudgetSpent):
+        span.set_status(Status(StatusCode.ERROR, outcome.message[:500]))
 
 
 def active_tracer() -> Tracer | None:

@@ -8,14 +8,26 @@ import typing
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, Concatenate, ParamSpec, Protocol, TypedDict, TypeVar, Unpack
+from typing import Any, Concatenate, ParamSpec, Protocol, TypedDict, TypeVar, Unpack, assert_never
 
 import dagster as dg
 import pandas as pd
 import sqlalchemy as sa
 
+from jobs_platform.engine.attempt import Attempter
 from jobs_platform.engine.decisions import NextStep
-from jobs_platform.engine.runner import Attempter, FailedAttempt, PartitionReport, PartitionRunner
+from jobs_platform.engine.outcomes import (
+    Blocked,
+    BudgetSpent,
+    Busy,
+    Failed,
+    NotDue,
+    Outcome,
+    PartitionReport,
+    Refused,
+    Unfinished,
+)
+from jobs_platform.engine.runner import PartitionRunner
 from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
@@ -26,9 +38,9 @@ from jobs_platform.engine.spec import (
 )
 from jobs_platform.errors import WarehouseNotShared
 from jobs_platform.orchestration._compat import admitting_cli_ranges
+from jobs_platform.orchestration.dagster_results import CRASH_RETRY_POLICY, finish_step
 from jobs_platform.orchestration.executors import runs_remotely
 from jobs_platform.orchestration.hooks import quarantine_on_failure
-from jobs_platform.orchestration.outcomes import CRASH_RETRY_POLICY, finish_step
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.specs import attach_specs
 from jobs_platform.orchestration.step_retries import StepTry
@@ -349,13 +361,26 @@ def _asset_key(dep) -> dg.AssetKey:
 
 
 # How an upstream partition that did not finish in this step try is named to its downstream.
-_UNFINISHED = {
+_AFTER_DECISION = {
     NextStep.QUARANTINE: "quarantined",
     NextStep.RETRY: "failed, retrying",
     NextStep.SNOOZE: "snoozing",
     NextStep.GIVE_UP: "failed before its attempt",
-    NextStep.BLOCKED: "blocked",
 }
+
+
+def _why_unfinished(outcome: Unfinished) -> str:
+    match outcome:
+        case Refused() | BudgetSpent():
+            return _AFTER_DECISION[NextStep.QUARANTINE]
+        case Blocked():
+            return "blocked"
+        case NotDue():
+            return "waiting for its retry"
+        case Busy(decision=decision) | Failed(decision=decision):
+            return _AFTER_DECISION[decision.next_step]
+        case _:
+            assert_never(outcome)
 
 
 def run_backfill_step(
@@ -393,7 +418,7 @@ def run_backfill_step(
     # The whole location's graph (with upstream assets the run does not select).
     graph = context.job_def.asset_layer.asset_graph
     step = StepTry.begin(context, [spec.asset for spec in chosen], partitions)
-    results: list[PartitionReport | FailedAttempt] = []
+    results: list[Outcome] = []
     # What did not finish in this try, so a downstream partition of the same step is
     # blocked without asking the warehouse (which may be what failed).
     unfinished: dict[tuple[str, str], str] = {}
@@ -416,11 +441,12 @@ def run_backfill_step(
             this_try = dataclasses.replace(attempter, tries_before=due.tries_before)
             waiting_on = {read: unfinished[read] for read in reads(partition) if read in unfinished}
             if waiting_on or not due.attempt:
+                skipped: Blocked | NotDue
                 if waiting_on:
                     skipped = runner.blocked(partition, this_try, waiting_on)
                 else:
                     skipped = runner.not_due(partition, this_try, step.not_due_decision(due))
-                    unfinished[spec.asset, partition] = "waiting for its retry"
+                    unfinished[spec.asset, partition] = _why_unfinished(skipped)
                 step.ended(skipped, due)
                 results.append(skipped)
                 continue
@@ -437,8 +463,8 @@ def run_backfill_step(
                     metadata={"error_class": "interrupted"},
                     allow_retries=False,
                 ) from None
-            if isinstance(result, FailedAttempt):
-                unfinished[spec.asset, partition] = _UNFINISHED[result.decision.next_step]
+            if not isinstance(result, PartitionReport):
+                unfinished[spec.asset, partition] = _why_unfinished(result)
             step.ended(result, due)
             results.append(result)
     yield from finish_step(context, [spec.asset for spec in chosen], results, step)

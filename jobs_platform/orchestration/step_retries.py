@@ -18,12 +18,25 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import assert_never
 
 import dagster as dg
 
 from jobs_platform.engine.decisions import Decision, NextStep
-from jobs_platform.engine.results import FailedAttempt, PartitionReport, Stop
+from jobs_platform.engine.events import Lifecycle
+from jobs_platform.engine.outcomes import (
+    Blocked,
+    BudgetSpent,
+    Busy,
+    Failed,
+    NotDue,
+    Outcome,
+    PartitionReport,
+    Refused,
+    Unfinished,
+)
 from jobs_platform.engine.retry_schedule import (
+    WAITS,
     Due,
     RetrySchedule,
     Waiting,
@@ -36,7 +49,8 @@ from jobs_platform.store.leases import this_holder
 # The observation's metadata: "retry/…" for people, the rest for the next try.
 _PREFIX = "jobs_platform/retry/"
 _STEP_TRY = _PREFIX + "step_try"
-_WAITING = (NextStep.RETRY, NextStep.SNOOZE)
+# What the schedule says a blocked partition waits for: its upstream (due at once).
+_BLOCKED = str(Lifecycle.BLOCKED)
 
 
 def monotonic_clock() -> str:
@@ -86,31 +100,54 @@ class StepTry:
     def not_due_decision(self, due: Due) -> Decision:
         return Decision(NextStep(due.next_step), due.remaining_seconds)
 
-    def ended(self, result: PartitionReport | FailedAttempt, due: Due) -> None:
-        """Note how a partition ended in this try (attempted, skipped, or blocked)."""
-        if isinstance(result, PartitionReport):
-            return
-        decision = result.decision
-        if decision.next_step not in (*_WAITING, NextStep.GIVE_UP, NextStep.BLOCKED):
-            return  # quarantined: the gate refuses it from now on
-        # A try it made counts; one it was not due for, or blocked in, does not.
-        attempted = result.stop not in (Stop.NOT_DUE, Stop.BLOCKED)
+    def ended(self, outcome: Outcome, due: Due) -> None:
+        """Note how a partition ended in this try (attempted, skipped, or blocked).
+
+        A try it made counts; one it was not due for, or blocked in, does not.
+        """
+        match outcome:
+            case PartitionReport() | Refused() | BudgetSpent():
+                return  # done, or quarantined: the gate refuses it from now on
+            case Blocked():
+                self._note(outcome, _BLOCKED, 0.0, due.tries_before, attempted=False)
+            case NotDue(decision=decision):
+                self._note(outcome, decision.next_step, decision.delay_seconds, due.tries_before)
+            case Busy(decision=decision) | Failed(decision=decision):
+                if decision.next_step is NextStep.QUARANTINE:
+                    return
+                tries = due.tries_before + 1
+                self._note(
+                    outcome, decision.next_step, decision.delay_seconds, tries, attempted=True
+                )
+            case _:
+                assert_never(outcome)
+
+    def _note(
+        self,
+        outcome: Unfinished,
+        next_step: str,
+        delay_seconds: float,
+        tries: int,
+        *,
+        attempted: bool = False,
+    ) -> None:
+        """`outcome`'s partition waits `delay_seconds` for `next_step`, after `tries` tries."""
         self._waiting.append(
             Waiting(
-                result.asset,
-                result.partition,
-                delay_seconds=decision.delay_seconds,
+                outcome.asset,
+                outcome.partition,
+                delay_seconds=delay_seconds,
                 decided_at=time.monotonic() if attempted else self.began,
-                tries=due.tries_before + 1 if attempted else due.tries_before,
-                next_step=str(decision.next_step),
+                tries=tries,
+                next_step=str(next_step),
             )
         )
 
-    def ask_to_retry(self, failed: Sequence[FailedAttempt]) -> RetrySchedule:
+    def ask_to_retry(self, failed: Sequence[Unfinished]) -> RetrySchedule:
         """The schedule of the next try, logged in the run; its `wait_seconds` is Dagster's."""
         # One that gave up, or was blocked, is due at once with its tries (one that gave
         # up gives up again unless it can be attempted by then).
-        waiting = [w if w.next_step in _WAITING else _at_once(w) for w in self._waiting]
+        waiting = [w if w.next_step in WAITS else _at_once(w) for w in self._waiting]
         schedule = schedule_retry(waiting, clock=self.clock, now=time.monotonic())
         if len(self.partitions) == 1:
             return schedule  # Dagster waits exactly this; the next try needs nothing
@@ -148,7 +185,7 @@ def _at_once(waiting: Waiting) -> Waiting:
 def _describe(next_step: str, due_in: float) -> str:
     if next_step == NextStep.GIVE_UP:
         return "failed before its attempt could start, tries spent; the next try gives up again"
-    if next_step == NextStep.BLOCKED:
+    if next_step == _BLOCKED:
         return "blocked: a partition it reads is not done; tried with it in the next try"
     return f"{next_step} due {due_in:.3f}s after the step's retry request"
 

@@ -177,7 +177,7 @@ def budget_state(
 ) -> BudgetState:
     """The episode's budget since the partition last succeeded, in one query.
 
-    The only count of the budget: the engine decides from it (`engine.outcome.settle`) and
+    The only count of the budget: the engine decides from it (`engine.settle.settle`) and
     the quarantine entry records it.
     """
     streak = (

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.engine.runner import Attempter, FailedAttempt, PartitionReport, PartitionRunner
+from jobs_platform.engine.outcomes import Failed, Outcome
+from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput, RejectRows
 from jobs_platform.errors import Classification
 from jobs_platform.settings import Settings
@@ -113,9 +114,7 @@ def ledger_runner(
     return PartitionRunner(spec, settings)
 
 
-def attempt(
-    runner: PartitionRunner, chunk_rows: int = INPUT_ROWS
-) -> PartitionReport | FailedAttempt:
+def attempt(runner: PartitionRunner, chunk_rows: int = INPUT_ROWS) -> Outcome:
     return runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=chunk_rows)
 
 
@@ -217,7 +216,7 @@ def test_without_the_policy_one_bad_row_quarantines_the_partition(settings):
 
     failed = attempt(runner)
 
-    assert isinstance(failed, FailedAttempt)
+    assert isinstance(failed, Failed)
     assert failed.verdict.classification is Classification.TERMINAL
     assert stored_ids(runner) == []
     assert rejects(runner) == []
@@ -231,7 +230,7 @@ def test_more_bad_rows_than_max_rows_quarantine_the_partition(settings):
 
     failed = attempt(runner)
 
-    assert isinstance(failed, FailedAttempt), failed
+    assert isinstance(failed, Failed), failed
     assert failed.verdict.classification is Classification.TERMINAL
     with runner.engine.connect() as connection:
         entry = latest_entry(connection, ASSET, DAY)
@@ -250,7 +249,7 @@ def test_more_reader_refusals_than_max_fraction_quarantine_the_partition(setting
 
     failed = attempt(runner)
 
-    assert isinstance(failed, FailedAttempt), failed
+    assert isinstance(failed, Failed), failed
     assert "11 rows refused, more than max_fraction=0.1 of 100 input rows" in str(failed.error)
 
 
@@ -320,7 +319,7 @@ def test_the_policy_on_a_sqlite_warehouse_is_refused_naming_postgresql(sqlite_ur
 
     failed = attempt(runner)
 
-    assert isinstance(failed, FailedAttempt)
+    assert isinstance(failed, Failed)
     assert failed.verdict.classification is Classification.TERMINAL
     assert "needs a PostgreSQL warehouse" in str(failed.error)
 
@@ -332,7 +331,7 @@ def test_reject_without_the_policy_stops_the_partition_as_invalid_input(settings
 
     failed = attempt(runner)
 
-    assert isinstance(failed, FailedAttempt)
+    assert isinstance(failed, Failed)
     assert "row 3: malformed amount 'bad'" in str(failed.error)
 
 
@@ -381,7 +380,7 @@ def test_a_resumed_chunk_keeps_its_rejects_and_never_sends_a_refused_key_again(s
     crashing = dataclasses.replace(settings, failpoints=f"after_commit@{ASSET}#0=transient*1")
     runner = ledger_runner(crashing, LedgerInput({DAY: lines}), RejectRows(max_rows=5))
     first = attempt(runner, chunk_rows=4)
-    assert isinstance(first, FailedAttempt), first
+    assert isinstance(first, Failed), first
 
     resumed = attempt(runner, chunk_rows=4)
 

@@ -18,14 +18,15 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.engine.decisions import NextStep
-from jobs_platform.engine.runner import Attempter, FailedAttempt, PartitionReport, PartitionRunner
+from jobs_platform.engine.outcomes import BudgetSpent, Busy, Failed, Outcome, Refused
+from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import AttemptInterrupted, Classification, RetryableError, TerminalError
 from jobs_platform.settings import Settings
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.holders import HolderIdentity
-from jobs_platform.store.leases import acquire_lease, this_holder
+from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.quarantine import QuarantineStatus, latest_entry, requeue_partition
 from jobs_platform.store.schema import create_user_tables
@@ -110,7 +111,7 @@ def runner(items_input, settings) -> PartitionRunner:
     return PartitionRunner(items_spec(items_input), settings)
 
 
-def attempt(runner: PartitionRunner, step_retry: int = 0) -> PartitionReport | FailedAttempt:
+def attempt(runner: PartitionRunner, step_retry: int = 0) -> Outcome:
     return runner.attempt(DAY, Attempter(run_id="run-1", step_retry=step_retry), chunk_rows=2)
 
 
@@ -140,9 +141,10 @@ def partition_state(runner: PartitionRunner) -> tuple[str, int]:
         return row.status, row.episode
 
 
-def fail_until_quarantined(runner: PartitionRunner, items_input: ItemsInput) -> FailedAttempt:
+def fail_until_quarantined(runner: PartitionRunner, items_input: ItemsInput) -> Failed:
     items_input.errors.extend(RetryableError("upstream timed out") for _ in range(MAX_ATTEMPTS))
     results = [attempt(runner) for _ in range(MAX_ATTEMPTS)]
+    assert all(isinstance(r, Failed) for r in results), results
     assert [r.decision.next_step for r in results] == [NextStep.RETRY] * 2 + [NextStep.QUARANTINE]
     return results[-1]
 
@@ -212,7 +214,7 @@ def test_retryable_error_gives_retry_and_a_retryable_attempt_row(runner, items_i
 
     failed = attempt(runner)
 
-    assert isinstance(failed, FailedAttempt)
+    assert isinstance(failed, Failed)
     assert failed.decision.next_step is NextStep.RETRY
     assert failed.verdict.classification is Classification.RETRYABLE
     assert (failed.attempt, failed.failures, failed.entry_id) == (1, 1, None)
@@ -256,10 +258,13 @@ def test_quarantined_partition_is_refused_at_the_gate_and_records_no_attempt(run
 
     refused = attempt(runner)
 
-    assert isinstance(refused, FailedAttempt)
-    assert refused.gated is True
-    assert refused.decision.next_step is NextStep.QUARANTINE
-    assert refused.attempt is None
+    assert isinstance(refused, Refused)  # no decision, no attempt: nothing was decided
+    entry = quarantine_entry(runner)
+    assert (refused.entry_id, refused.entry_class, refused.failures) == (
+        entry.id,
+        "retryable",
+        MAX_ATTEMPTS,
+    )
     # The run's failure adds the requeue command, naming the run's code location.
     assert refused.message.startswith("items/2024-01-03 is quarantined (entry ")
     assert refused.message.endswith("; it runs again once requeued")
@@ -289,6 +294,7 @@ def test_terminal_error_is_quarantined_after_exactly_one_attempt(runner, items_i
 
     failed = attempt(runner)
 
+    assert isinstance(failed, Failed)
     assert failed.decision.next_step is NextStep.QUARANTINE
     assert failed.verdict.classification is Classification.TERMINAL
     assert history(runner) == [(1, 1, "failed", "terminal")]
@@ -348,7 +354,7 @@ def test_requeued_partition_has_a_fresh_attempt_budget(runner, items_input):
 def test_second_worker_snoozes_while_the_first_holds_the_lease(items_input, settings):
     items_input.hold = threading.Event()
     first, second = (PartitionRunner(items_spec(items_input), settings) for _ in range(2))
-    outcome: list[PartitionReport | FailedAttempt] = []
+    outcome: list[Outcome] = []
     worker = threading.Thread(target=lambda: outcome.append(attempt(first)))
     worker.start()
     try:
@@ -359,10 +365,10 @@ def test_second_worker_snoozes_while_the_first_holds_the_lease(items_input, sett
         items_input.hold.set()
         worker.join(timeout=30)
 
-    assert isinstance(busy, FailedAttempt)
+    assert isinstance(busy, Busy)  # no attempt started, none spent
     assert busy.decision.next_step is NextStep.SNOOZE
     assert busy.decision.delay_seconds > 0
-    assert (busy.verdict, busy.attempt, busy.failures) == (None, None, 0)
+    assert isinstance(busy.error, LeaseBusy)
     assert items_input.reads == [DAY]  # the second worker never read its input
     assert isinstance(outcome[0], PartitionReport)
     assert history(first) == [(1, 1, "succeeded", None)]
@@ -452,13 +458,11 @@ def test_crashes_spend_the_budget_and_the_next_attempt_quarantines_without_start
     for _ in range(MAX_ATTEMPTS):
         crash_a_worker(runner)
 
-    failed = attempt(runner)
+    spent = attempt(runner)
 
-    assert failed.decision.next_step is NextStep.QUARANTINE
-    assert failed.verdict.classification is Classification.CRASH
-    assert failed.attempt is None
+    assert isinstance(spent, BudgetSpent)  # quarantined before an attempt started
+    assert spent.verdict.classification is Classification.CRASH
     assert history(runner) == [(1, n, "failed", "crash") for n in (1, 2, 3)]
-    assert (quarantine_entry(runner).attempts, quarantine_entry(runner).error_class) == (
-        3,
-        "crash",
-    )
+    entry = quarantine_entry(runner)
+    assert (entry.attempts, entry.error_class) == (3, "crash")
+    assert (spent.failures, spent.entry_id) == (3, entry.id)

@@ -1,21 +1,34 @@
-"""Turn the core's verdict on an attempt into what Dagster understands.
+"""Turn the outcomes of a step's attempts into what Dagster understands.
 
 This is the taxonomy's custom retry policy: the core decides retry, snooze or quarantine
-from the cross-run attempt count; here that becomes `RetryRequested` with the computed
-wait or `Failure(allow_retries=False)`. The static `RetryPolicy` below only covers what
+from the cross-run attempt count (`engine.outcomes`); here that becomes a
+`MaterializeResult`, `RetryRequested` with the computed wait, or
+`Failure(allow_retries=False)`. The static `RetryPolicy` below only covers what
 our code never sees: a step process killed outright, which Dagster retries on its own.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, NoReturn, assert_never
 
 import dagster as dg
 
-from jobs_platform.engine.decisions import NextStep
-from jobs_platform.engine.runner import FailedAttempt, PartitionReport
+from jobs_platform.engine.decisions import Decision, NextStep
+from jobs_platform.engine.outcomes import (
+    Blocked,
+    BudgetSpent,
+    Busy,
+    Failed,
+    NotDue,
+    Outcome,
+    PartitionReport,
+    Refused,
+    Unfinished,
+    waits,
+)
+from jobs_platform.errors import Classification
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.suggested_commands import requeue_command
 
@@ -75,51 +88,69 @@ def _rejected_rows_table(report: PartitionReport) -> dict:
     }
 
 
-def raise_for_dagster(failed: FailedAttempt, retry_number: int, location: str | None) -> None:
-    """Raise RetryRequested or a non-retryable Failure for a failed attempt.
+def raise_for_dagster(
+    cause: Refused | Busy | NotDue | BudgetSpent | Failed, retry_number: int, location: str | None
+) -> NoReturn:
+    """Raise RetryRequested for a partition that waits, else a non-retryable Failure.
 
     `location` is the run's code location, which the suggested requeue command names.
     """
-    decision = failed.decision
-    if decision.next_step in (NextStep.RETRY, NextStep.SNOOZE):
-        # Our ceiling, not Dagster's counter, bounds retries: always allow one more.
-        raise dg.RetryRequested(
-            max_retries=retry_number + 1, seconds_to_wait=round(decision.delay_seconds, 3)
-        ) from failed.error
-    verdict = failed.verdict
-    requeue = requeue_command(failed.asset, failed.partition, location)
-    raise dg.Failure(
-        description=_failure_description(failed, requeue),
+    match cause:
+        case Busy(decision=decision) | NotDue(decision=decision):
+            _retry_after(decision, retry_number, cause.error)
+        case Failed(decision=decision) if decision.waits:
+            _retry_after(decision, retry_number, cause.error)
+        case Refused() | BudgetSpent() | Failed():
+            raise _failure(cause, requeue_command(cause.asset, cause.partition, location))
+        case _:
+            assert_never(cause)
+
+
+def _retry_after(decision: Decision, retry_number: int, cause: BaseException) -> NoReturn:
+    # Our ceiling, not Dagster's counter, bounds retries: always allow one more.
+    raise dg.RetryRequested(
+        max_retries=retry_number + 1, seconds_to_wait=round(decision.delay_seconds, 3)
+    ) from cause
+
+
+def _failure(stopped: Refused | BudgetSpent | Failed, requeue: str) -> dg.Failure:
+    where = f"{stopped.asset}/{stopped.partition}"
+    match stopped:
+        case Refused():
+            # "… it runs again once requeued: <command>"; the refusal is a TerminalError.
+            description = f"{stopped.message}: {requeue}"
+            error_class = Classification.TERMINAL
+        case Failed(decision=decision) if decision.next_step is NextStep.GIVE_UP:
+            description = (
+                f"{where} failed before the attempt started, {stopped.failures} time(s): "
+                f"{stopped.message}; not quarantined (nothing is known about its input), "
+                "a re-run tries again"
+            )
+            error_class = stopped.verdict.classification
+        case BudgetSpent() | Failed():
+            description = f"{where} quarantined: {stopped.message}"
+            error_class = stopped.verdict.classification
+        case _:
+            assert_never(stopped)
+    return dg.Failure(
+        description=description,
         metadata={
-            "asset": failed.asset,
-            "partition": failed.partition,
-            "error_class": str(verdict.classification) if verdict else "unknown",
-            "error_type": type(failed.error).__name__ if failed.error else "",
-            "attempts": failed.failures,
-            "quarantine_entry": failed.entry_id if failed.entry_id is not None else -1,
+            "asset": stopped.asset,
+            "partition": stopped.partition,
+            "error_class": str(error_class),
+            "error_type": type(stopped.error).__name__,
+            "attempts": stopped.failures,
+            "quarantine_entry": stopped.entry_id if stopped.entry_id is not None else -1,
             "requeue": requeue,
         },
         allow_retries=False,
     )
 
 
-def _failure_description(failed: FailedAttempt, requeue: str) -> str:
-    where = f"{failed.asset}/{failed.partition}"
-    if failed.gated:
-        return f"{failed.message}: {requeue}"  # "… it runs again once requeued: <command>"
-    if failed.decision.next_step is NextStep.GIVE_UP:
-        return (
-            f"{where} failed before the attempt started, {failed.failures} time(s): "
-            f"{failed.message}; not quarantined (nothing is known about its input), "
-            "a re-run tries again"
-        )
-    return f"{where} quarantined: {failed.message}"
-
-
 def finish_step(
     context: dg.AssetExecutionContext,
     assets: list[str],
-    results: list[PartitionReport | FailedAttempt],
+    results: list[Outcome],
     step: StepTry,
 ) -> Iterator[dg.MaterializeResult]:
     """End a backfill step: every (asset, partition) was attempted on its own; now decide.
@@ -134,8 +165,8 @@ def finish_step(
     an earlier try finished (`step.done_before`) count as committed.
     """
     reports = [result for result in results if isinstance(result, PartitionReport)]
-    failed = [result for result in results if isinstance(result, FailedAttempt)]
-    if not failed:
+    unfinished = [result for result in results if not isinstance(result, PartitionReport)]
+    if not unfinished:
         for asset in assets:
             own = [report for report in reports if report.asset == asset]
             metadata = _step_metadata(own)
@@ -146,8 +177,8 @@ def finish_step(
                 asset_key=dg.AssetKey.from_user_string(asset), metadata=metadata
             )
         return
-    causes = [f for f in failed if f.decision.next_step is not NextStep.BLOCKED]
-    alone = not reports and not step.done_before and len({f.partition for f in failed}) == 1
+    causes = [f for f in unfinished if not isinstance(f, Blocked)]
+    alone = not reports and not step.done_before and len({f.partition for f in unfinished}) == 1
     if len(causes) == 1 and alone:
         # One partition, failed on its own account (its downstream only blocked by it).
         raise_for_dagster(causes[0], context.retry_number, location_of_run(context.run))
@@ -159,16 +190,16 @@ def finish_step(
                 metadata=report_metadata(report),
             )
         )
-    again = [f for f in failed if f.decision.next_step in (NextStep.RETRY, NextStep.SNOOZE)]
+    again = [f for f in unfinished if waits(f)]
     if again:
         # Until the first partition is due; each is attempted once its own delay is.
-        schedule = step.ask_to_retry(failed)
+        schedule = step.ask_to_retry(unfinished)
         raise dg.RetryRequested(
             max_retries=context.retry_number + 1, seconds_to_wait=schedule.wait_seconds
         ) from again[0].error
-    quarantined = _named(failed, NextStep.QUARANTINE)
-    stopped = _named(failed, NextStep.GIVE_UP)
-    blocked = _named(failed, NextStep.BLOCKED)
+    quarantined = _named(f for f in unfinished if _quarantined(f))
+    stopped = _named(f for f in unfinished if _gave_up(f))
+    blocked = _named(f for f in unfinished if isinstance(f, Blocked))
     committed = [f"{report.asset}/{report.partition}" for report in reports]
     committed += [f"{asset}/{partition}" for asset, partition in sorted(step.done_before)]
     raise dg.Failure(
@@ -183,14 +214,31 @@ def finish_step(
             "quarantined": ", ".join(quarantined) or "none",
             "blocked_by_upstream": ", ".join(blocked) or "none",
             "failed_before_attempt": ", ".join(stopped) or "none",
-            "errors": "\n".join(f"{f.asset}/{f.partition}: {f.message}" for f in failed)[:4000],
+            "errors": "\n".join(f"{f.asset}/{f.partition}: {f.message}" for f in unfinished)[:4000],
         },
         allow_retries=False,
     )
 
 
-def _named(failed: list[FailedAttempt], next_step: NextStep) -> list[str]:
-    return [f"{f.asset}/{f.partition}" for f in failed if f.decision.next_step is next_step]
+def _quarantined(outcome: Unfinished) -> bool:
+    match outcome:
+        case Refused() | BudgetSpent():
+            return True
+        case Failed(decision=decision):
+            return decision.next_step is NextStep.QUARANTINE
+        case Blocked() | Busy() | NotDue():
+            return False
+        case _:
+            assert_never(outcome)
+
+
+def _gave_up(outcome: Unfinished) -> bool:
+    """Failed before its attempt started, for good: this run stops, nothing quarantined."""
+    return isinstance(outcome, Failed) and outcome.decision.next_step is NextStep.GIVE_UP
+
+
+def _named(unfinished: Iterable[Unfinished]) -> list[str]:
+    return [f"{f.asset}/{f.partition}" for f in unfinished]
 
 
 def _step_metadata(reports: list[PartitionReport]) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from jobs_platform.engine.decisions import NextStep, RetryBudget
-from jobs_platform.engine.outcome import Record, settle
+from jobs_platform.engine.settle import Record, settle
 from jobs_platform.errors import Classification, Verdict
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.quarantine import active_entry

@@ -5,8 +5,8 @@ budget (`store.attempts.budget_state`, the only count of it), asks the pure rule
 (`decisions.decide`) and records what was decided (a quarantine entry, or the partition
 marked failed) in the caller's transaction. The stops that record nothing are decided
 here too: a busy lease (`snooze`) and a failure before any attempt or while the warehouse
-cannot be written (`settle_unrecorded`). The gate's two refusals need no decision of their
-own: quarantined stays quarantined, blocked waits for its upstream (`FailedAttempt`).
+cannot be written (`settle_unrecorded`). The gate decides nothing: quarantined stays
+quarantined (`outcomes.Refused`), blocked waits for its upstream (`outcomes.Blocked`).
 """
 
 from __future__ import annotations
