@@ -15,10 +15,9 @@ import pytest
 
 from jobs_platform.definitions import defs
 from jobs_platform.engine.spec import BackfillSpec
-from jobs_platform.examples.customers.assets import seed_example_customers
-from jobs_platform.examples.orders.assets import seed_example_orders
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.settings import Settings
+from jobs_platform_tests.examples.samples import seed_example_customers, seed_example_orders
 from jobs_platform_tests.support import (
     attempts_of,
     dagster_asset_materialize,

@@ -20,7 +20,7 @@ from jobs_platform.definitions import defs
 from jobs_platform.examples.customers.assets import customer_order_history
 from jobs_platform.examples.customers.history import busiest_customers
 from jobs_platform.examples.customers.tables import customer_order_history_table
-from jobs_platform.examples.orders.assets import orders, seed_example_orders
+from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.outbox import (
     HEALTH_CHECK_NAME,
@@ -40,6 +40,7 @@ from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.outbox import claim_pending, mark_launched, queue_stats, reclaim_unlaunched
 from jobs_platform.store.quarantine import active_entry
 from jobs_platform.store.schema import create_user_tables, outbox, utcnow
+from jobs_platform_tests.examples.samples import seed_example_orders
 from jobs_platform_tests.support import (
     attempts_of,
     engine_from,
