@@ -47,6 +47,9 @@ _SHOWN_VALUE_CHARS = 60
 # Rows turned into COPY text at a time: small enough that the server is kept busy from
 # the first block on, large enough that building a block's text stays column-wise.
 COPY_BLOCK_ROWS = 5_000
+# A missing value as the writer hands it over. Typed Any: pandas-stubs' `where` takes no
+# None for `other`, though pandas puts None in an object column as asked.
+_NULL: Any = None
 
 
 class RefusedValue(TerminalError):
@@ -301,7 +304,7 @@ def _python_values(frame: pd.DataFrame) -> list[tuple[object, ...]]:
     if frame.isna().to_numpy().any() or any(
         isinstance(dtype, pd.api.extensions.ExtensionDtype) for dtype in frame.dtypes
     ):
-        frame = frame.astype(object).where(frame.notna(), None)
+        frame = frame.astype(object).where(frame.notna(), _NULL)
     return list(frame.itertuples(index=False, name=None))
 
 
