@@ -4,8 +4,8 @@
   and the deploy step that adds it, from the names in PostgreSQL's (English) or SQLite's
   message. Recorded in place of the database's error (`recorded_error`).
 - A refused value (a type, a length, a NULL, a constraint): the SQLSTATE, the line of a
-  COPY, the column and the database's words (`refusal_of`); the writer finds the row in
-  its frame (`store.upsert`), a merge's DETAIL names it (`store.failing_row`).
+  COPY, the column, the database's words and what a merge's DETAIL names (`refusal_of`);
+  the writer finds the row in its frame (`store.upsert`, `store.failing_row`).
 
 How an error is classified, SQLSTATE included, is `errors.classify`'s (`taxonomy`).
 """
@@ -186,6 +186,11 @@ def recorded_error(exc: BaseException, verdict: Verdict) -> BaseException:
 # it was given) and, for a value it could not convert, the column.
 _COPY_CONTEXT = re.compile(r"^COPY [^,]+, line (?P<line>\d+)(?:, column (?P<column>.+?): )?")
 _SQLITE_NOT_NULL = re.compile(r"^NOT NULL constraint failed: \S+\.(?P<column>\S+)$")
+# PostgreSQL's DETAIL of a refused merge: the failing row of a check or not-null violation
+# ("Failing row contains (7, 1, -5, USD)."), the missing key of a foreign-key violation
+# ("Key (customer_id)=(99) is not present in table …").
+_FAILING_ROW = re.compile(r"^Failing row contains \((?P<fields>.*)\)\.$", re.S)
+_MISSING_KEY = re.compile(r"^Key \((?P<column>[^,()]+)\)=\((?P<value>.*)\) is not present", re.S)
 # What a refused value's SQLSTATE means, in the framework's words.
 _PROBLEMS = {
     "22001": "{value} is too long for {type}",
@@ -214,6 +219,20 @@ class Refusal:
         """The refusal of `value` (as shown) in a column of `column_type`, in our words."""
         problem = _PROBLEMS.get(self.sqlstate, "{value} was refused: {message}")
         return problem.format(value=value, type=column_type, message=self.message)
+
+    def failing_row(self) -> list[str] | None:
+        """The fields of the failing row the DETAIL spells out, as text (a check or not-null
+        violation); split on ", ", so a field holding one reads as two."""
+        failing = _FAILING_ROW.match(self.detail or "")
+        return failing["fields"].split(", ") if failing else None
+
+    def missing_key(self) -> tuple[str, str] | None:
+        """The column and the value (as text) of the key a foreign-key violation's DETAIL
+        says is missing."""
+        if self.sqlstate != "23503":
+            return None
+        missing = _MISSING_KEY.match(self.detail or "")
+        return (missing["column"], missing["value"]) if missing else None
 
 
 def refusal_of(error: BaseException) -> Refusal | None:

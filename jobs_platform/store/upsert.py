@@ -210,7 +210,7 @@ def _refused_value(
         nulls = np.flatnonzero(frame[column].isna().to_numpy())
         position = int(nulls[0]) if len(nulls) else None
     if position is None:  # a merge's check or foreign-key violation may still name it
-        position = failing_row_position(refusal.detail, sqlstate, table, frame)
+        position = failing_row_position(refusal, table, frame)
     if position is None:
         return RefusedValue(
             f"the warehouse refused a row: {refusal.message}", column=column, sqlstate=sqlstate
