@@ -10,7 +10,6 @@ import sqlite3
 import threading
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -29,7 +28,6 @@ from jobs_platform.errors import (
     AttemptInterrupted,
     AttemptTimedOut,
     Classification,
-    DeploymentError,
     InputValidationError,
     JobsPlatformError,
     LeaseLostError,
@@ -213,161 +211,6 @@ def test_real_data_error_is_terminal(pg_url, statement, sqlstate):
     assert sqlstate in verdict.reason
 
 
-def _pg_error(url: str, *statements: str) -> sa.exc.DBAPIError:
-    """The error the last of `statements` raises (the others set the scene)."""
-    engine = _engine(url)
-    with pytest.raises(sa.exc.DBAPIError) as caught, engine.connect() as connection:
-        for statement in statements:
-            connection.execute(sa.text(statement))
-    engine.dispose()
-    return caught.value
-
-
-@pytest.fixture
-def pg_role(pg_url) -> Iterator[str]:
-    """A role with no privileges in the test database, dropped afterwards."""
-    role = f"jp_test_role_{uuid.uuid4().hex[:12]}"
-    admin = _engine(pg_url).execution_options(isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f"CREATE ROLE {role} NOLOGIN"))
-    yield role
-    with admin.connect() as connection:
-        connection.execute(sa.text(f"DROP ROLE IF EXISTS {role}"))
-    admin.dispose()
-
-
-def test_undefined_backfill_table_is_terminal_and_names_the_table_and_how_to_create_it(pg_url):
-    error = _pg_error(pg_url, "SELECT * FROM orders")
-
-    verdict = classify(error)
-
-    assert verdict.classification is TERMINAL
-    assert "42P01" in verdict.reason
-    assert verdict.remedy.startswith('table "orders" does not exist in the warehouse: create it')
-    assert "create_user_tables" in verdict.remedy
-    assert 'relation "orders" does not exist' in verdict.remedy  # the database's own words
-
-
-def test_undefined_framework_table_is_terminal_and_says_run_db_upgrade(pg_url):
-    verdict = classify(_pg_error(pg_url, "SELECT * FROM jp_checkpoints"))
-
-    assert verdict.classification is TERMINAL
-    assert verdict.remedy.startswith(
-        'table "jp_checkpoints" does not exist in the warehouse: run: jobs-platform db upgrade'
-    )
-
-
-def test_a_missing_stage_table_is_terminal_and_blames_the_lost_session(pg_url):
-    verdict = classify(_pg_error(pg_url, "ANALYZE jp_stage_seen_keys"))
-
-    assert verdict.classification is TERMINAL
-    assert "pool_mode = session" in verdict.remedy
-
-
-@pytest.mark.parametrize(
-    ("statements", "named"),
-    [
-        (
-            ["CREATE TABLE orders (id int)", "INSERT INTO orders (id, note) VALUES (1, 'x')"],
-            'column "note" of table "orders" does not exist',
-        ),
-        (
-            ["CREATE TABLE orders (id int)", "SELECT orders.note FROM orders"],
-            'column "note" of table "orders" does not exist',
-        ),
-        (
-            ["CREATE TABLE orders (id int)", "SELECT note FROM orders"],
-            'column "note" does not exist',
-        ),
-    ],
-)
-def test_undefined_column_is_terminal_and_says_to_add_it(pg_url, statements, named):
-    verdict = classify(_pg_error(pg_url, *statements))
-
-    assert verdict.classification is TERMINAL
-    assert "42703" in verdict.reason
-    assert verdict.remedy.startswith(f"{named} in the warehouse: add it at deploy time")
-
-
-def test_undefined_column_of_a_framework_table_says_run_db_upgrade(pg_url):
-    error = _pg_error(
-        pg_url, "CREATE TABLE jp_leases (id int)", "SELECT jp_leases.token FROM jp_leases"
-    )
-
-    verdict = classify(error)
-
-    assert verdict.classification is TERMINAL
-    assert verdict.remedy.startswith(
-        'column "token" of table "jp_leases" does not exist in the warehouse: '
-        "run: jobs-platform db upgrade"
-    )
-
-
-def test_insufficient_privilege_on_a_table_is_terminal_and_says_to_grant_it(pg_url, pg_role):
-    error = _pg_error(
-        pg_url, "CREATE TABLE orders (id int)", f"SET ROLE {pg_role}", "SELECT * FROM orders"
-    )
-
-    verdict = classify(error)
-
-    assert verdict.classification is TERMINAL
-    assert "42501" in verdict.reason
-    assert verdict.remedy.startswith(
-        'the warehouse user lacks a privilege on table "orders": grant it at deploy time'
-    )
-
-
-def test_no_privilege_to_stage_a_chunk_is_terminal_and_names_the_grant(pg_url, pg_role):
-    database = sa.make_url(pg_url).database
-    error = _pg_error(
-        pg_url,
-        f'REVOKE TEMPORARY ON DATABASE "{database}" FROM PUBLIC',
-        f"SET ROLE {pg_role}",
-        "CREATE TEMPORARY TABLE jp_stage_orders (id int)",
-    )
-
-    verdict = classify(error)
-
-    assert verdict.classification is TERMINAL
-    assert "42501" in verdict.reason
-    assert f"GRANT TEMPORARY ON DATABASE {database}" in verdict.remedy
-
-
-def test_syntax_error_is_terminal_as_a_bug_in_code_with_no_deploy_step(pg_url):
-    verdict = classify(_pg_error(pg_url, "SELEC 1"))
-
-    assert verdict.classification is TERMINAL
-    assert "42601" in verdict.reason
-    assert verdict.remedy is None
-
-
-def test_other_class_42_errors_are_terminal_without_a_deploy_step(pg_url):
-    verdict = classify(_pg_error(pg_url, "SELECT no_such_function(1)"))  # 42883
-
-    assert verdict.classification is TERMINAL
-    assert "42883" in verdict.reason
-    assert verdict.remedy is None
-
-
-def test_a_deployment_error_is_recorded_as_one_naming_the_fix_with_the_database_error_as_cause(
-    pg_url,
-):
-    error = _pg_error(pg_url, "SELECT * FROM orders")
-
-    recorded = as_recorded(error, classify(error))
-
-    assert isinstance(recorded, DeploymentError)
-    assert str(recorded) == classify(error).remedy
-    assert recorded.__cause__ is error
-    assert classify(recorded).classification is TERMINAL
-
-
-def test_other_errors_are_recorded_as_they_are():
-    error = TimeoutError("slow")
-
-    assert as_recorded(error, classify(error)) is error
-
-
 def test_raw_psycopg_error_is_classified_by_its_sqlstate(pg_url):
     conninfo = sa.make_url(pg_url).set(drivername="postgresql").render_as_string(False)
     with psycopg.connect(conninfo) as connection, pytest.raises(psycopg.Error) as caught:
@@ -406,31 +249,6 @@ def test_sqlite_database_is_locked_is_retryable(sqlite_url):
     assert classify(caught.value).classification is RETRYABLE
 
 
-@pytest.mark.parametrize(
-    ("statement", "remedy"),
-    [
-        ("SELECT * FROM orders", 'table "orders" does not exist in the warehouse: create it'),
-        ("SELECT * FROM jp_attempts", 'table "jp_attempts" does not exist in the warehouse: run:'),
-        (
-            "INSERT INTO accounts (id, note) VALUES (3, 'x')",
-            'column "note" of table "accounts" does not exist in the warehouse: add it',
-        ),
-        ("SELECT note FROM accounts", 'column "note" does not exist in the warehouse: add it'),
-    ],
-)
-def test_sqlite_missing_table_or_column_is_terminal_like_postgres(sqlite_url, statement, remedy):
-    engine = _engine(sqlite_url)
-    _create_accounts(engine)
-    with pytest.raises(sa.exc.OperationalError) as caught, engine.connect() as connection:
-        connection.execute(sa.text(statement))
-    engine.dispose()
-
-    verdict = classify(caught.value)
-
-    assert verdict.classification is TERMINAL
-    assert verdict.remedy.startswith(remedy)
-
-
 def test_sqlite_syntax_error_is_terminal_without_a_deploy_step(sqlite_url):
     engine = _engine(sqlite_url)
     with pytest.raises(sa.exc.OperationalError) as caught, engine.connect() as connection:
@@ -440,22 +258,11 @@ def test_sqlite_syntax_error_is_terminal_without_a_deploy_step(sqlite_url):
     verdict = classify(caught.value)
 
     assert verdict == Verdict(
-        TERMINAL, None, "SQLite error like SQLSTATE 42601 syntax error, a bug in code"
+        TERMINAL,
+        None,
+        "SQLite error like SQLSTATE 42601 syntax error, a bug in code",
+        sqlstate="42601",
     )
-
-
-def test_sqlite_read_only_warehouse_is_terminal_and_says_to_make_it_writable(tmp_path):
-    path = tmp_path / "warehouse.db"
-    sqlite3.connect(path).execute("CREATE TABLE t (id int)").connection.close()
-    read_only = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    with pytest.raises(sqlite3.OperationalError) as caught:
-        read_only.execute("INSERT INTO t VALUES (1)")
-    read_only.close()
-
-    verdict = classify(caught.value)
-
-    assert verdict.classification is TERMINAL
-    assert verdict.remedy.startswith("the SQLite warehouse is read-only to this worker")
 
 
 def test_raw_sqlite_integrity_error_is_terminal():

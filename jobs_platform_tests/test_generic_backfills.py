@@ -15,13 +15,12 @@ import pytest
 
 from jobs_platform.definitions import defs
 from jobs_platform.engine.spec import BackfillSpec
-from jobs_platform.examples.customers.assets import seed_example_customers
-from jobs_platform.examples.orders.assets import seed_example_orders
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.settings import Settings
 from jobs_platform_tests.commands import dagster_asset_materialize
 from jobs_platform_tests.databases import loaded_backfills, sibling_database
 from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.examples.samples import seed_example_customers, seed_example_orders
 from jobs_platform_tests.rows import attempts_of, declared_rows, row_versions, table_snapshot
 from jobs_platform_tests.runs import materialize
 

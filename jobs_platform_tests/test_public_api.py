@@ -6,15 +6,27 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import dagster as dg
 import pytest
 import sqlalchemy as sa
 
 import jobs_platform
-from jobs_platform_tests.test_import_graph import PACKAGE_ROOT, module_files
 
+PACKAGE_ROOT = Path(jobs_platform.__file__).parent
 ALLOWED_PREFIXES = ("jobs_platform.examples",)
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its `__init__.py`)."""
+    modules = {}
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
 
 
 def test_every_public_name_resolves():

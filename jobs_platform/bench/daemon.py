@@ -45,14 +45,22 @@ ASSETS = ("orders", "daily_revenue")
 # same `orders` and `daily_revenue` backfills (e.g. one with another backfill policy).
 LOCATION_MODULE = "jobs_platform.definitions"
 BACKFILL_TAG = "dagster/backfill"
-# The repository's own instance settings, as `dagster dev` in the repo root uses them.
-REPO_DAGSTER_YAML = Path(__file__).resolve().parents[2] / "dagster.yaml"
+# The repository's own instance settings, as `dagster dev` in the repository's root uses
+# them: only in a source checkout (its root is three folders up, where pyproject.toml is).
+# An installed package has none and writes FALLBACK_DAGSTER_YAML: the settings of the
+# repository's file that the figures depend on (how many runs at once, how soon a queued
+# run starts, how many runs of a backfill).
+_SOURCE_CHECKOUT = Path(__file__).resolve().parents[2]
+REPO_DAGSTER_YAML = (
+    _SOURCE_CHECKOUT / "dagster.yaml" if (_SOURCE_CHECKOUT / "pyproject.toml").is_file() else None
+)
 FALLBACK_DAGSTER_YAML = """\
 run_coordinator:
   module: dagster.core.run_coordinator
   class: QueuedRunCoordinator
   config:
     max_concurrent_runs: 4
+    dequeue_interval_seconds: 1
     tag_concurrency_limits:
       - key: dagster/backfill
         limit: 3
@@ -104,7 +112,7 @@ class DagsterStack:
         self.module = module
         self.home = folder / "dagster_home"
         self.home.mkdir(parents=True)
-        if REPO_DAGSTER_YAML.exists():
+        if REPO_DAGSTER_YAML is not None and REPO_DAGSTER_YAML.is_file():
             shutil.copy(REPO_DAGSTER_YAML, self.home / "dagster.yaml")
         else:
             (self.home / "dagster.yaml").write_text(FALLBACK_DAGSTER_YAML)

@@ -12,6 +12,7 @@ the table, and reports the row versions each created: the changed rows, and no o
 from __future__ import annotations
 
 import time
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -43,7 +44,7 @@ def changed_rows(frame: pd.DataFrame, fraction: float, round_number: int) -> pd.
     changed = frame.copy()
     count = round(len(frame) * fraction)
     picked = np.linspace(0, len(frame) - 1, num=count, dtype=np.int64)
-    column = changed.columns.get_loc("amount_cents")
+    column = cast(int, changed.columns.get_loc("amount_cents"))  # the columns are unique
     changed.iloc[picked, column] = changed.iloc[picked, column] + round_number
     return changed
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -230,7 +231,7 @@ def _executemany_upsert(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame)
     )
     for chunk in chunks(frame):
         with engine.begin() as connection:
-            connection.execute(statement, chunk.to_dict("records"))
+            connection.execute(statement, cast("list[dict[str, Any]]", chunk.to_dict("records")))
 
 
 def _timed(engine: sa.Engine, work: Callable[[], object]) -> tuple[float, object]:

@@ -33,7 +33,6 @@ from jobs_platform.orchestration.executors import celery_app_settings, step_dead
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import normalize_url, redact_url
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = Path(__file__).parent / "templates"
 BIN = Path(sys.executable).parent
 
@@ -210,15 +209,25 @@ def check_broker(url: str, timeout: float = 5.0) -> None:
 
 
 def start_process(
-    layout: StackLayout, name: str, args: list[str], env: dict[str, str], *, cwd: Path = REPO_ROOT
+    layout: StackLayout,
+    name: str,
+    args: list[str],
+    env: dict[str, str],
+    *,
+    cwd: Path | None = None,
 ) -> int:
-    """Start `args` in its own process group, logging to `<name>.log`; returns its pid."""
+    """Start `args` in its own process group, logging to `<name>.log`; returns its pid.
+
+    By default in the folder `up` runs in (`bin/stack` runs from the repository's root),
+    so a code location module found there is found by every process, from a source
+    checkout or an installed package alike.
+    """
     layout.folder.mkdir(parents=True, exist_ok=True)
     with open(layout.log_file(name), "ab") as log:
         process = subprocess.Popen(
             args,
             env=env,
-            cwd=cwd,
+            cwd=cwd or Path.cwd(),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -79,10 +79,11 @@ class RowsSetAside:
     def refused_by_warehouse(self, chunk: pd.DataFrame, refused: Sequence[RefusedRow]) -> None:
         """Add the rows the warehouse refused (labelled by row number) to the chunk's."""
         for row in refused:
-            values = chunk.loc[row.label].to_dict()
+            number = int(row.label)  # type: ignore[call-overload]  # a row number, typed object
+            values: dict[str, object] = chunk.loc[number].to_dict()
             self.pending.append(
                 RejectedRow(
-                    row=int(row.label),  # type: ignore[call-overload]
+                    row=number,
                     reason=row.reason,
                     column=row.column,
                     sqlstate=row.sqlstate,

@@ -25,13 +25,13 @@ from jobs_platform.errors import (
     Classification,
     LeaseLostError,
     Verdict,
-    as_recorded,
     classify,
 )
 from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as history
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.database_errors import recorded_error
 from jobs_platform.store.partitions import current_episode
 
 _INTERRUPTED = Verdict(Classification.INTERRUPTED, None, "shutdown requested")
@@ -49,7 +49,7 @@ def record_failure(
     """Record a failed attempt (fenced) and settle what follows."""
     asset, partition = place.spec.asset, attempt.partition
     verdict = _INTERRUPTED if interrupted else classify(exc)
-    exc = as_recorded(exc, verdict)  # a deployment error names its deploy step
+    exc = recorded_error(exc, verdict)  # a deployment error names its deploy step
     if verdict.classification is Classification.LEASE_LOST and past_deadline:
         exc = AttemptTimedOut(f"attempt passed its deadline and lost its lease: {exc}")
         verdict = classify(exc)
@@ -122,7 +122,7 @@ def record_error_before_attempt(
     return Failed(
         asset,
         partition,
-        as_recorded(exc, verdict),
+        recorded_error(exc, verdict),
         verdict=verdict,
         decision=settled.decision,
         attempt=None,

@@ -63,7 +63,7 @@ from jobs_platform.errors import Classification
 if TYPE_CHECKING:  # at run time OpenTelemetry is imported only when tracing is on
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
-    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.trace import Span, Tracer
 
 ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 SPAN_NAME = "jobs_platform.attempt"
@@ -244,14 +244,6 @@ def active_tracer() -> Tracer | None:
             if _tracer is _UNSET:
                 _tracer = _tracer_from_environment()
     return _tracer
-
-
-def use_tracer_provider(provider: TracerProvider | None) -> None:
-    """Report attempts to `provider` (tests, or a process that set OpenTelemetry up itself);
-    None goes back to deciding from the environment."""
-    global _tracer
-    with _lock:
-        _tracer = _UNSET if provider is None else provider.get_tracer(TRACER_NAME)
 
 
 def _tracer_from_environment() -> Tracer | None:

@@ -11,7 +11,7 @@ import enum
 import sqlalchemy as sa
 
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.rows import TableRow, upsert_row
+from jobs_platform.store.rows import upsert_row
 from jobs_platform.store.schema import alert_ledger
 
 
@@ -87,17 +87,6 @@ def record_failed_send(
     status = DeliveryStatus.GAVE_UP if tries >= max_tries else DeliveryStatus.FAILED
     _update(connection, entry_id, sink, status=status, last_error=error)
     return status, tries
-
-
-def delivery_rows(connection: sa.Connection, entry_id: int) -> list[TableRow]:
-    """The ledger rows of one entry, by sink name."""
-    return list(
-        connection.execute(
-            sa.select(alert_ledger)
-            .where(alert_ledger.c.entry_id == entry_id)
-            .order_by(alert_ledger.c.sink)
-        )
-    )
 
 
 def _update(connection: sa.Connection, entry_id: int, sink: str, **values: object) -> None:

@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 import sqlalchemy as sa
 
@@ -61,7 +60,7 @@ def _column_text(
     if pd.api.types.is_bool_dtype(dtype):
         return _numbers(series, np.bool_, lambda flag: "t" if flag else "f")
     if pd.api.types.is_integer_dtype(dtype):
-        return _numbers(series, _numpy_dtype(dtype), str)
+        return _numbers(series, _numpy_type(dtype), str)
     if pd.api.types.is_float_dtype(dtype):
         return _numbers(series, np.float64, repr)  # repr: the shortest exact round trip
     if pd.api.types.is_object_dtype(dtype) or isinstance(dtype, pd.StringDtype):
@@ -91,22 +90,25 @@ def _timestamps(series: pd.Series) -> list[str]:
     return _with_nulls(text, np.isnat(micros))
 
 
-def _numpy_dtype(dtype: np.dtype[Any] | pd.api.extensions.ExtensionDtype) -> np.dtype[Any]:
-    numpy_dtype: np.dtype[Any] = (
-        dtype.numpy_dtype if isinstance(dtype, pd.api.extensions.ExtensionDtype) else dtype
-    )
-    return numpy_dtype
+def _numpy_type(dtype: np.dtype[Any] | pd.api.extensions.ExtensionDtype) -> type[np.generic]:
+    """The numpy scalar type of an integer column: a numpy dtype's, or the one behind an
+    extension dtype (Int64's int64, int64[pyarrow]'s int64)."""
+    if isinstance(dtype, np.dtype):
+        return dtype.type
+    # pandas-stubs' ExtensionDtype has no `numpy_dtype`; the masked and Arrow dtypes do.
+    behind: np.dtype[Any] = getattr(dtype, "numpy_dtype")  # noqa: B009
+    return behind.type
 
 
 def _numbers(
-    series: pd.Series, numpy_dtype: npt.DTypeLike, to_text: Callable[[object], str]
+    series: pd.Series, numpy_type: type[np.generic], to_text: Callable[[object], str]
 ) -> list[str]:
     missing = series.isna().to_numpy()
     if missing.any():
-        filler = np.zeros(1, dtype=numpy_dtype)[0]
-        values = series.to_numpy(dtype=numpy_dtype, na_value=filler)
+        filler = np.zeros(1, dtype=numpy_type)[0]
+        values = series.to_numpy(dtype=numpy_type, na_value=filler)
     else:
-        values = series.to_numpy(dtype=numpy_dtype)
+        values = series.to_numpy(dtype=numpy_type)
     return _with_nulls(list(map(to_text, values.tolist())), missing)
 
 

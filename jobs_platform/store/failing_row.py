@@ -1,10 +1,10 @@
 """Which row of a frame a refused merge statement was about, from PostgreSQL's DETAIL.
 
 A COPY names its line; a merge (`INSERT … SELECT … ON CONFLICT`) does not. But for a check
-or not-null violation PostgreSQL spells the failing row out ("Failing row contains (7, 1,
--5, USD)."), and for a foreign-key violation the missing key ("Key (customer_id)=(99) is
-not present in table …"). Finding that row in the frame turns a bisection (about
-2·log2(n) statements, `store.set_aside`) into one statement per bad row.
+or not-null violation PostgreSQL spells the failing row out, and for a foreign-key
+violation the missing key (read by `store.database_errors.Refusal`). Finding that row in
+the frame turns a bisection (about 2·log2(n) statements, `store.set_aside`) into one
+statement per bad row.
 
 A hint, never trusted blindly: a failing row is matched by the frame's primary-key
 columns and then every field of the frame's columns must read the same, and a missing
@@ -15,35 +15,29 @@ a value spelled otherwise) finds no row, and the caller bisects as before.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
+from jobs_platform.store.database_errors import Refusal
+
 __all__ = ["failing_row_position"]
 
-_FAILING_ROW = re.compile(r"^Failing row contains \((?P<fields>.*)\)\.$", re.S)
-_MISSING_KEY = re.compile(r"^Key \((?P<column>[^,()]+)\)=\((?P<value>.*)\) is not present", re.S)
 _NULL = "null"
 
 
-def failing_row_position(
-    detail: str | None, sqlstate: str, table: sa.Table, frame: pd.DataFrame
-) -> int | None:
-    """The position in `frame` of the row PostgreSQL's `detail` names, when it is certain."""
-    if not detail:
-        return None
-    if sqlstate == "23503":
-        missing = _MISSING_KEY.match(detail)
-        if missing is None or missing["column"] not in frame.columns:
+def failing_row_position(refusal: Refusal, table: sa.Table, frame: pd.DataFrame) -> int | None:
+    """The position in `frame` of the row the refusal's DETAIL names, when it is certain."""
+    if refusal.sqlstate == "23503":
+        missing = refusal.missing_key()
+        if missing is None or missing[0] not in frame.columns:
             return None
-        holding = np.flatnonzero(_as_text(frame[missing["column"]]) == missing["value"])
+        column, value = missing
+        holding = np.flatnonzero(_as_text(frame[column]) == value)
         return int(holding[0]) if len(holding) else None
-    failing = _FAILING_ROW.match(detail)
-    if failing is None:
+    fields = refusal.failing_row()
+    if fields is None:
         return None
-    fields = failing["fields"].split(", ")
     if len(fields) != len(table.columns):
         return None  # a value holding ", ": no certain reading
     by_column = dict(zip((column.name for column in table.columns), fields, strict=True))

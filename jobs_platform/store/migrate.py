@@ -26,10 +26,8 @@ from jobs_platform.errors import TerminalError
 from jobs_platform.settings import embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
 from jobs_platform.store.quarantine import sign_unsigned_entries
-from jobs_platform.store.schema import create_user_tables, in_creation_order
+from jobs_platform.store.schema import VERSION_TABLE, create_user_tables, in_creation_order
 
-# Not alembic's default `alembic_version`: a warehouse may well hold the user's own.
-VERSION_TABLE = "jp_alembic_version"
 # The schema 0.1.0 created with `create_all`, before the framework had migrations.
 BASELINE_REVISION = "0001_schema_0_1_0"
 BASELINE_TABLES = frozenset(

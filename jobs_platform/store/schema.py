@@ -43,6 +43,19 @@ def utcnow() -> dt.datetime:
 
 
 framework_metadata = sa.MetaData()
+# Alembic's record of the framework's revision. Not alembic's default `alembic_version`:
+# a warehouse may well hold the user's own.
+VERSION_TABLE = "jp_alembic_version"
+# A stage table's name: the chunk being written (`upsert`), the keys an attempt has read
+# (`sweep`). TEMPORARY, per connection, and no part of the warehouse's schema.
+STAGE_PREFIX = "jp_stage_"
+
+
+def is_framework_table(name: str) -> bool:
+    """Whether `name` (schema-qualified or not) is one of the tables `db upgrade` migrates."""
+    name = name.rpartition(".")[2]
+    return name in framework_metadata.tables or name == VERSION_TABLE
+
 
 checkpoints = sa.Table(
     "jp_checkpoints",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import pandas as pd
 import sqlalchemy as sa
@@ -104,7 +105,8 @@ def upsert_setting_aside(
                 if most is not None and len(result.refused) > most:
                     result.stopped_early = True
                     return result
-                parts += _around(part, part.index.get_loc(label))
+                # The row numbers are unique: a label's location is one position.
+                parts += _around(part, cast(int, part.index.get_loc(label)))
             else:
                 half = len(part) // 2
                 parts += [part.iloc[half:], part.iloc[:half]]

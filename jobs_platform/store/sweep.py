@@ -15,12 +15,13 @@ from typing import Any
 import pandas as pd
 import sqlalchemy as sa
 
+from jobs_platform.store.schema import STAGE_PREFIX
 from jobs_platform.store.upsert import RefusedValue, insert_frame
 
 SWEEP_BATCH = 1000  # keys per INSERT when seen keys are handed over as a collection
-# A stage table by name: like the upsert's `jp_stage_*` tables it is TEMPORARY, per
-# connection, and no part of the warehouse's schema (no migration, no DDL on the schema).
-SEEN_KEYS_TABLE = "jp_stage_seen_keys"
+# A stage table by name: like the upsert's stages it is TEMPORARY, per connection, and no
+# part of the warehouse's schema (no migration, no DDL on the schema).
+SEEN_KEYS_TABLE = f"{STAGE_PREFIX}seen_keys"
 
 
 class SeenKeys:

@@ -24,8 +24,6 @@ and the value: not the COPY into a staging table that happened to meet it.
 
 from __future__ import annotations
 
-import re
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,7 +36,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from jobs_platform.errors import TerminalError
 from jobs_platform.store.copy_text import copy_text
+from jobs_platform.store.database_errors import refusal_of
 from jobs_platform.store.failing_row import failing_row_position
+from jobs_platform.store.schema import STAGE_PREFIX
 
 if TYPE_CHECKING:  # imported where COPY runs: a SQLite warehouse never loads psycopg
     import psycopg
@@ -47,19 +47,9 @@ _SHOWN_VALUE_CHARS = 60
 # Rows turned into COPY text at a time: small enough that the server is kept busy from
 # the first block on, large enough that building a block's text stays column-wise.
 COPY_BLOCK_ROWS = 5_000
-# PostgreSQL's context of a failed COPY: the line of its input (one per row of the frame
-# it was given) and, for a value it could not convert, the column.
-_COPY_CONTEXT = re.compile(r"^COPY [^,]+, line (?P<line>\d+)(?:, column (?P<column>.+?): )?")
-_SQLITE_NOT_NULL = re.compile(r"^NOT NULL constraint failed: \S+\.(?P<column>\S+)$")
-# What a refused value's SQLSTATE means, in the framework's words.
-_PROBLEMS = {
-    "22001": "{value} is too long for {type}",
-    "22003": "{value} is out of range for {type}",
-    "22007": "{value} is not a valid {type}",
-    "22008": "{value} is out of range for {type}",
-    "22P02": "{value} is not a valid {type}",
-    "23502": "NULL in a NOT NULL column",
-}
+# A missing value as the writer hands it over. Typed Any: pandas-stubs' `where` takes no
+# None for `other`, though pandas puts None in an object column as asked.
+_NULL: Any = None
 
 
 class RefusedValue(TerminalError):
@@ -209,25 +199,10 @@ def _refused_value(
     position in the frame; a NOT NULL violation without one (a merge, SQLite) is about the
     first row with a NULL in that column.
     """
-    driver_error = error.orig if isinstance(error, sa.exc.DBAPIError) else error
-    sqlstate = getattr(driver_error, "sqlstate", None)
-    if isinstance(sqlstate, str):  # psycopg
-        if sqlstate[:2] not in ("22", "23"):
-            return None
-        # A string SQLSTATE comes from psycopg 3, the PostgreSQL driver (`db.normalize_url`).
-        diag = cast("psycopg.Error", driver_error).diag
-        copied = _COPY_CONTEXT.match(diag.context or "")
-        line = int(copied["line"]) if copied else None
-        column = (copied["column"] if copied else None) or diag.column_name
-        message = diag.message_primary or str(driver_error)
-        detail = diag.message_detail
-    elif isinstance(driver_error, sqlite3.IntegrityError):
-        not_null = _SQLITE_NOT_NULL.match(str(driver_error))
-        sqlstate, line, detail = ("23502" if not_null else "23000"), None, None
-        column = not_null["column"] if not_null else None
-        message = str(driver_error)
-    else:
+    refusal = refusal_of(error)
+    if refusal is None:
         return None
+    sqlstate, line, column = refusal.sqlstate, refusal.line, refusal.column
     if column not in frame.columns:
         column = None
     position = line - 1 if line is not None and 0 < line <= len(frame) else None
@@ -235,21 +210,20 @@ def _refused_value(
         nulls = np.flatnonzero(frame[column].isna().to_numpy())
         position = int(nulls[0]) if len(nulls) else None
     if position is None:  # a merge's check or foreign-key violation may still name it
-        position = failing_row_position(detail, sqlstate, table, frame)
+        position = failing_row_position(refusal, table, frame)
     if position is None:
         return RefusedValue(
-            f"the warehouse refused a row: {message}", column=column, sqlstate=sqlstate
+            f"the warehouse refused a row: {refusal.message}", column=column, sqlstate=sqlstate
         )
     row, label = _row_label(frame.index, position), frame.index[position]
     if column is None:
         return RefusedValue(
-            f"the warehouse refused it: {message}", row=row, sqlstate=sqlstate, label=label
+            f"the warehouse refused it: {refusal.message}", row=row, sqlstate=sqlstate, label=label
         )
     value = _shown(frame[column].iloc[position])
-    problem = _PROBLEMS.get(sqlstate, "{value} was refused: {message}")
     column_type = table.c[column].type.compile(dialect=dialect)
     return RefusedValue(
-        problem.format(value=value, type=column_type, message=message),
+        refusal.problem(value, column_type),
         row=row,
         column=column,
         sqlstate=sqlstate,
@@ -283,7 +257,7 @@ def _check_columns(table: sa.Table, key: Sequence[str], frame: pd.DataFrame) -> 
 
 def _stage_table(table: sa.Table, columns: Sequence[str]) -> sa.Table:
     return sa.Table(
-        f"jp_stage_{table.name}",
+        f"{STAGE_PREFIX}{table.name}",
         sa.MetaData(),
         *[sa.Column(name, table.c[name].type) for name in columns],
         prefixes=["TEMPORARY"],
@@ -330,7 +304,7 @@ def _python_values(frame: pd.DataFrame) -> list[tuple[object, ...]]:
     if frame.isna().to_numpy().any() or any(
         isinstance(dtype, pd.api.extensions.ExtensionDtype) for dtype in frame.dtypes
     ):
-        frame = frame.astype(object).where(frame.notna(), None)
+        frame = frame.astype(object).where(frame.notna(), _NULL)
     return list(frame.itertuples(index=False, name=None))
 
 

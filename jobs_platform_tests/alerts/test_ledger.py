@@ -17,8 +17,8 @@ from jobs_platform.alerts import (
     load_alert,
 )
 from jobs_platform.errors import Classification
-from jobs_platform.store.alert_ledger import delivery_rows
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.schema import alert_ledger
 from jobs_platform_tests.alert_fixtures import http_receiver, quarantine_entry
 
 
@@ -31,6 +31,17 @@ def engine(upgraded_url) -> sa.Engine:
 def receiver():
     with http_receiver() as receiver:
         yield receiver
+
+
+def delivery_rows(connection: sa.Connection, entry_id: int) -> list[sa.Row]:
+    """The ledger rows of one entry, by sink name."""
+    return list(
+        connection.execute(
+            sa.select(alert_ledger)
+            .where(alert_ledger.c.entry_id == entry_id)
+            .order_by(alert_ledger.c.sink)
+        )
+    )
 
 
 def alert_of(engine: sa.Engine, entry_id: int) -> QuarantineAlert:

@@ -32,14 +32,14 @@ POISON = dt.date(2024, 6, 2)
 
 
 @pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
+def spans(monkeypatch) -> Iterator[InMemorySpanExporter]:
     """Attempt spans, caught in memory as the tracing module would export them."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use_tracer_provider(provider)
+    # The tracer the process decided on, as `active_tracer` keeps it; restored after.
+    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer(tracing.TRACER_NAME))
     yield exporter
-    tracing.use_tracer_provider(None)
     provider.shutdown()
 
 
@@ -159,7 +159,7 @@ def test_tracing_is_off_and_imports_nothing_without_an_endpoint():
 def test_tracing_is_off_when_the_sdk_is_disabled(monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
-    tracing.use_tracer_provider(None)
+    monkeypatch.setattr(tracing, "_tracer", tracing._UNSET)  # decided afresh, from the env
 
     assert tracing.active_tracer() is None
 

@@ -20,7 +20,7 @@ from jobs_platform.definitions import defs
 from jobs_platform.examples.customers.assets import customer_order_history
 from jobs_platform.examples.customers.history import busiest_customers
 from jobs_platform.examples.customers.tables import customer_order_history_table
-from jobs_platform.examples.orders.assets import orders, seed_example_orders
+from jobs_platform.examples.orders.assets import orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.outbox import (
     HEALTH_CHECK_NAME,
@@ -42,6 +42,7 @@ from jobs_platform.store.quarantine import active_entry
 from jobs_platform.store.schema import create_user_tables, outbox, utcnow
 from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.examples.samples import seed_example_orders
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import materialize, record_requested_run
 

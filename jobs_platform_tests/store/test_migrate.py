@@ -17,7 +17,6 @@ from jobs_platform.store import migrations
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import (
     BASELINE_REVISION,
-    VERSION_TABLE,
     SchemaNotReady,
     alembic_config,
     check_schema,
@@ -26,7 +25,7 @@ from jobs_platform.store.migrate import (
     schema_state,
     upgrade_warehouse,
 )
-from jobs_platform.store.schema import framework_metadata, quarantine
+from jobs_platform.store.schema import VERSION_TABLE, framework_metadata, quarantine
 from jobs_platform.store.signature import failure_signature
 from jobs_platform_tests.commands import REPO_ROOT
 from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0

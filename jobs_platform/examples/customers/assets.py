@@ -18,36 +18,16 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.examples.customers.history import (
-    busiest_customers,
-    customer_history,
-    customer_id_of,
-)
+from jobs_platform.examples.customers.history import customer_history, customer_id_of
 from jobs_platform.examples.customers.tables import customer_order_history_table
-from jobs_platform.examples.orders.assets import seed_example_orders
 from jobs_platform.examples.orders.resources import LandingZone
 
 CUSTOMER_PARTITIONS = "customers"
 customer_partitions = dg.DynamicPartitionsDefinition(name=CUSTOMER_PARTITIONS)
 
-EXAMPLE_CUSTOMERS = 3
-
 
 def rows_of_customer(table: sa.Table, partition: str) -> sa.ColumnElement[bool]:
     return table.c.customer_id == customer_id_of(partition)
-
-
-def seed_example_customers(landing_root: str) -> list[str]:
-    """The orders example's sample input, and its busiest customers as partitions.
-
-    The keys are added to the `customers` dynamic partitions of the Dagster instance that
-    `DAGSTER_HOME` names, so that runs of them can start.
-    """
-    seed_example_orders(landing_root)
-    keys = [str(customer) for customer in busiest_customers(landing_root, EXAMPLE_CUSTOMERS)]
-    with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions(CUSTOMER_PARTITIONS, keys)  # adds only new keys
-    return keys
 
 
 @backfill_asset(

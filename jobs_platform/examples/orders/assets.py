@@ -17,12 +17,9 @@ import sqlalchemy as sa
 from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.examples.orders.landing import input_fingerprint, landing_file, read_order_chunks
 from jobs_platform.examples.orders.resources import LandingZone
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date="2024-01-01")
-
-EXAMPLE_DAYS = (dt.date(2024, 1, 2), dt.date(2024, 1, 3))
 
 
 def _day_bounds(partition: str) -> tuple[dt.datetime, dt.datetime]:
@@ -41,12 +38,6 @@ def revenue_of_day(table: sa.Table, partition: str) -> sa.ColumnElement[bool]:
 
 def _orders_file_fingerprint(source: PartitionInput, landing: LandingZone) -> str:
     return input_fingerprint(landing_file(landing.resolved_root(), source.partition_key))
-
-
-def seed_example_orders(landing_root: str) -> list[str]:
-    """A small sample input for the generic idempotency suite and the demo."""
-    seed_orders(landing_root, EXAMPLE_DAYS[0], EXAMPLE_DAYS[-1], orders_per_day=60)
-    return [day.isoformat() for day in EXAMPLE_DAYS]
 
 
 @backfill_asset(
