@@ -11,9 +11,12 @@ import importlib
 import inspect
 import types
 from collections.abc import Callable
+from typing import Any, ClassVar
 
 import dagster as dg
 import pytest
+
+from jobs_platform.orchestration._compat import ActiveExecution, PlanStateMultiprocessExecutor
 
 # Module → names the shims import from it.
 PRIVATE_NAMES = {
@@ -226,6 +229,16 @@ def test_the_framework_executor_is_its_own_class_with_its_own_loop():
     assert executor._start_method == "forkserver"
     assert SleepingMultiprocessExecutor.execute is not MultiprocessExecutor.execute
     assert "dagster" not in SleepingMultiprocessExecutor.execute.__module__
+
+
+def test_the_written_out_loop_runs_a_job_with_its_plan_state_in_the_given_class():
+    job = dg.reconstructable(counted_job)
+    with dg.instance_for_test() as instance, dg.execute_job(job, instance=instance) as result:
+        assert result.success
+        events = result.all_events
+
+    assert [plan.step_keys for plan in CountedPlanState.built] == [["nothing"]]
+    assert any(event.is_step_success for event in events)
 
 
 def test_a_job_loaded_from_a_module_names_it_and_an_in_memory_one_none():
@@ -450,3 +463,28 @@ def test_a_sensor_tick_of_a_code_server_or_of_a_test_names_no_module():
 
     assert sensor_location_module(a_tick_in(origin)) is None
     assert sensor_location_module(dg.build_sensor_context()) is None
+
+
+class CountedPlanState(ActiveExecution):
+    """Dagster's plan state, which keeps a note of each one the loop builds."""
+
+    built: ClassVar[list[CountedPlanState]] = []
+
+    def __init__(self, execution_plan: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(execution_plan, *args, **kwargs)
+        self.step_keys = list(execution_plan.step_keys_to_execute)
+        CountedPlanState.built.append(self)
+
+
+class CountedExecutor(PlanStateMultiprocessExecutor):
+    plan_state_class = CountedPlanState
+
+
+@dg.executor(name="counted", requirements=dg.multiple_process_executor_requirements())
+def counted_executor(_init_context: dg.InitExecutorContext) -> CountedExecutor:
+    return CountedExecutor.from_config({"retries": {"enabled": {}}, "max_concurrent": 1})
+
+
+@dg.job(executor_def=counted_executor)
+def counted_job():
+    nothing()
