@@ -14,17 +14,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import os
-import types
+import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from contextlib import ExitStack
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any, ClassVar, Self, overload
 
 import dagster as dg
+from dagster import _check as check
 from dagster._core.definitions.backfill_policy import BackfillPolicyType
+from dagster._core.definitions.metadata import MetadataValue
+from dagster._core.errors import DagsterExecutionInterruptedError, DagsterSubprocessError
+from dagster._core.events import DagsterEvent, EngineEventData
 from dagster._core.execution.backfill import BulkActionStatus
+from dagster._core.execution.context.system import PlanOrchestrationContext
 from dagster._core.execution.plan.active import ActiveExecution
+from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
+from dagster._core.execution.plan.plan import ExecutionPlan
 from dagster._core.execution.retries import RetryMode
-from dagster._core.executor.multiprocess import MultiprocessExecutor
+from dagster._core.execution.step_dependency_config import StepDependencyConfig
+from dagster._core.executor.child_process_executor import ChildProcessCrashException
+from dagster._core.executor.multiprocess import MultiprocessExecutor, execute_step_out_of_process
+from dagster._utils import get_run_crash_explanation
+from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
+from dagster._utils.timing import TimerResult, time_execution_scope
+from dagster_shared.utils.timing import format_duration
 
 if TYPE_CHECKING:
     from dagster._core.execution.backfill import PartitionBackfill
@@ -33,11 +49,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CELERY_CONFIG",
+    "DAGSTER_MULTIPROCESS_EXECUTE_SHA256",
     "DAGSTER_VERSION_READ",
     "ActiveExecution",
     "BackfillPolicyType",
     "CeleryExecutor",
     "MultiprocessExecutor",
+    "PlanStateMultiprocessExecutor",
     "RetryMode",
     "admitting_cli_ranges",
     "backfill_is_busy",
@@ -47,7 +65,6 @@ __all__ = [
     "failed_step_cause",
     "job_module_name",
     "module_workspace",
-    "multiprocess_execute_with",
     "retry_mode_from_config",
     "run_location_module",
     "sensor_location_module",
@@ -102,28 +119,294 @@ def admitting_cli_ranges(policy: dg.BackfillPolicy | None) -> dg.BackfillPolicy 
     return BackfillPolicy(max_partitions_per_run=policy.max_partitions_per_run)
 
 
-def multiprocess_execute_with(active_execution_class: type[ActiveExecution]) -> Callable:
-    """`MultiprocessExecutor.execute`, whose loop keeps its plan state in `active_execution_class`.
+# sha256 of `inspect.getsource(MultiprocessExecutor.execute)` in Dagster 1.13.27, the method
+# `PlanStateMultiprocessExecutor.execute` writes out: test_compat fails, naming the installed
+# version, when Dagster's original differs from the one written out below.
+DAGSTER_MULTIPROCESS_EXECUTE_SHA256 = (
+    "60b1287e2c5b3cd84595cdf40cef004e41e142b74aa46c2af85e919d84f12633"
+)
 
-    Written for Dagster 1.13.27: `execute` builds `ActiveExecution(...)` by its
-    module-level name and has no hook for another class. This is the same code with that
-    one name bound to the subclass; the loop, its step processes and its termination stay
-    Dagster's. Its loop calls `get_steps_to_execute(limit=…)` and launches a process for
-    each step returned, and calls `verify_complete(plan_context, key)` as each step's
-    process is done with.
+
+class PlanStateMultiprocessExecutor(MultiprocessExecutor):
+    """Dagster's multiprocess executor, whose run loop keeps its plan state in
+    `plan_state_class` (a subclass of Dagster's `ActiveExecution`).
+
+    Written for Dagster 1.13.27. `MultiprocessExecutor.execute` builds its plan state as
+    `ActiveExecution(...)`, by the module-level name, and has no hook for another class,
+    so `execute` below is Dagster 1.13.27's, written out, with one change, marked
+    "Changed": the plan state is `self.plan_state_class(...)`. Everything else is
+    Dagster's as it is, and the functions it calls are Dagster's own (a step's process,
+    `execute_step_out_of_process`; the child process command; the termination). When a
+    Dagster release changes its `execute`, test_compat's hash of it fails: carry the change
+    over here, then record the new hash.
+
+    The loop calls the plan state's `get_steps_to_execute(limit=…)` and launches a process
+    for each step returned, and calls `verify_complete(plan_context, key)` as each step's
+    process is done with; `sleep_interval()` is how long until a waiting step is due.
     """
-    execute = MultiprocessExecutor.execute
-    rebound = types.FunctionType(
-        execute.__code__,
-        {**execute.__globals__, "ActiveExecution": active_execution_class},
-        execute.__name__,
-        execute.__defaults__,
-        execute.__closure__,
-    )
-    rebound.__kwdefaults__ = execute.__kwdefaults__
-    rebound.__qualname__ = execute.__qualname__
-    rebound.__doc__ = execute.__doc__
-    return rebound
+
+    plan_state_class: ClassVar[type[ActiveExecution]] = ActiveExecution
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Self:
+        """The executor of a run's `multiprocess` executor config, read as Dagster reads it.
+
+        Written for Dagster 1.13.27: `_core_multiprocess_executor_creation` in
+        `dagster/_core/definitions/executor_definition.py` (the creation function of
+        `multiprocess_executor` and of `multi_or_in_process_executor`'s `multiprocess`);
+        test_compat compares what the two build from the same configs.
+        """
+        start_method, start_config = None, {}
+        if config.get("start_method"):
+            [(start_method, start_config)] = config["start_method"].items()
+        return cls(
+            retries=retry_mode_from_config(config["retries"]),
+            max_concurrent=config.get("max_concurrent"),
+            tag_concurrency_limits=config.get("tag_concurrency_limits"),
+            start_method=start_method,
+            # Dagster reads an absent `preload_modules` as [], not as None.
+            explicit_forkserver_preload=list((start_config or {}).get("preload_modules") or []),
+            step_dependency_config=StepDependencyConfig.from_config(
+                config.get("step_dependency_config")
+            ),
+        )
+
+    def execute(
+        self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan
+    ) -> Iterator[DagsterEvent]:
+        check.inst_param(plan_context, "plan_context", PlanOrchestrationContext)
+        check.inst_param(execution_plan, "execution_plan", ExecutionPlan)
+
+        job = plan_context.reconstructable_job
+
+        multiproc_ctx = multiprocessing.get_context(self._start_method)
+        if self._start_method == "forkserver":
+            module = job.get_module()
+            # if explicitly listed in config we will use that
+            if self._explicit_forkserver_preload is not None:
+                preload = self._explicit_forkserver_preload
+
+            # or if the reconstructable job has a module target, we will use that
+            elif module is not None:
+                preload = [module]
+
+            # base case is to preload the dagster library
+            else:
+                preload = ["dagster"]
+
+            # we import this module first to avoid user code like
+            # pyspark.serializers._hijack_namedtuple from breaking us
+            if "dagster._core.executor.multiprocess" not in preload:
+                preload = ["dagster._core.executor.multiprocess", *preload]
+
+            multiproc_ctx.set_forkserver_preload(list(preload))
+
+        limit = self._max_concurrent
+        tag_concurrency_limits = self._tag_concurrency_limits
+
+        yield DagsterEvent.engine_event(
+            plan_context,
+            f"Executing steps using multiprocess executor: parent process (pid: {os.getpid()})",
+            event_specific_data=EngineEventData.multiprocess(
+                os.getpid(), step_keys_to_execute=execution_plan.step_keys_to_execute
+            ),
+        )
+
+        timer_result: TimerResult | None = None
+        with ExitStack() as stack:
+            timer_result = stack.enter_context(time_execution_scope())
+
+            instance_concurrency_context = stack.enter_context(
+                InstanceConcurrencyContext(plan_context.instance, plan_context.dagster_run)
+            )
+            active_execution = stack.enter_context(
+                # Changed: Dagster 1.13.27 builds `ActiveExecution(...)` here.
+                self.plan_state_class(
+                    execution_plan,
+                    retry_mode=self.retries,
+                    max_concurrent=limit,
+                    tag_concurrency_limits=tag_concurrency_limits,
+                    instance_concurrency_context=instance_concurrency_context,
+                    step_dependency_config=self._step_dependency_config,
+                )
+            )
+            active_iters: dict[str, Iterator[DagsterEvent | None]] = {}
+            errors: dict[int, SerializableErrorInfo] = {}
+            processes: dict[str, BaseProcess] = {}
+            term_events: dict[str, Any] = {}
+            stopping: bool = False
+
+            try:
+                while (not stopping and not active_execution.is_complete) or active_iters:
+                    if active_execution.check_for_interrupts():
+                        yield DagsterEvent.engine_event(
+                            plan_context,
+                            "Multiprocess executor: received termination signal - "
+                            "forwarding to active child processes",
+                            EngineEventData.interrupted(list(active_iters.keys())),
+                        )
+                        stopping = True
+                        active_execution.mark_interrupted()
+                        for key, term_event in term_events.items():
+                            if key in processes:
+                                if processes[key].is_alive():
+                                    term_event.set()
+                                del processes[key]
+
+                    while not stopping:
+                        steps = active_execution.get_steps_to_execute(
+                            limit=(limit - len(active_iters)),
+                        )
+
+                        yield from active_execution.concurrency_event_iterator(plan_context)
+
+                        if not steps:
+                            break
+
+                        for step in steps:
+                            step_context = plan_context.for_step(step)
+                            term_events[step.key] = multiproc_ctx.Event()
+                            active_iters[step.key] = execute_step_out_of_process(
+                                multiproc_ctx,
+                                job,
+                                step_context,
+                                step,
+                                errors,
+                                processes,
+                                term_events,
+                                self.retries,
+                                active_execution.get_known_state(),
+                                execution_plan.repository_load_data,
+                            )
+
+                    # process active iterators
+                    empty_iters = []
+                    for key, step_iter in active_iters.items():
+                        try:
+                            event_or_none = next(step_iter)
+                            if event_or_none is None:
+                                continue
+
+                            yield event_or_none
+                            active_execution.handle_event(event_or_none)
+
+                            if event_or_none.is_resource_init_failure:
+                                step_context = plan_context.for_step(
+                                    active_execution.get_step_by_key(key)
+                                )
+                                assert isinstance(
+                                    event_or_none.engine_event_data.error, SerializableErrorInfo
+                                )
+
+                                failure_or_retry_event = (
+                                    self.log_failure_or_retry_event_after_error(
+                                        step_context,
+                                        event_or_none.engine_event_data.error,
+                                        active_execution.get_known_state(),
+                                    )
+                                )
+                                yield failure_or_retry_event
+                                active_execution.handle_event(failure_or_retry_event)
+
+                        except ChildProcessCrashException as crash:
+                            serializable_error = serializable_error_info_from_exc_info(
+                                sys.exc_info()
+                            )
+                            step_context = plan_context.for_step(
+                                active_execution.get_step_by_key(key)
+                            )
+                            yield DagsterEvent.engine_event(
+                                step_context,
+                                get_run_crash_explanation(
+                                    prefix=f"Multiprocess executor: child process for step {key}",
+                                    exit_code=crash.exit_code,
+                                ),
+                                EngineEventData.engine_error(serializable_error),
+                            )
+                            failure_or_retry_event = self.log_failure_or_retry_event_after_error(
+                                step_context, serializable_error, active_execution.get_known_state()
+                            )
+
+                            active_execution.handle_event(failure_or_retry_event)
+                            yield failure_or_retry_event
+                            empty_iters.append(key)
+                            if failure_or_retry_event.is_step_failure:
+                                errors[crash.pid] = serializable_error
+                        except StopIteration:
+                            empty_iters.append(key)
+
+                    # clear and mark complete finished iterators
+                    for key in empty_iters:
+                        del active_iters[key]
+                        del term_events[key]
+                        processes.pop(key, None)
+                        active_execution.verify_complete(plan_context, key)
+
+                    # process skipped and abandoned steps
+                    yield from active_execution.plan_events_iterator(plan_context)
+            except Exception:
+                if not stopping and active_iters:
+                    serializable_error = serializable_error_info_from_exc_info(sys.exc_info())
+                    yield DagsterEvent.engine_event(
+                        plan_context,
+                        "Unexpected exception while steps were still in-progress - "
+                        "terminating running steps:",
+                        event_specific_data=EngineEventData(
+                            metadata={
+                                "steps_interrupted": MetadataValue.text(
+                                    str(list(active_iters.keys()))
+                                )
+                            },
+                            error=serializable_error,
+                        ),
+                    )
+                    for key, term_event in term_events.items():
+                        if key in processes:
+                            if processes[key].is_alive():
+                                term_event.set()
+                            del processes[key]
+
+                raise
+
+            errs = {pid: err for pid, err in errors.items() if err}
+
+            # After termination starts, raise an interrupted exception once all subprocesses
+            # have finished cleaning up (and the only errors were from being interrupted)
+            if (
+                stopping
+                and (not active_iters)
+                and all(
+                    [
+                        err_info.cls_name
+                        in {"DagsterExecutionInterruptedError", "KeyboardInterrupt"}
+                        for err_info in errs.values()
+                    ]
+                )
+            ):
+                yield DagsterEvent.engine_event(
+                    plan_context,
+                    "Multiprocess executor: interrupted all active child processes",
+                    event_specific_data=EngineEventData(),
+                )
+                raise DagsterExecutionInterruptedError()
+            elif errs:
+                raise DagsterSubprocessError(
+                    "During multiprocess execution errors occurred in child"
+                    " processes:\n{error_list}".format(
+                        error_list="\n".join(
+                            [f"In process {pid}: {err.to_string()}" for pid, err in errs.items()]
+                        )
+                    ),
+                    subprocess_error_infos=list(errs.values()),
+                )
+
+        if timer_result:
+            yield DagsterEvent.engine_event(
+                plan_context,
+                "Multiprocess executor: parent process exiting after "
+                f"{format_duration(timer_result.millis)} (pid: {os.getpid()})",
+                event_specific_data=EngineEventData.multiprocess(os.getpid()),
+            )
 
 
 def job_module_name(job: object) -> str | None:

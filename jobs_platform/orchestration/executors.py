@@ -26,9 +26,8 @@ import dagster as dg
 
 from jobs_platform.orchestration._compat import (
     ActiveExecution,
-    MultiprocessExecutor,
+    PlanStateMultiprocessExecutor,
     job_module_name,
-    multiprocess_execute_with,
 )
 from jobs_platform.orchestration.step_bounds import STEP_OVERHEAD_SECONDS, STOP_GRACE_SECONDS
 from jobs_platform.settings import (
@@ -174,10 +173,14 @@ class _ExecutionSleepingWhileStepsWait(ActiveExecution):
         super().verify_complete(job_context, step_key)
 
 
-class SleepingMultiprocessExecutor(MultiprocessExecutor):
-    """Dagster's multiprocess executor, whose run process sleeps while its steps only wait."""
+class SleepingMultiprocessExecutor(PlanStateMultiprocessExecutor):
+    """Dagster's multiprocess executor, whose run process sleeps while its steps only wait.
 
-    execute = multiprocess_execute_with(_ExecutionSleepingWhileStepsWait)
+    Its loop is Dagster's, written out in `_compat.PlanStateMultiprocessExecutor` with the
+    plan state as its one change; built from a run's config as Dagster builds its own.
+    """
+
+    plan_state_class = _ExecutionSleepingWhileStepsWait
 
 
 _DAGSTER_DEFAULT = dg.multi_or_in_process_executor
@@ -194,31 +197,37 @@ def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext
     Multiprocess, and a run may still ask for in_process in its config (`execution: config:
     in_process: {}`), as the tests and `demo` do. One change: unless a run's config names
     a start method, each step process is forked from a forkserver that imported the job's
-    code location once per run, instead of a fresh interpreter importing Dagster and the
-    code location again (2.5-3 CPU s a step; docs/BENCHMARKS.md). Still a process per
-    step, so a SIGKILLed step is retried in a new one. And while its steps only wait for
-    their retry time, the run process sleeps instead of spinning a core.
+    code location when it started, instead of a fresh interpreter importing Dagster and the
+    code location again (2.5-3 CPU s a step; docs/BENCHMARKS.md). The forkserver is started
+    by a process's first run and serves its later runs while the process's environment is
+    the one it started with (`forkserver_of_this_environment`). Still a process per step,
+    so a SIGKILLed step is retried in a new one. And while its steps only wait for their
+    retry time, the run process sleeps instead of spinning a core.
     """
     config = with_forkserver_by_default(
         init_context.executor_config, job_module_name(init_context.job)
     )
-    if "forkserver" in config.get("multiprocess", {}).get("start_method", {}):
+    multiprocess = config.get("multiprocess")
+    if multiprocess is None:
+        return _in_process_executor(init_context, config["in_process"])
+    if "forkserver" in multiprocess.get("start_method", {}):
         forkserver_of_this_environment()
-    create_default = _DAGSTER_DEFAULT.executor_creation_fn
-    if create_default is None:  # an @dg.executor always has one; typed as optional
-        raise TypeError(f"Dagster's {_DAGSTER_DEFAULT.name} executor has no creation function")
-    executor = create_default(
+    return SleepingMultiprocessExecutor.from_config(multiprocess)
+
+
+def _in_process_executor(init_context: dg.InitExecutorContext, config: Mapping) -> dg.Executor:
+    """Dagster's in-process executor, built by its own creation function."""
+    create = dg.in_process_executor.executor_creation_fn
+    if create is None:  # an @dg.executor always has one; typed as optional
+        raise TypeError("Dagster's in_process executor has no creation function")
+    return create(
         dg.InitExecutorContext(
             job=init_context.job,
-            executor_def=init_context.executor_def,
+            executor_def=dg.in_process_executor,
             executor_config=config,
             instance=init_context.instance,
         )
     )
-    if type(executor) is MultiprocessExecutor:
-        # Configured by Dagster from the run's config; only how its loop waits changes.
-        executor.__class__ = SleepingMultiprocessExecutor
-    return executor
 
 
 def platform_executor(settings: Settings | None = None) -> dg.ExecutorDefinition:
