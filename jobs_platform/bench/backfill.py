@@ -270,12 +270,15 @@ def _plain_script(url: str, landing: str, days: list[str], chunk_rows: int) -> f
     finally:
         engine.dispose()
     columns = [column.name for column in orders_table.columns]
-    statements = baselines.merge_statements(orders_table.name, ["order_id"], columns)
+    statements = baselines.merge_statements(orders_table.name, ["order_id"], columns, "on_conflict")
     with psycopg.connect(libpq_dsn(url)) as connection:
         began = time.perf_counter()
         for day in days:
             for chunk in read_order_chunks(landing_file(landing, day), day, chunk_rows):
-                baselines.merge_chunk(connection, statements, ["order_id"], chunk[columns])
+                staged = chunk[columns]
+                baselines.merge_chunk(
+                    connection, statements, ["order_id"], baselines.copy_types(staged), staged
+                )
         return time.perf_counter() - began
 
 

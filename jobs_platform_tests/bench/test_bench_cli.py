@@ -14,6 +14,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from jobs_platform.bench.baselines import PLAIN_VARIANTS
 from jobs_platform_tests.support import run_cli
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
@@ -26,7 +27,10 @@ UPSERT_METHODS = {
     "best_plain_script",
     "best_plain_script_unchanged",
     "copy_floor",
+    "copy_floor_server",
+    *(f"plain_script_{v}{kind}" for v in PLAIN_VARIANTS for kind in ("", "_unchanged")),
 }
+FIGURES = {"rows", "seconds", "rows_per_s", "min_seconds", "max_seconds", "runs_seconds"}
 
 
 def bench(args: list[str], env: dict[str, str], tmp_path, timeout: float = 300) -> dict:
@@ -49,15 +53,22 @@ def bench_schemas(url: str) -> list[str]:
 
 
 def test_bench_upsert_reports_seconds_and_rows_per_second_for_every_method(pg_url, tmp_path):
-    figures = bench(["upsert", "--rows", "2000", "--database-url", pg_url], {}, tmp_path)
+    figures = bench(
+        ["upsert", "--rows", "2000", "--repeats", "1", "--database-url", pg_url], {}, tmp_path
+    )
 
     assert set(figures) <= {"rows", "results", "notes"}
     assert figures["rows"] == 2000
     assert set(figures["results"]) == UPSERT_METHODS
     for result in figures["results"].values():
-        assert set(result) == {"seconds", "rows_per_s"}
-        assert result["seconds"] > 0 and result["rows_per_s"] > 0
+        assert set(result) >= FIGURES
+        assert len(result["runs_seconds"]) == 1  # the warm-up round is not kept
+        assert result["min_seconds"] <= result["seconds"] <= result["max_seconds"]
+        assert result["rows_per_s"] > 0
+    assert figures["results"]["best_plain_script"]["variant"] in PLAIN_VARIANTS
     assert figures["notes"]["framework_upsert_unchanged_new_row_versions"] == 0
+    # The server-side floor ran: this test's server is on this host.
+    assert "copy_floor_server" not in figures["notes"]
     assert bench_schemas(pg_url) == []
 
 
@@ -65,7 +76,18 @@ def test_bench_merge_reports_each_changed_fraction_with_the_row_versions_it_crea
     pg_url, tmp_path
 ):
     figures = bench(
-        ["merge", "--rows", "1000", "--changed", "0.01", "0.5", "--database-url", pg_url],
+        [
+            "merge",
+            "--rows",
+            "1000",
+            "--changed",
+            "0.01",
+            "0.5",
+            "--repeats",
+            "1",
+            "--database-url",
+            pg_url,
+        ],
         {},
         tmp_path,
     )
@@ -78,6 +100,10 @@ def test_bench_merge_reports_each_changed_fraction_with_the_row_versions_it_crea
     assert [r["framework_new_row_versions"] for r in rounds] == [10, 500]
     assert [r["best_plain_script_new_row_versions"] for r in rounds] == [10, 500]
     assert all(r["framework_seconds"] > 0 and r["best_plain_script_seconds"] > 0 for r in rounds)
+    for r in rounds:  # every variant of the plain script, each as exact as the writer
+        assert set(r["methods"]) == {"framework", *(f"plain_script_{v}" for v in PLAIN_VARIANTS)}
+        assert {m["new_row_versions"] for m in r["methods"].values()} == {r["changed_rows"]}
+        assert all(len(m["runs_seconds"]) == 1 for m in r["methods"].values())
     assert bench_schemas(pg_url) == []
 
 
