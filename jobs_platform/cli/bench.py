@@ -1,4 +1,4 @@
-"""`jobs-platform bench upsert|merge|backfill|memory|status|triage`: measure the writer, a
+"""`jobs-platform bench upsert|merge|staging|backfill|memory|status|triage`: measure the writer, a
 backfill and the operator commands on PostgreSQL."""
 
 from __future__ import annotations
@@ -56,6 +56,14 @@ def register(commands) -> None:
     _repeats_argument(merge)
     _common_arguments(merge)
     merge.set_defaults(handler=run_merge)
+
+    staging = kinds.add_parser(
+        "staging", help="the ways psycopg COPYs a DataFrame (what the plain script uses)"
+    )
+    staging.add_argument("--rows", type=int, default=200_000, metavar="N")
+    _repeats_argument(staging)
+    _common_arguments(staging)
+    staging.set_defaults(handler=run_staging)
 
     backfill = kinds.add_parser("backfill", help="the orders backfill through Dagster vs a script")
     add_module_option(backfill)  # with --via daemon: a location serving orders, daily_revenue
@@ -162,6 +170,12 @@ def run_merge(args: argparse.Namespace) -> int:
         lambda url: run_merge_bench(url, args.rows, args.changed, args.repeats),
         _print_merge,
     )
+
+
+def run_staging(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.staging import print_staging, run_staging_bench
+
+    return _run(args, lambda url: run_staging_bench(url, args.rows, args.repeats), print_staging)
 
 
 def _print_merge(figures: dict) -> None:

@@ -207,3 +207,19 @@ def test_bench_triage_times_the_grouping_in_process_and_as_a_command(pg_url, tmp
         assert len(result["seconds"]) == 2
         assert 0 < result["min_seconds"] <= result["median_seconds"] <= result["max_seconds"]
     assert bench_schemas(pg_url) == []
+
+
+def test_bench_staging_compares_the_ways_psycopg_copies_a_frame(pg_url, tmp_path):
+    figures = bench(
+        ["staging", "--rows", "500", "--repeats", "1", "--database-url", pg_url], {}, tmp_path
+    )
+
+    assert set(figures["results"]) == {
+        "text_write_row",
+        "binary_write_row",
+        "binary_python",
+        "csv_to_csv",
+    }
+    for result in figures["results"].values():
+        assert set(result) >= FIGURES | {"cpu_seconds"}
+        assert result["rows"] == 500 and len(result["runs_seconds"]) == 1
