@@ -18,7 +18,6 @@ import statistics
 import time
 from collections.abc import Callable
 
-import pandas as pd
 import psycopg
 
 from jobs_platform.bench.baselines import copy_types
