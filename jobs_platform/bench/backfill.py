@@ -92,6 +92,7 @@ def run_backfill_bench(
     rerun: bool = True,
     module: str | None = None,
     repeats: int = DEFAULT_REPEATS,
+    warmup: int = 1,
 ) -> dict:
     """Time both ways of loading the same days (JSON shape: docs/ARCHITECTURE.md, "Contracts").
 
@@ -145,7 +146,7 @@ def run_backfill_bench(
             database_url, landing, Path(folder), days, chunk_rows, runs, expected_rows
         )
         timed = alternated(
-            {"plain_script": methods.plain, "dagster_backfill": methods.dagster}, repeats
+            {"plain_script": methods.plain, "dagster_backfill": methods.dagster}, repeats, warmup
         )
     dagster_runs, plain_runs = timed["dagster_backfill"], timed["plain_script"]
     dagster_seconds = statistics.median(dagster_runs.seconds)

@@ -204,16 +204,28 @@ def merge_chunk(
     types: Sequence[str],
     chunk: pd.DataFrame,
 ) -> None:
-    """One chunk, one transaction: stage it with binary COPY, merge it, commit."""
+    """One chunk of a DataFrame, one transaction (`merge_rows`)."""
+    columns = [chunk[name].astype(object).tolist() for name in chunk.columns]
+    positions = [list(chunk.columns).index(name) for name in key]
+    merge_rows(connection, statements, positions, types, list(zip(*columns, strict=True)))
+
+
+def merge_rows(
+    connection: psycopg.Connection,
+    statements: tuple,
+    key_positions: Sequence[int],
+    types: Sequence[str],
+    rows: list[tuple],
+) -> None:
+    """One chunk of rows, one transaction: stage it with binary COPY, merge it, commit."""
     create_stage, copy_stage, merge = statements
     # One row per key, the last one (ON CONFLICT refuses to touch a row twice).
-    chunk = chunk.drop_duplicates(list(key), keep="last")
-    columns = [chunk[name].astype(object).tolist() for name in chunk.columns]
+    latest = {tuple(row[i] for i in key_positions): row for row in rows}
     with connection.transaction(), connection.cursor() as cursor:
         cursor.execute(create_stage)
         with cursor.copy(copy_stage) as copy:
             copy.set_types(list(types))
-            for row in zip(*columns, strict=True):
+            for row in latest.values():
                 copy.write_row(row)
         for statement in merge:
             cursor.execute(statement)

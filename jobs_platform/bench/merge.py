@@ -55,7 +55,11 @@ def changed_rows(frame: pd.DataFrame, fraction: float, round_number: int) -> pd.
 
 
 def run_merge_bench(
-    database_url: str, rows: int, fractions=DEFAULT_FRACTIONS, repeats: int = DEFAULT_REPEATS
+    database_url: str,
+    rows: int,
+    fractions=DEFAULT_FRACTIONS,
+    repeats: int = DEFAULT_REPEATS,
+    warmup: int = 1,
 ) -> dict:
     if rows < 1 or not fractions or any(not 0 < f <= 1 for f in fractions):
         raise ValueError("--rows must be at least 1 and each --changed in (0, 1]")
@@ -68,7 +72,7 @@ def run_merge_bench(
             framework_upsert(engine, template, frame)
             for fraction in fractions:
                 rounds = MergeRound(engine, libpq_dsn(url), changed_rows(frame, fraction, 1))
-                runs = alternated(rounds.methods(), repeats)
+                runs = alternated(rounds.methods(), repeats, warmup)
                 results.append(_figures(rows, fraction, runs, rounds.versions))
         finally:
             engine.dispose()

@@ -30,7 +30,9 @@ STAGE = (
 )
 
 
-def run_staging_bench(database_url: str, rows: int, repeats: int = DEFAULT_REPEATS) -> dict:
+def run_staging_bench(
+    database_url: str, rows: int, repeats: int = DEFAULT_REPEATS, warmup: int = 1
+) -> dict:
     if rows < 1:
         raise ValueError(f"--rows must be at least 1, got {rows}")
     frame = orders_frame(rows)
@@ -75,7 +77,7 @@ def run_staging_bench(database_url: str, rows: int, repeats: int = DEFAULT_REPEA
                 copy.write(buffer.getvalue())
 
         ways = (text_write_row, binary_write_row, binary_python, csv_to_csv)
-        runs = alternated({w.__name__: way(w.__name__, w) for w in ways}, repeats)
+        runs = alternated({w.__name__: way(w.__name__, w) for w in ways}, repeats, warmup)
     results = {}
     for name, kept in runs.items():
         spent = cpu[name][-repeats:]  # the warm-up's CPU is not kept either

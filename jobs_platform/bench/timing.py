@@ -75,8 +75,8 @@ def alternated(
     A method times itself and returns its seconds (its set-up stays off the clock), or
     None when it does not apply this round. The warm-up rounds are not kept.
     """
-    if repeats < 1:
-        raise ValueError(f"--repeats must be at least 1, got {repeats}")
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"--repeats must be >= 1 and --warmup >= 0, got {repeats}, {warmup}")
     runs = {name: Runs() for name in methods}
     for round_number in range(warmup + repeats):
         for name, method in methods.items():

@@ -90,6 +90,7 @@ def run_upsert_bench(
     rows: int,
     also: Callable[[sa.Engine, pd.DataFrame], dict] | None = None,
     repeats: int = DEFAULT_REPEATS,
+    warmup: int = 1,
 ) -> dict:
     """Measure every method on `rows` rows (JSON shape: docs/ARCHITECTURE.md, "Contracts").
 
@@ -104,7 +105,7 @@ def run_upsert_bench(
         engine = sa.create_engine(normalize_url(url))
         try:
             methods = UpsertMethods(engine, libpq_dsn(url), frame, sample, Path(folder))
-            runs = alternated(methods.all(), repeats)
+            runs = alternated(methods.all(), repeats, warmup)
             checks = methods.checks
             if also is not None:
                 checks["bad_rows"] = also(engine, frame)

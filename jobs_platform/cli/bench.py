@@ -1,5 +1,5 @@
-"""`jobs-platform bench upsert|merge|staging|backfill|memory|status|triage`: measure the writer, a
-backfill and the operator commands on PostgreSQL."""
+"""`jobs-platform bench upsert|merge|staging|rerun|backfill|memory|status|triage`: measure
+the writer, a backfill and the operator commands on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -64,6 +64,17 @@ def register(commands) -> None:
     _repeats_argument(staging)
     _common_arguments(staging)
     staging.set_defaults(handler=run_staging)
+
+    rerun = kinds.add_parser(
+        "rerun", help="a corrected day re-run with dagster asset materialize vs a script"
+    )
+    add_module_option(rerun)
+    rerun.add_argument("--rows", type=int, default=1_200_000, metavar="N")
+    rerun.add_argument("--changed", type=float, default=0.1, metavar="F")
+    rerun.add_argument("--chunk-rows", type=int, default=10_000, metavar="C")
+    _repeats_argument(rerun)
+    _common_arguments(rerun)
+    rerun.set_defaults(handler=run_rerun)
 
     backfill = kinds.add_parser("backfill", help="the orders backfill through Dagster vs a script")
     add_module_option(backfill)  # with --via daemon: a location serving orders, daily_revenue
@@ -159,7 +170,9 @@ def run_upsert(args: argparse.Namespace) -> int:
     bad_every = args.bad_every
     also = None if bad_every is None else lambda e, f: measure_bad_rows(e, f, bad_every)
     return _run(
-        args, lambda url: run_upsert_bench(url, args.rows, also, args.repeats), _print_upsert
+        args,
+        lambda url: run_upsert_bench(url, args.rows, also, args.repeats, args.warmup),
+        _print_upsert,
     )
 
 
@@ -168,15 +181,33 @@ def run_merge(args: argparse.Namespace) -> int:
 
     return _run(
         args,
-        lambda url: run_merge_bench(url, args.rows, args.changed, args.repeats),
+        lambda url: run_merge_bench(url, args.rows, args.changed, args.repeats, args.warmup),
         _print_merge,
+    )
+
+
+def run_rerun(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.rerun import print_rerun, run_rerun_bench
+    from jobs_platform.location import code_location_module
+
+    module = code_location_module(args.module)
+    return _run(
+        args,
+        lambda url: run_rerun_bench(
+            url, args.rows, args.changed, args.repeats, args.chunk_rows, module, args.warmup
+        ),
+        print_rerun,
     )
 
 
 def run_staging(args: argparse.Namespace) -> int:
     from jobs_platform.bench.staging import print_staging, run_staging_bench
 
-    return _run(args, lambda url: run_staging_bench(url, args.rows, args.repeats), print_staging)
+    return _run(
+        args,
+        lambda url: run_staging_bench(url, args.rows, args.repeats, args.warmup),
+        print_staging,
+    )
 
 
 def _print_merge(figures: dict) -> None:
@@ -212,7 +243,14 @@ def _repeats_argument(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=5,
         metavar="K",
-        help="timed runs of each method, alternated, after one warm-up round (default 5)",
+        help="timed runs of each method, alternated, after the warm-up rounds (default 5)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        metavar="W",
+        help="rounds run first and not kept (default 1)",
     )
 
 
@@ -235,6 +273,7 @@ def run_backfill(args: argparse.Namespace) -> int:
             rerun=not args.no_rerun,
             module=args.module,
             repeats=args.repeats,
+            warmup=args.warmup,
         )
 
     return _run(args, bench, _print_backfill)

@@ -54,7 +54,9 @@ def bench_schemas(url: str) -> list[str]:
 
 def test_bench_upsert_reports_seconds_and_rows_per_second_for_every_method(pg_url, tmp_path):
     figures = bench(
-        ["upsert", "--rows", "2000", "--repeats", "1", "--database-url", pg_url], {}, tmp_path
+        ["upsert", "--rows", "2000", "--repeats", "1", "--warmup", "0", "--database-url", pg_url],
+        {},
+        tmp_path,
     )
 
     assert set(figures) <= {"rows", "results", "notes"}
@@ -62,7 +64,7 @@ def test_bench_upsert_reports_seconds_and_rows_per_second_for_every_method(pg_ur
     assert set(figures["results"]) == UPSERT_METHODS
     for result in figures["results"].values():
         assert set(result) >= FIGURES
-        assert len(result["runs_seconds"]) == 1  # the warm-up round is not kept
+        assert len(result["runs_seconds"]) == 1
         assert result["min_seconds"] <= result["seconds"] <= result["max_seconds"]
         assert result["rows_per_s"] > 0
     assert figures["results"]["best_plain_script"]["variant"] in PLAIN_VARIANTS
@@ -85,6 +87,8 @@ def test_bench_merge_reports_each_changed_fraction_with_the_row_versions_it_crea
             "0.5",
             "--repeats",
             "1",
+            "--warmup",
+            "0",
             "--database-url",
             pg_url,
         ],
@@ -111,7 +115,17 @@ def test_bench_backfill_reports_both_times_and_their_ratio(pg_url, tmp_path):
     env = {"JOBS_PLATFORM_DATABASE_URL": pg_url}
 
     figures = bench(
-        ["backfill", "--partitions", "2", "--rows-per-partition", "200", "--repeats", "2"],
+        [
+            "backfill",
+            "--partitions",
+            "2",
+            "--rows-per-partition",
+            "200",
+            "--repeats",
+            "2",
+            "--warmup",
+            "0",
+        ],
         env,
         tmp_path,
     )
@@ -221,7 +235,9 @@ def test_bench_triage_times_the_grouping_in_process_and_as_a_command(pg_url, tmp
 
 def test_bench_staging_compares_the_ways_psycopg_copies_a_frame(pg_url, tmp_path):
     figures = bench(
-        ["staging", "--rows", "500", "--repeats", "1", "--database-url", pg_url], {}, tmp_path
+        ["staging", "--rows", "500", "--repeats", "1", "--warmup", "0", "--database-url", pg_url],
+        {},
+        tmp_path,
     )
 
     assert set(figures["results"]) == {
@@ -233,3 +249,19 @@ def test_bench_staging_compares_the_ways_psycopg_copies_a_frame(pg_url, tmp_path
     for result in figures["results"].values():
         assert set(result) >= FIGURES | {"cpu_seconds"}
         assert result["rows"] == 500 and len(result["runs_seconds"]) == 1
+
+
+def test_bench_rerun_times_a_corrected_day_through_dagster_and_the_plain_scripts(pg_url, tmp_path):
+    figures = bench(
+        ["rerun", "--rows", "300", "--repeats", "1", "--warmup", "0", "--database-url", pg_url],
+        {},
+        tmp_path,
+    )
+
+    assert figures["changed_rows"] == 30
+    assert set(figures["methods"]) == {"framework", *(f"plain_script_{v}" for v in PLAIN_VARIANTS)}
+    assert figures["best_plain_script"] in PLAIN_VARIANTS
+    assert figures["ratio"] > 0
+    split = figures["framework_seconds_split_median"]
+    assert split["step"] > 0 and split["attempt_recorded_by_the_framework"] > 0
+    assert bench_schemas(pg_url) == []
