@@ -32,6 +32,7 @@ import contextlib
 import datetime as dt
 import os
 import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -48,7 +49,8 @@ from jobs_platform.bench.database import (
     server_facts,
     snapshot_row_versions,
 )
-from jobs_platform.bench.upsert import libpq_dsn
+from jobs_platform.bench.timing import alternated, median_ratio
+from jobs_platform.bench.upsert import DEFAULT_REPEATS, libpq_dsn
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
 from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
 from jobs_platform.examples.orders.seed import ORDER_ID_EPOCH, iter_days, seed_orders
@@ -89,6 +91,8 @@ def run_backfill_bench(
     execution: str = "default",
     rerun: bool = True,
     module: str | None = None,
+    repeats: int = DEFAULT_REPEATS,
+    warmup: int = 1,
 ) -> dict:
     """Time both ways of loading the same days (JSON shape: docs/ARCHITECTURE.md, "Contracts").
 
@@ -114,13 +118,12 @@ def run_backfill_bench(
         landing = str(Path(folder) / "landing")
         seed_orders(landing, ORDER_ID_EPOCH, last_day, orders_per_day=rows_per_partition)
 
-        with fresh_schema(database_url, "plain") as url:
-            _reset_peak_rss()
-            plain_seconds = _plain_script(url, landing, days, chunk_rows)
-            rss["plain_script"] = _peak_rss_mib()
-            _expect_rows(url, expected_rows, "plain script")
-
         if via == "daemon":
+            with fresh_schema(database_url, "plain") as url:
+                _reset_peak_rss()
+                plain_seconds = _plain_script(url, landing, days, chunk_rows)
+                rss["plain_script"] = _peak_rss_mib()
+                _expect_rows(url, expected_rows, "plain script")
             with fresh_schema(database_url, "daemon") as url:
                 # What a deploy does before the first run, outside the timed part.
                 warehouse = warehouse_engine(url)
@@ -139,43 +142,96 @@ def run_backfill_bench(
             figures["notes"]["execution"] = execution
             return figures
 
-        with fresh_schema(database_url, "dagster") as url:
-            dagster = _DagsterBackfill(url, landing, Path(folder) / "dagster_home", chunk_rows)
-            with dagster:
-                _reset_peak_rss()
-                dagster_seconds = dagster.run(days, runs)
-                rss["dagster_backfill"] = _peak_rss_mib()
-                _expect_rows(url, expected_rows, "Dagster backfill")
-                engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
-                snapshot_row_versions(engine, "orders", "order_id")
-                rerun_seconds = dagster.run(days, runs)
-                rewritten = new_row_versions(engine, "orders", "order_id")
-                engine.dispose()
-
+        methods = _ProcessPathRounds(
+            database_url, landing, Path(folder), days, chunk_rows, runs, expected_rows
+        )
+        timed = alternated(
+            {"plain_script": methods.plain, "dagster_backfill": methods.dagster}, repeats, warmup
+        )
+    dagster_runs, plain_runs = timed["dagster_backfill"], timed["plain_script"]
+    dagster_seconds = statistics.median(dagster_runs.seconds)
+    plain_median = statistics.median(plain_runs.seconds)
+    rerun_seconds = statistics.median(methods.rerun_seconds[-repeats:])
+    for phase, peaks in methods.rss.items():
+        rss[phase] = max(peaks)
     notes = {
         "partitions": partitions,
         "rows_per_partition": rows_per_partition,
         "chunk_rows": chunk_rows,
+        "repeats": repeats,
         "dagster_runs": (
             "one in-process run over the partition range"
             if runs == "one"
             else f"{partitions} in-process runs, one per partition"
         ),
+        "dagster_backfill": dagster_runs.figures(expected_rows),
+        "plain_script": plain_runs.figures(expected_rows),
         "dagster_seconds_per_partition": round(dagster_seconds / partitions, 4),
-        "plain_script_seconds_per_partition": round(plain_seconds / partitions, 4),
+        "plain_script_seconds_per_partition": round(plain_median / partitions, 4),
         "dagster_rerun_unchanged_seconds": round(rerun_seconds, 4),
         "dagster_rerun_unchanged_vs_first_run_time": round(rerun_seconds / dagster_seconds, 3),
-        "dagster_rerun_unchanged_new_row_versions": rewritten,
-        "order": "plain script first, then the Dagster backfill, then its unchanged re-run",
+        "dagster_rerun_unchanged_new_row_versions": max(methods.rewritten),
+        "order": "alternated: a warm-up round, then rounds of the plain script and the "
+        "Dagster backfill (with its unchanged re-run, untimed in the ratio), each in a fresh "
+        "schema",
         "load_average_1m": {"before": load_before, "after": _load_average()},
         "server": server_facts(database_url),
     }
     return {
         "dagster_backfill_seconds": round(dagster_seconds, 4),
-        "plain_script_seconds": round(plain_seconds, 4),
-        "ratio": round(dagster_seconds / plain_seconds, 3),
+        "plain_script_seconds": round(plain_median, 4),
+        # The median of the rounds' ratios (each round's two runs, side by side).
+        "ratio": median_ratio(dagster_runs, plain_runs),
         "notes": {**notes, "peak_rss_mib": rss},
     }
+
+
+class _ProcessPathRounds:
+    """The two methods of the in-process comparison, each run in a fresh schema."""
+
+    def __init__(
+        self,
+        database_url: str,
+        landing: str,
+        folder: Path,
+        days: list[str],
+        chunk_rows: int,
+        runs: str,
+        expected_rows: int,
+    ):
+        self.database_url, self.landing, self.folder = database_url, landing, folder
+        self.days, self.chunk_rows, self.runs = days, chunk_rows, runs
+        self.expected_rows = expected_rows
+        self.rerun_seconds: list[float] = []
+        self.rewritten: list[int] = []
+        self.rss: dict[str, list[float]] = {"plain_script": [], "dagster_backfill": []}
+        self._homes = 0
+
+    def plain(self) -> float:
+        with fresh_schema(self.database_url, "plain") as url:
+            _reset_peak_rss()
+            seconds = _plain_script(url, self.landing, self.days, self.chunk_rows)
+            self.rss["plain_script"].append(_peak_rss_mib())
+            _expect_rows(url, self.expected_rows, "plain script")
+        return seconds
+
+    def dagster(self) -> float:
+        self._homes += 1
+        home = self.folder / f"dagster_home_{self._homes}"
+        with (
+            fresh_schema(self.database_url, "dagster") as url,
+            _DagsterBackfill(url, self.landing, home, self.chunk_rows) as dagster,
+        ):
+            _reset_peak_rss()
+            seconds = dagster.run(self.days, self.runs)
+            self.rss["dagster_backfill"].append(_peak_rss_mib())
+            _expect_rows(url, self.expected_rows, "Dagster backfill")
+            engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+            snapshot_row_versions(engine, "orders", "order_id")
+            self.rerun_seconds.append(dagster.run(self.days, self.runs))
+            self.rewritten.append(new_row_versions(engine, "orders", "order_id"))
+            engine.dispose()
+        return seconds
 
 
 def _ui_run_config(chunk_rows: int, execution: str) -> dict | None:
@@ -249,7 +305,7 @@ def _reset_peak_rss() -> None:
         Path("/proc/self/clear_refs").write_text("5")
 
 
-def _peak_rss_mib() -> float | None:
+def _peak_rss_mib() -> float:
     """This process's peak RSS since `_reset_peak_rss`, in MiB."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -270,12 +326,15 @@ def _plain_script(url: str, landing: str, days: list[str], chunk_rows: int) -> f
     finally:
         engine.dispose()
     columns = [column.name for column in orders_table.columns]
-    statements = baselines.merge_statements(orders_table.name, ["order_id"], columns)
+    statements = baselines.merge_statements(orders_table.name, ["order_id"], columns, "on_conflict")
     with psycopg.connect(libpq_dsn(url)) as connection:
         began = time.perf_counter()
         for day in days:
             for chunk in read_order_chunks(landing_file(landing, day), day, chunk_rows):
-                baselines.merge_chunk(connection, statements, ["order_id"], chunk[columns])
+                staged = chunk[columns]
+                baselines.merge_chunk(
+                    connection, statements, ["order_id"], baselines.copy_types(staged), staged
+                )
         return time.perf_counter() - began
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.bench.upsert import KEY, _result, _timed, chunks, orders_shaped
+from jobs_platform.bench.upsert import KEY, chunks, orders_shaped, rate, timed
 from jobs_platform.store.set_aside import upsert_setting_aside
 from jobs_platform.store.upsert import RefusedValue, UpsertCounts, upsert_frame
 
@@ -35,13 +35,13 @@ def measure_bad_rows(engine: sa.Engine, frame: pd.DataFrame, bad_every: int) -> 
         target = orders_shaped(engine, f"bench_{name}_rows", checked=True)
         for path in ("new_rows", "merge_unchanged"):
             work = functools.partial(setting_aside, engine, target, data)
-            seconds, outcome = _timed(engine, work)
+            seconds, outcome = timed(engine, work)
             counts, refused, extra = cast("tuple[UpsertCounts, int, int]", outcome)
             expected = len(positions) if name == "bad" else 0
             if refused != expected:
                 raise AssertionError(f"{name}/{path}: {refused} refused, expected {expected}")
             figures[f"{name}_{path}"] = {
-                **_result(len(data), seconds),
+                **rate(len(data), seconds),
                 "rows_written": counts.written,
                 "extra_statements": extra,
             }

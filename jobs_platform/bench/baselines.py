@@ -4,23 +4,36 @@ Nothing here imports the framework's writer or its COPY text builder: these are 
 baselines the writer is measured against, written as an engineer loading PostgreSQL by
 hand would write them, with psycopg 3 only.
 
-- `copy_floor`: COPY of text prepared beforehand (only the COPY is timed): the physical
-  floor of getting these rows into the table.
-- `best_plain_script`: per chunk, COPY into a temporary stage (psycopg's `write_row`
-  formats the values; the chunk deduplicated on its key first), then ONE merging
-  `INSERT … SELECT … ON CONFLICT DO UPDATE … WHERE (…) IS DISTINCT FROM (…)`, committed
-  per chunk. Idempotent, and no new row version for an unchanged row: the script a
-  careful engineer writes.
+- The floors, the physical cost of getting these rows into the table, one transaction per
+  chunk: `copy_floor`, COPY … FROM STDIN of text prepared before the clock starts (only
+  the COPY is timed), and `server_copy_floor`, COPY … FROM a file the server reads,
+  written before the clock starts (no client at all in the timed part).
+- The plain script (`plain_script`): per chunk, the chunk deduplicated on its key, a
+  temporary stage filled by binary COPY of the columns as Python values (psycopg's fastest
+  way from a DataFrame: measured against `write_row` of text, CSV from `to_csv` and
+  prepared text, docs/BENCHMARKS.md), then one merging statement, committed per chunk.
+  Idempotent, and no new row version for an unchanged row. Three variants of the merge,
+  since which is fastest depends on the changed fraction (`PLAIN_VARIANTS`):
+  `on_conflict` (`INSERT … SELECT … ON CONFLICT DO UPDATE … WHERE (…) IS DISTINCT FROM
+  (…)`), `not_exists` (the same, with the unchanged rows filtered out first by `NOT
+  EXISTS`, so that they are not locked), and `merge` (PostgreSQL 15's `MERGE`, after
+  `ANALYZE` of the stage).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 import psycopg
 from psycopg import sql
+
+PLAIN_VARIANTS = ("on_conflict", "not_exists", "merge")
+# PostgreSQL's binary COPY type for each kind of pandas column the bench frames hold.
+_COPY_TYPES = {"i": "int8", "f": "float8", "b": "bool", "O": "text", "M": "timestamptz"}
 
 
 def prepared_copy_text(frame: pd.DataFrame, chunk_rows: int) -> list[bytes]:
@@ -57,58 +70,162 @@ def copy_floor(dsn: str, table: str, columns: Sequence[str], texts: list[bytes])
         return time.perf_counter() - began
 
 
-def best_plain_script(
+def write_copy_files(texts: list[bytes], folder: Path) -> list[Path]:
+    """The prepared texts as files the server can read (one per chunk)."""
+    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    folder.chmod(0o755)
+    paths = []
+    for number, text in enumerate(texts):
+        path = folder / f"chunk_{number:05d}.copy"
+        path.write_bytes(text)
+        path.chmod(0o644)
+        paths.append(path)
+    return paths
+
+
+def server_copy_floor(dsn: str, table: str, columns: Sequence[str], paths: list[Path]) -> float:
+    """Seconds for the server to COPY the files into `table`, one transaction per chunk
+    (needs a server on this host, and superuser or `pg_read_server_files`)."""
+    with psycopg.connect(dsn) as connection:
+        statements = [
+            sql.SQL("COPY {} ({}) FROM {}").format(
+                sql.Identifier(table),
+                sql.SQL(", ").join(map(sql.Identifier, columns)),
+                sql.Literal(os.fspath(path)),
+            )
+            for path in paths
+        ]
+        began = time.perf_counter()
+        for statement in statements:
+            with connection.transaction():
+                connection.execute(statement)
+        return time.perf_counter() - began
+
+
+def plain_script(
     dsn: str,
     table: str,
     key: Sequence[str],
     frame: pd.DataFrame,
     chunk_rows: int,
+    variant: str = "on_conflict",
 ) -> float:
-    """Seconds to stage-and-merge `frame` into `table`, chunk by chunk (all of it timed)."""
-    statements = merge_statements(table, key, list(frame.columns))
+    """Seconds to stage-and-merge `frame` into `table`, chunk by chunk (all of it timed:
+    the values' conversion too)."""
+    statements = merge_statements(table, key, list(frame.columns), variant)
+    types = copy_types(frame)
     with psycopg.connect(dsn) as connection:
         began = time.perf_counter()
         for start in range(0, len(frame), chunk_rows):
-            merge_chunk(connection, statements, key, frame.iloc[start : start + chunk_rows])
+            chunk = frame.iloc[start : start + chunk_rows]
+            merge_chunk(connection, statements, key, types, chunk)
         return time.perf_counter() - began
 
 
-def merge_statements(table: str, key: Sequence[str], columns: Sequence[str]) -> tuple:
-    """(create the stage, COPY into it, merge it into `table`) for these columns."""
+def copy_types(frame: pd.DataFrame) -> list[str]:
+    """The binary COPY type of each column of `frame`."""
+    return [_COPY_TYPES[dtype.kind] for dtype in frame.dtypes]
+
+
+def merge_statements(table: str, key: Sequence[str], columns: Sequence[str], variant: str) -> tuple:
+    """(create the stage, COPY into it, the statements merging it into `table`)."""
+    if variant not in PLAIN_VARIANTS:
+        raise ValueError(f"unknown plain-script variant {variant!r}: one of {PLAIN_VARIANTS}")
     others = [name for name in columns if name not in key]
     ident = sql.Identifier
     names = sql.SQL(", ").join(map(ident, columns))
     create_stage = sql.SQL(
         "CREATE TEMPORARY TABLE stage (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP"
     ).format(ident(table))
-    copy_stage = sql.SQL("COPY stage ({}) FROM STDIN").format(names)
-    merge = sql.SQL(
-        "INSERT INTO {table} ({names}) SELECT {names} FROM stage "
-        "ON CONFLICT ({keys}) DO UPDATE SET {sets} "
-        "WHERE ({current}) IS DISTINCT FROM ({incoming})"
-    ).format(
-        table=ident(table),
-        names=names,
-        keys=sql.SQL(", ").join(map(ident, key)),
-        sets=sql.SQL(", ").join(
-            sql.SQL("{} = EXCLUDED.{}").format(ident(name), ident(name)) for name in others
-        ),
-        current=sql.SQL(", ").join(sql.SQL("{}.{}").format(ident(table), ident(n)) for n in others),
-        incoming=sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(ident(n)) for n in others),
+    copy_stage = sql.SQL("COPY stage ({}) FROM STDIN (FORMAT BINARY)").format(names)
+
+    def listed(prefix: str, columns: Sequence[str]) -> sql.Composable:
+        return sql.SQL(", ").join(sql.SQL(prefix + "{}").format(ident(n)) for n in columns)
+
+    changed = sql.SQL("({}) IS DISTINCT FROM ({})").format(
+        listed("t.", others), listed("s.", others)
     )
+    matches = sql.SQL(" AND ").join(
+        sql.SQL("t.{} = s.{}").format(ident(name), ident(name)) for name in key
+    )
+    if variant == "merge":
+        merge = [
+            sql.SQL("ANALYZE stage"),
+            sql.SQL(
+                "MERGE INTO {table} AS t USING stage AS s ON {matches} "
+                "WHEN MATCHED AND {changed} THEN UPDATE SET {sets} "
+                "WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})"
+            ).format(
+                table=ident(table),
+                matches=matches,
+                changed=changed,
+                sets=sql.SQL(", ").join(
+                    sql.SQL("{} = s.{}").format(ident(n), ident(n)) for n in others
+                ),
+                names=names,
+                values=listed("s.", columns),
+            ),
+        ]
+    else:
+        unchanged_filtered = sql.SQL(
+            " WHERE NOT EXISTS (SELECT 1 FROM {table} AS t WHERE {matches} "
+            "AND ({current}) IS NOT DISTINCT FROM ({incoming}))"
+        ).format(
+            table=ident(table),
+            matches=matches,
+            current=listed("t.", others),
+            incoming=listed("s.", others),
+        )
+        merge = [
+            sql.SQL(
+                "INSERT INTO {table} AS t ({names}) SELECT {values} FROM stage AS s{filtered} "
+                "ON CONFLICT ({keys}) DO UPDATE SET {sets} "
+                "WHERE ({current}) IS DISTINCT FROM ({incoming})"
+            ).format(
+                table=ident(table),
+                names=names,
+                values=listed("s.", columns),
+                filtered=unchanged_filtered if variant == "not_exists" else sql.SQL(""),
+                keys=sql.SQL(", ").join(map(ident, key)),
+                sets=sql.SQL(", ").join(
+                    sql.SQL("{} = EXCLUDED.{}").format(ident(n), ident(n)) for n in others
+                ),
+                current=listed("t.", others),
+                incoming=listed("EXCLUDED.", others),
+            )
+        ]
     return create_stage, copy_stage, merge
 
 
 def merge_chunk(
-    connection: psycopg.Connection, statements: tuple, key: Sequence[str], chunk: pd.DataFrame
+    connection: psycopg.Connection,
+    statements: tuple,
+    key: Sequence[str],
+    types: Sequence[str],
+    chunk: pd.DataFrame,
 ) -> None:
-    """One chunk, one transaction: stage it with COPY, merge it, commit."""
+    """One chunk of a DataFrame, one transaction (`merge_rows`)."""
+    columns = [chunk[name].astype(object).tolist() for name in chunk.columns]
+    positions = [list(chunk.columns).index(name) for name in key]
+    merge_rows(connection, statements, positions, types, list(zip(*columns, strict=True)))
+
+
+def merge_rows(
+    connection: psycopg.Connection,
+    statements: tuple,
+    key_positions: Sequence[int],
+    types: Sequence[str],
+    rows: list[tuple],
+) -> None:
+    """One chunk of rows, one transaction: stage it with binary COPY, merge it, commit."""
     create_stage, copy_stage, merge = statements
     # One row per key, the last one (ON CONFLICT refuses to touch a row twice).
-    chunk = chunk.drop_duplicates(list(key), keep="last")
+    latest = {tuple(row[i] for i in key_positions): row for row in rows}
     with connection.transaction(), connection.cursor() as cursor:
         cursor.execute(create_stage)
         with cursor.copy(copy_stage) as copy:
-            for row in chunk.itertuples(index=False, name=None):
+            copy.set_types(list(types))
+            for row in latest.values():
                 copy.write_row(row)
-        cursor.execute(merge)
+        for statement in merge:
+            cursor.execute(statement)

@@ -1,15 +1,19 @@
 """How the benchmarks time things: wall seconds of repeated work, and commands run to time.
 
 One home, so every figure a benchmark prints is the same kind of figure: the median of
-`repeats` runs with its spread (min and max), and each run's own seconds.
+`repeats` runs with its spread (min and max), and each run's own seconds. Methods compared
+with one another run alternated (`alternated`), and their ratio is taken pair by pair
+(`median_ratio`).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -39,3 +43,53 @@ def run_command(command: list[str], env: dict[str, str], cwd: str) -> subprocess
             f"{finished.stderr.strip()[-800:]}"
         )
     return finished
+
+
+@dataclass
+class Runs:
+    """One method's timed runs, in the order they ran, with the load average at each."""
+
+    seconds: list[float] = field(default_factory=list)
+    load_averages: list[float] = field(default_factory=list)
+
+    def figures(self, rows: int) -> dict[str, Any]:
+        """What a benchmark prints for the method: the median and its spread, every run."""
+        median = statistics.median(self.seconds)
+        return {
+            "rows": rows,
+            "seconds": round(median, 4),  # the median run
+            "rows_per_s": round(rows / median, 1),
+            "min_seconds": round(min(self.seconds), 4),
+            "max_seconds": round(max(self.seconds), 4),
+            "runs_seconds": [round(s, 4) for s in self.seconds],
+            "load_average": round(statistics.median(self.load_averages), 2),
+        }
+
+
+def alternated(
+    methods: Mapping[str, Callable[[], float | None]], repeats: int, warmup: int = 1
+) -> dict[str, Runs]:
+    """Each method run `warmup` + `repeats` times, alternated: round by round, every method
+    once in turn (A B C A B C …), so drift on the machine hits them all alike.
+
+    A method times itself and returns its seconds (its set-up stays off the clock), or
+    None when it does not apply this round. The warm-up rounds are not kept.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"--repeats must be >= 1 and --warmup >= 0, got {repeats}, {warmup}")
+    runs = {name: Runs() for name in methods}
+    for round_number in range(warmup + repeats):
+        for name, method in methods.items():
+            load = os.getloadavg()[0]
+            seconds = method()
+            if seconds is not None and round_number >= warmup:
+                runs[name].seconds.append(seconds)
+                runs[name].load_averages.append(load)
+    return {name: kept for name, kept in runs.items() if kept.seconds}
+
+
+def median_ratio(numerator: Runs, denominator: Runs) -> float:
+    """The median of the runs' ratios pair by pair (run i of one over run i of the other:
+    the same round, so the same state of the machine)."""
+    pairs = zip(numerator.seconds, denominator.seconds, strict=True)
+    return round(statistics.median(a / b for a, b in pairs), 3)

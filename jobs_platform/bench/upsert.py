@@ -1,30 +1,39 @@
 """`bench upsert`: the framework's upsert writer against the usual ways to load PostgreSQL.
 
-One run, one deterministic DataFrame of orders (the example's six columns, built once
-with numpy so that generating it costs nothing measurable), every method into its own
-empty table of the orders shape (primary key and `ordered_at` index included):
+One deterministic DataFrame of orders (the example's six columns, built once with numpy so
+that generating it costs nothing measurable). Every method runs `--repeats` times after a
+warm-up round, alternated (round by round, each method once: drift hits all alike), each
+run into a new empty table of the orders shape (primary key and `ordered_at` index
+included), a CHECKPOINT before each so no run pays for the previous one's dirty pages:
 
-- framework_upsert            `upsert_frame`, 50,000-row chunks, one transaction each
-- framework_upsert_unchanged  the same chunks again; must write no new row versions
-- best_plain_script           the baseline: per chunk, COPY into a stage and one merging
-                              `INSERT … ON CONFLICT DO UPDATE … WHERE … IS DISTINCT FROM`
-                              (`bench.baselines`, no code shared with the framework)
-- best_plain_script_unchanged the same again over the loaded table
-- copy_floor                  an independent psycopg COPY of text prepared beforehand:
-                              the physical floor (only the COPY is timed)
-- raw_copy_append             COPY of the framework's own COPY text (its cost of staging)
-- pandas_to_sql_multi         `DataFrame.to_sql(method="multi")` append, on a sample
-- executemany_upsert          SQLAlchemy executemany `INSERT … ON CONFLICT DO UPDATE`
+- framework_upsert             `upsert_frame`, 50,000-row chunks, one transaction each
+- framework_upsert_unchanged   the same chunks again; must write no new row version
+- copy_floor_server            the server COPYs files written before the clock starts,
+                               one transaction per chunk: the physical floor
+- copy_floor                   psycopg COPY … FROM STDIN of text prepared before the clock
+- plain_script_<variant>       the expert's script (`bench.baselines.plain_script`, no
+                               code shared with the framework): per chunk a stage filled
+                               by binary COPY, then `on_conflict`, `not_exists` or `merge`;
+  plain_script_<variant>_unchanged  the same again over the loaded table
+- best_plain_script(_unchanged) the variant with the lowest median (named in `variant`)
+- raw_copy_append              COPY of the framework's own COPY text (its cost of staging)
+- pandas_to_sql_multi          `DataFrame.to_sql(method="multi")` append, on a sample
+- executemany_upsert           SQLAlchemy executemany `INSERT … ON CONFLICT DO UPDATE`,
+                               on a sample
 
-Durability is left as the server has it (`synchronous_commit` untouched): every chunk's
-commit waits for its WAL flush, in every method alike.
+Each figure is the median run with its min and max and every run's seconds; a ratio is
+the median of the ratios of the runs pair by pair (`bench.timing`). Durability is left as
+the server has it (`synchronous_commit` untouched): every chunk's commit waits for its WAL
+flush, in every method alike.
 """
 
 from __future__ import annotations
 
 import functools
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -39,17 +48,21 @@ from jobs_platform.bench.database import (
     server_facts,
     snapshot_row_versions,
 )
+from jobs_platform.bench.timing import Runs, alternated, median_ratio
 from jobs_platform.examples.orders.tables import orders_table
 from jobs_platform.store.copy_text import copy_text
 from jobs_platform.store.db import normalize_url
 from jobs_platform.store.upsert import UpsertCounts, upsert_frame
 
 CHUNK_ROWS = 50_000  # like a backfill's chunk: one transaction per chunk
-PANDAS_SAMPLE_ROWS = 100_000  # to_sql(method="multi") runs minutes on a million rows
+DEFAULT_REPEATS = 5
+# pandas' to_sql(method="multi") and executemany take minutes on a million rows.
+SAMPLE_ROWS = 100_000
 # pandas sends `chunksize` rows per INSERT; 10,000 rows of 6 columns stays under PostgreSQL's
 # 65,535 bind parameters per statement.
 PANDAS_CHUNK_ROWS = 10_000
 KEY = ("order_id",)
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", None, ""}
 
 _FIRST_DAY_US = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in microseconds
 _DAY_US = 86_400_000_000
@@ -77,6 +90,8 @@ def run_upsert_bench(
     database_url: str,
     rows: int,
     also: Callable[[sa.Engine, pd.DataFrame], dict] | None = None,
+    repeats: int = DEFAULT_REPEATS,
+    warmup: int = 1,
 ) -> dict:
     """Measure every method on `rows` rows (JSON shape: docs/ARCHITECTURE.md, "Contracts").
 
@@ -86,91 +101,191 @@ def run_upsert_bench(
     if rows < 1:
         raise ValueError(f"--rows must be at least 1, got {rows}")
     frame = orders_frame(rows)
-    sample_rows = min(rows, PANDAS_SAMPLE_ROWS)
-    with fresh_schema(database_url, "upsert") as url:
+    sample = frame.head(min(rows, SAMPLE_ROWS))
+    with fresh_schema(database_url, "upsert") as url, tempfile.TemporaryDirectory() as folder:
         engine = sa.create_engine(normalize_url(url))
         try:
-            results, checks = _measure_all(engine, frame, sample_rows)
-            results.update(_measure_baselines(engine, libpq_dsn(url), frame))
+            methods = UpsertMethods(engine, libpq_dsn(url), frame, sample, Path(folder))
+            runs = alternated(methods.all(), repeats, warmup)
+            checks = methods.checks
             if also is not None:
                 checks["bad_rows"] = also(engine, frame)
         finally:
             engine.dispose()
-    framework = results["framework_upsert"]["rows_per_s"]
+    sizes = {"pandas_to_sql_multi": len(sample), "executemany_upsert": len(sample)}
+    results = {name: kept.figures(sizes.get(name, rows)) for name, kept in runs.items()}
+    for kind in ("", "_unchanged"):
+        best = min(
+            (v for v in baselines.PLAIN_VARIANTS if f"plain_script_{v}{kind}" in results),
+            key=lambda v: results[f"plain_script_{v}{kind}"]["seconds"],
+        )
+        results[f"best_plain_script{kind}"] = {
+            **results[f"plain_script_{best}{kind}"],
+            "variant": best,
+        }
+        runs[f"best_plain_script{kind}"] = runs[f"plain_script_{best}{kind}"]
     notes = {
         "chunk_rows": CHUNK_ROWS,
-        "pandas_to_sql_multi_sample_rows": sample_rows,
+        "repeats": repeats,
+        "sample_rows": len(sample),
+        "pandas_to_sql_multi_sample_rows": len(sample),
         "pandas_to_sql_multi_chunksize": PANDAS_CHUNK_ROWS,
         **checks,
+        "framework_upsert_unchanged_time_vs_first_run": median_ratio(
+            runs["framework_upsert_unchanged"], runs["framework_upsert"]
+        ),
+        # Framework speed / the method's speed, run by run (rows/s: samples differ).
         "framework_speed_relative_to": {
-            name: round(framework / result["rows_per_s"], 3)
-            for name, result in results.items()
-            if name != "framework_upsert"
+            name: _speed_ratio(runs, name, rows, sizes.get(name, rows))
+            for name in runs
+            if name not in ("framework_upsert", "framework_upsert_unchanged")
+        }
+        | {
+            "framework_upsert_unchanged": median_ratio(
+                runs["framework_upsert_unchanged"], runs["framework_upsert"]
+            )
         },
+        "unchanged_speed_relative_to_best_plain_script_unchanged": median_ratio(
+            runs["best_plain_script_unchanged"], runs["framework_upsert_unchanged"]
+        ),
         "server": server_facts(database_url),
     }
     return {"rows": rows, "results": results, "notes": notes}
 
 
-def _measure_all(
-    engine: sa.Engine, frame: pd.DataFrame, sample_rows: int
-) -> tuple[dict[str, dict], dict]:
-    rows = len(frame)
-    results: dict[str, dict] = {}
-
-    target = orders_shaped(engine, "bench_framework")
-    seconds, counts = _timed(engine, lambda: framework_upsert(engine, target, frame))
-    _expect(counts == UpsertCounts(inserted=rows), "framework_upsert", counts)
-    results["framework_upsert"] = _result(rows, seconds)
-    snapshot_row_versions(engine, target.name, KEY[0])
-    seconds, counts = _timed(engine, lambda: framework_upsert(engine, target, frame))
-    _expect(counts == UpsertCounts(unchanged=rows), "framework_upsert_unchanged", counts)
-    results["framework_upsert_unchanged"] = _result(rows, seconds)
-    checks = {
-        "framework_upsert_unchanged_new_row_versions": new_row_versions(
-            engine, target.name, KEY[0]
-        ),
-        "framework_upsert_unchanged_time_vs_first_run": round(
-            results["framework_upsert_unchanged"]["seconds"]
-            / results["framework_upsert"]["seconds"],
-            3,
-        ),
-    }
-    _drop_checked(engine, target, rows)
-
-    methods = (
-        ("raw_copy_append", _raw_copy_append, frame),
-        ("pandas_to_sql_multi", _pandas_to_sql_multi, frame.head(sample_rows)),
-        ("executemany_upsert", _executemany_upsert, frame),
-    )
-    for name, method, data in methods:
-        target = orders_shaped(engine, f"bench_{name}")
-        seconds, _ = _timed(engine, functools.partial(method, engine, target, data))
-        results[name] = _result(len(data), seconds)
-        _drop_checked(engine, target, len(data))
-    return results, checks
+def _speed_ratio(runs: dict[str, Runs], name: str, rows: int, other_rows: int) -> float:
+    framework = runs["framework_upsert"]
+    other = Runs([s * rows / other_rows for s in runs[name].seconds])
+    return median_ratio(other, framework)
 
 
-def _measure_baselines(engine: sa.Engine, dsn: str, frame: pd.DataFrame) -> dict[str, dict]:
-    rows, results = len(frame), {}
-    target = orders_shaped(engine, "bench_best_plain_script")
-    checkpoint(engine)
-    results["best_plain_script"] = _result(
-        rows, baselines.best_plain_script(dsn, target.name, KEY, frame, CHUNK_ROWS)
-    )
-    checkpoint(engine)
-    results["best_plain_script_unchanged"] = _result(
-        rows, baselines.best_plain_script(dsn, target.name, KEY, frame, CHUNK_ROWS)
-    )
-    _drop_checked(engine, target, rows)
-    target = orders_shaped(engine, "bench_copy_floor")
-    texts = baselines.prepared_copy_text(frame, CHUNK_ROWS)
-    checkpoint(engine)
-    results["copy_floor"] = _result(
-        rows, baselines.copy_floor(dsn, target.name, list(frame.columns), texts)
-    )
-    _drop_checked(engine, target, rows)
-    return results
+class UpsertMethods:
+    """Each method as a callable that sets up its table, times itself and checks its rows."""
+
+    def __init__(
+        self, engine: sa.Engine, dsn: str, frame: pd.DataFrame, sample: pd.DataFrame, folder: Path
+    ):
+        self.engine, self.dsn, self.frame, self.sample = engine, dsn, frame, sample
+        self.rows = len(frame)
+        self.columns = list(frame.columns)
+        self.texts = baselines.prepared_copy_text(frame, CHUNK_ROWS)
+        folder.chmod(0o755)  # the server's own user reads the floor's files
+        self.files = baselines.write_copy_files(self.texts, folder / "floor")
+        self.server_reads_files = _server_is_local(engine)
+        self.checks: dict = {}
+        self._loaded: dict[str, sa.Table] = {}
+        self._tables = 0
+
+    def all(self) -> dict[str, Callable[[], float | None]]:
+        methods: dict[str, Callable[[], float | None]] = {
+            "framework_upsert": self.framework_new,
+            "framework_upsert_unchanged": self.framework_unchanged,
+            "copy_floor_server": self.server_floor,
+            "copy_floor": self.client_floor,
+        }
+        for variant in baselines.PLAIN_VARIANTS:
+            methods[f"plain_script_{variant}"] = functools.partial(self.plain_new, variant)
+            methods[f"plain_script_{variant}_unchanged"] = functools.partial(
+                self.plain_again, variant
+            )
+        methods |= {
+            "raw_copy_append": self.raw_copy_append,
+            "pandas_to_sql_multi": self.pandas_to_sql_multi,
+            "executemany_upsert": self.executemany_upsert,
+        }
+        return methods
+
+    def _table(self, name: str) -> sa.Table:
+        self._tables += 1
+        return orders_shaped(self.engine, f"bench_{name}_{self._tables}")
+
+    def _timed(self, work: Callable[[], object]) -> tuple[float, object]:
+        return timed(self.engine, work)
+
+    def framework_new(self) -> float:
+        target = self._table("framework")
+        seconds, counts = self._timed(lambda: framework_upsert(self.engine, target, self.frame))
+        _expect(counts == UpsertCounts(inserted=self.rows), "framework_upsert", counts)
+        self._loaded["framework"] = target
+        return seconds
+
+    def framework_unchanged(self) -> float:
+        target = self._loaded.pop("framework")
+        first = "framework_upsert_unchanged_new_row_versions" not in self.checks
+        if first:
+            snapshot_row_versions(self.engine, target.name, KEY[0])
+        seconds, counts = self._timed(lambda: framework_upsert(self.engine, target, self.frame))
+        _expect(counts == UpsertCounts(unchanged=self.rows), "framework_upsert_unchanged", counts)
+        if first:
+            self.checks["framework_upsert_unchanged_new_row_versions"] = new_row_versions(
+                self.engine, target.name, KEY[0]
+            )
+        _drop_checked(self.engine, target, self.rows)
+        return seconds
+
+    def server_floor(self) -> float | None:
+        if not self.server_reads_files:
+            self.checks["copy_floor_server"] = "not measured: the server is not on this host"
+            return None
+        target = self._table("server_floor")
+        checkpoint(self.engine)
+        try:
+            seconds = baselines.server_copy_floor(self.dsn, target.name, self.columns, self.files)
+        except Exception as error:  # a server that cannot read the files: say so, go on
+            self.checks["copy_floor_server"] = f"not measured: {error}".splitlines()[0]
+            self.server_reads_files = False
+            target.drop(self.engine)
+            return None
+        _drop_checked(self.engine, target, self.rows)
+        return seconds
+
+    def client_floor(self) -> float:
+        target = self._table("client_floor")
+        checkpoint(self.engine)
+        seconds = baselines.copy_floor(self.dsn, target.name, self.columns, self.texts)
+        _drop_checked(self.engine, target, self.rows)
+        return seconds
+
+    def plain_new(self, variant: str) -> float:
+        target = self._table(f"plain_{variant}")
+        checkpoint(self.engine)
+        seconds = baselines.plain_script(
+            self.dsn, target.name, KEY, self.frame, CHUNK_ROWS, variant
+        )
+        self._loaded[variant] = target
+        return seconds
+
+    def plain_again(self, variant: str) -> float:
+        target = self._loaded.pop(variant)
+        checkpoint(self.engine)
+        seconds = baselines.plain_script(
+            self.dsn, target.name, KEY, self.frame, CHUNK_ROWS, variant
+        )
+        _drop_checked(self.engine, target, self.rows)
+        return seconds
+
+    def raw_copy_append(self) -> float:
+        target = self._table("raw_copy_append")
+        seconds, _ = self._timed(lambda: _raw_copy_append(self.engine, target, self.frame))
+        _drop_checked(self.engine, target, self.rows)
+        return seconds
+
+    def pandas_to_sql_multi(self) -> float:
+        target = self._table("pandas_to_sql_multi")
+        seconds, _ = self._timed(lambda: _pandas_to_sql_multi(self.engine, target, self.sample))
+        _drop_checked(self.engine, target, len(self.sample))
+        return seconds
+
+    def executemany_upsert(self) -> float:
+        target = self._table("executemany_upsert")
+        seconds, _ = self._timed(lambda: _executemany_upsert(self.engine, target, self.sample))
+        _drop_checked(self.engine, target, len(self.sample))
+        return seconds
+
+
+def _server_is_local(engine: sa.Engine) -> bool:
+    """Whether the server shares this host's files (a server elsewhere cannot read them)."""
+    return engine.url.host in LOCAL_HOSTS
 
 
 def libpq_dsn(url: str) -> str:
@@ -234,11 +349,16 @@ def _executemany_upsert(engine: sa.Engine, table: sa.Table, frame: pd.DataFrame)
             connection.execute(statement, cast("list[dict[str, Any]]", chunk.to_dict("records")))
 
 
-def _timed(engine: sa.Engine, work: Callable[[], object]) -> tuple[float, object]:
+def timed(engine: sa.Engine, work: Callable[[], object]) -> tuple[float, object]:
+    """`work`'s wall seconds and what it returned, after a CHECKPOINT."""
     checkpoint(engine)
     began = time.perf_counter()
     outcome = work()
     return time.perf_counter() - began, outcome
+
+
+def rate(rows: int, seconds: float) -> dict:
+    return {"seconds": round(seconds, 4), "rows_per_s": round(rows / seconds, 1)}
 
 
 def checkpoint(engine: sa.Engine) -> None:
@@ -248,10 +368,6 @@ def checkpoint(engine: sa.Engine) -> None:
             connection.execute(sa.text("CHECKPOINT"))
     except sa.exc.DBAPIError:
         pass  # CHECKPOINT needs superuser or pg_checkpoint; the figures just get noisier
-
-
-def _result(rows: int, seconds: float) -> dict:
-    return {"seconds": round(seconds, 4), "rows_per_s": round(rows / seconds, 1)}
 
 
 def orders_shaped(engine: sa.Engine, name: str, *, checked: bool = False) -> sa.Table:

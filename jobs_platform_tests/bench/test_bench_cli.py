@@ -14,6 +14,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from jobs_platform.bench.baselines import PLAIN_VARIANTS
 from jobs_platform_tests.commands import run_cli
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
@@ -26,7 +27,10 @@ UPSERT_METHODS = {
     "best_plain_script",
     "best_plain_script_unchanged",
     "copy_floor",
+    "copy_floor_server",
+    *(f"plain_script_{v}{kind}" for v in PLAIN_VARIANTS for kind in ("", "_unchanged")),
 }
+FIGURES = {"rows", "seconds", "rows_per_s", "min_seconds", "max_seconds", "runs_seconds"}
 
 
 def bench(args: list[str], env: dict[str, str], tmp_path, timeout: float = 300) -> dict:
@@ -49,15 +53,24 @@ def bench_schemas(url: str) -> list[str]:
 
 
 def test_bench_upsert_reports_seconds_and_rows_per_second_for_every_method(pg_url, tmp_path):
-    figures = bench(["upsert", "--rows", "2000", "--database-url", pg_url], {}, tmp_path)
+    figures = bench(
+        ["upsert", "--rows", "2000", "--repeats", "1", "--warmup", "0", "--database-url", pg_url],
+        {},
+        tmp_path,
+    )
 
     assert set(figures) <= {"rows", "results", "notes"}
     assert figures["rows"] == 2000
     assert set(figures["results"]) == UPSERT_METHODS
     for result in figures["results"].values():
-        assert set(result) == {"seconds", "rows_per_s"}
-        assert result["seconds"] > 0 and result["rows_per_s"] > 0
+        assert set(result) >= FIGURES
+        assert len(result["runs_seconds"]) == 1
+        assert result["min_seconds"] <= result["seconds"] <= result["max_seconds"]
+        assert result["rows_per_s"] > 0
+    assert figures["results"]["best_plain_script"]["variant"] in PLAIN_VARIANTS
     assert figures["notes"]["framework_upsert_unchanged_new_row_versions"] == 0
+    # The server-side floor ran: this test's server is on this host.
+    assert "copy_floor_server" not in figures["notes"]
     assert bench_schemas(pg_url) == []
 
 
@@ -65,7 +78,20 @@ def test_bench_merge_reports_each_changed_fraction_with_the_row_versions_it_crea
     pg_url, tmp_path
 ):
     figures = bench(
-        ["merge", "--rows", "1000", "--changed", "0.01", "0.5", "--database-url", pg_url],
+        [
+            "merge",
+            "--rows",
+            "1000",
+            "--changed",
+            "0.01",
+            "0.5",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--database-url",
+            pg_url,
+        ],
         {},
         tmp_path,
     )
@@ -78,18 +104,42 @@ def test_bench_merge_reports_each_changed_fraction_with_the_row_versions_it_crea
     assert [r["framework_new_row_versions"] for r in rounds] == [10, 500]
     assert [r["best_plain_script_new_row_versions"] for r in rounds] == [10, 500]
     assert all(r["framework_seconds"] > 0 and r["best_plain_script_seconds"] > 0 for r in rounds)
+    for r in rounds:  # every variant of the plain script, each as exact as the writer
+        assert set(r["methods"]) == {"framework", *(f"plain_script_{v}" for v in PLAIN_VARIANTS)}
+        assert {m["new_row_versions"] for m in r["methods"].values()} == {r["changed_rows"]}
+        assert all(len(m["runs_seconds"]) == 1 for m in r["methods"].values())
     assert bench_schemas(pg_url) == []
 
 
 def test_bench_backfill_reports_both_times_and_their_ratio(pg_url, tmp_path):
     env = {"JOBS_PLATFORM_DATABASE_URL": pg_url}
 
-    figures = bench(["backfill", "--partitions", "2", "--rows-per-partition", "200"], env, tmp_path)
+    figures = bench(
+        [
+            "backfill",
+            "--partitions",
+            "2",
+            "--rows-per-partition",
+            "200",
+            "--repeats",
+            "2",
+            "--warmup",
+            "0",
+        ],
+        env,
+        tmp_path,
+    )
 
     assert set(figures) <= {"dagster_backfill_seconds", "plain_script_seconds", "ratio", "notes"}
     for field in ("dagster_backfill_seconds", "plain_script_seconds", "ratio"):
         assert figures[field] > 0
-    assert figures["notes"]["dagster_rerun_unchanged_new_row_versions"] == 0
+    notes = figures["notes"]
+    assert notes["dagster_rerun_unchanged_new_row_versions"] == 0
+    # Alternated rounds after a warm-up: each method's runs, the median between min and max.
+    for method in ("dagster_backfill", "plain_script"):
+        assert len(notes[method]["runs_seconds"]) == 2
+        assert notes[method]["min_seconds"] <= notes[method]["seconds"]
+        assert notes[method]["seconds"] <= notes[method]["max_seconds"]
     assert bench_schemas(pg_url) == []
 
 
@@ -180,4 +230,38 @@ def test_bench_triage_times_the_grouping_in_process_and_as_a_command(pg_url, tmp
     for result in figures["results"].values():
         assert len(result["seconds"]) == 2
         assert 0 < result["min_seconds"] <= result["median_seconds"] <= result["max_seconds"]
+    assert bench_schemas(pg_url) == []
+
+
+def test_bench_staging_compares_the_ways_psycopg_copies_a_frame(pg_url, tmp_path):
+    figures = bench(
+        ["staging", "--rows", "500", "--repeats", "1", "--warmup", "0", "--database-url", pg_url],
+        {},
+        tmp_path,
+    )
+
+    assert set(figures["results"]) == {
+        "text_write_row",
+        "binary_write_row",
+        "binary_python",
+        "csv_to_csv",
+    }
+    for result in figures["results"].values():
+        assert set(result) >= FIGURES | {"cpu_seconds"}
+        assert result["rows"] == 500 and len(result["runs_seconds"]) == 1
+
+
+def test_bench_rerun_times_a_corrected_day_through_dagster_and_the_plain_scripts(pg_url, tmp_path):
+    figures = bench(
+        ["rerun", "--rows", "300", "--repeats", "1", "--warmup", "0", "--database-url", pg_url],
+        {},
+        tmp_path,
+    )
+
+    assert figures["changed_rows"] == 30
+    assert set(figures["methods"]) == {"framework", *(f"plain_script_{v}" for v in PLAIN_VARIANTS)}
+    assert figures["best_plain_script"] in PLAIN_VARIANTS
+    assert figures["ratio"] > 0
+    split = figures["framework_seconds_split_median"]
+    assert split["step"] > 0 and split["attempt_recorded_by_the_framework"] > 0
     assert bench_schemas(pg_url) == []
