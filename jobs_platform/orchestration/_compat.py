@@ -50,7 +50,6 @@ __all__ = [
     "multiprocess_execute_with",
     "retry_mode_from_config",
     "run_location_module",
-    "run_repository",
     "sensor_location_module",
     "submit_celery_task",
 ]
@@ -362,19 +361,3 @@ def create_asset_run(
         asset_check_selection=None,
         asset_graph=graph,
     )
-
-
-def run_repository(context: dg.AssetExecutionContext) -> dg.RepositoryDefinition | None:
-    """The repository (the code location's definitions) a step runs in; None when it has
-    none: a job executed in process by itself (`JobDefinition.execute_in_process`).
-
-    Dagster 1.13.27: `repository_def` raises a `CheckError` ("No repository definition was
-    set on the step context") instead of returning None
-    (`dagster/_core/execution/context/system.py`).
-    """
-    from dagster_shared.check import CheckError
-
-    try:
-        return context.repository_def
-    except CheckError:
-        return None

@@ -6,7 +6,7 @@ materialization, so that `jobs-platform status` answers without loading the loca
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import dagster as dg
 import sqlalchemy as sa
@@ -17,15 +17,13 @@ from jobs_platform.store.catalog import CatalogEntry, write_catalog
 
 
 def catalog_entries(
-    assets_defs: Iterable[dg.AssetsDefinition],
-    instance: dg.DagsterInstance,
-    order: Sequence[dg.AssetKey] = (),
+    assets_defs: Iterable[dg.AssetsDefinition], instance: dg.DagsterInstance
 ) -> list[CatalogEntry]:
     """One entry per partitioned backfill among `assets_defs`, with every partition key it
-    has now (dynamic ones read from `instance`, as status reads them).
+    has now (dynamic ones read from `instance`, as status reads them), by asset key.
 
-    In the order of `order` (the location's asset graph: the order status lists its
-    backfills in when it loads the location); keys not in it keep their own order, last.
+    Sorted, so that every writer (a deploy, a `platform_health` run) writes one order: a
+    location's asset graph holds its assets in an order that changes between processes.
     """
     found: list[tuple[dg.AssetSpec, dg.BackfillPolicy | None, dict[str, str]]] = []
     for assets_def in assets_defs:
@@ -33,10 +31,8 @@ def catalog_entries(
         for spec in assets_def.specs:
             if spec.tags.get(BACKFILL_TAG) == "true" and spec.partitions_def is not None:
                 found.append((spec, assets_def.backfill_policy, tables))
-    rank = {key: position for position, key in enumerate(order)}
-    found.sort(key=lambda item: rank.get(item[0].key, len(rank)))
-    return [
-        CatalogEntry(
+    entries = {
+        spec.key.to_user_string(): CatalogEntry(
             asset=spec.key.to_user_string(),
             partitions_kind=_kind(spec.partitions_def),
             partition_keys=tuple(
@@ -47,15 +43,14 @@ def catalog_entries(
         )
         for spec, policy, tables in found
         if spec.partitions_def is not None
-    ]
+    }
+    return [entries[asset] for asset in sorted(entries)]
 
 
-def location_assets(graph) -> tuple[list[dg.AssetsDefinition], list[dg.AssetKey]]:
-    """A loaded location's asset definitions (each once) and its asset keys, in its
-    graph's order (`Definitions.resolve_asset_graph()`, or a run's repository's)."""
-    nodes = list(graph.asset_nodes)
-    unique = {id(node.assets_def): node.assets_def for node in nodes}
-    return list(unique.values()), [node.key for node in nodes]
+def location_assets(definitions: dg.Definitions) -> list[dg.AssetsDefinition]:
+    """A loaded location's asset definitions, resolved as its runs see them, each once."""
+    nodes = definitions.resolve_asset_graph().asset_nodes
+    return list({id(node.assets_def): node.assets_def for node in nodes}.values())
 
 
 def write_location_catalog(
@@ -63,10 +58,9 @@ def write_location_catalog(
     location: str,
     assets_defs: Iterable[dg.AssetsDefinition],
     instance: dg.DagsterInstance,
-    order: Sequence[dg.AssetKey] = (),
 ) -> list[CatalogEntry]:
     """Replace `location`'s catalog with what `assets_defs` serve now; returns the entries."""
-    entries = catalog_entries(assets_defs, instance, order)
+    entries = catalog_entries(assets_defs, instance)
     write_catalog(engine, location, entries)
     return entries
 

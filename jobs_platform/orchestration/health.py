@@ -6,8 +6,7 @@ from collections.abc import Iterable, Sequence
 import dagster as dg
 
 from jobs_platform.dead_letter_view import groups_markdown
-from jobs_platform.orchestration._compat import run_repository
-from jobs_platform.orchestration.catalog import location_assets, write_location_catalog
+from jobs_platform.orchestration.catalog import write_location_catalog
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
@@ -105,12 +104,9 @@ def platform_health_asset(
         settings = context.resources.jobs_platform.settings()
         report = status_report(specs, context.instance, settings)
         location = location_of_run(context.run)
-        # The catalog `jobs-platform status` answers from, refreshed with the figures, its
-        # backfills in the order of the location's graph (the order status loads them in).
-        repository = run_repository(context)
-        _, order = location_assets(repository.asset_graph) if repository else ((), [])
+        # The catalog `jobs-platform status` answers from, refreshed with the figures.
         write_location_catalog(
-            ready_warehouse(settings.database_url), location, backfills, context.instance, order
+            ready_warehouse(settings.database_url), location, backfills, context.instance
         )
         causes = dead_letter_causes(specs, settings, location)
         yield from _health_results(report, causes)

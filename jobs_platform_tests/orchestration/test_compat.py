@@ -400,26 +400,3 @@ def test_a_sensor_tick_of_a_code_server_or_of_a_test_names_no_module():
 
     assert sensor_location_module(a_tick_in(origin)) is None
     assert sensor_location_module(dg.build_sensor_context()) is None
-
-
-@dg.asset
-def repository_probe(context) -> None:
-    from jobs_platform.orchestration._compat import run_repository
-
-    repositories.append(run_repository(context))
-
-
-repositories: list = []
-
-
-def test_a_step_run_in_process_has_no_repository_and_the_shim_says_none():
-    # A run launched from a code location (daemon, webserver, `dagster asset materialize
-    # -m`) has one: test_status_catalog.py reads the catalog such a run wrote.
-    repositories.clear()
-    with dg.DagsterInstance.ephemeral() as instance:
-        dg.materialize([repository_probe], instance=instance)
-
-    assert repositories == [None], changed(
-        "AssetExecutionContext.repository_def of a run in process (the shim expects a "
-        f"CheckError): {repositories!r}"
-    )
