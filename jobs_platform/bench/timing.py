@@ -39,3 +39,32 @@ def run_command(command: list[str], env: dict[str, str], cwd: str) -> subprocess
             f"{finished.stderr.strip()[-800:]}"
         )
     return finished
+
+
+def alternated_wall_seconds(
+    repeats: int, methods: dict[str, Callable[[], object]]
+) -> dict[str, dict[str, Any]]:
+    """Each of `methods` run once to warm up, then `repeats` times alternated (A B A B …),
+    so that the machine's drift hits all alike: per method its median, min, max and each
+    run's seconds, and (`ratio_to_first`) the median of its pairwise ratios to the first."""
+    for work in methods.values():
+        work()
+    seconds: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(repeats):
+        for name, work in methods.items():
+            began = time.perf_counter()
+            work()
+            seconds[name].append(round(time.perf_counter() - began, 4))
+    first = seconds[next(iter(methods))]
+    return {
+        name: {
+            "median_seconds": statistics.median(runs),
+            "min_seconds": min(runs),
+            "max_seconds": max(runs),
+            "seconds": runs,
+            "ratio_to_first": round(
+                statistics.median(run / base for run, base in zip(runs, first, strict=True)), 3
+            ),
+        }
+        for name, runs in seconds.items()
+    }
