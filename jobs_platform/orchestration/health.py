@@ -98,7 +98,8 @@ def platform_health_asset(
             dg.AssetCheckSpec("no_lease_older_than_its_ttl", asset=key),
         ],
         description="Partitions done / failed / quarantined / missing per backfill, in-flight "
-        "work, pending requests and speed. Materialize it (or let its schedule) to refresh.",
+        "work, pending requests and speed. Materialize it (or let its schedule) to refresh; "
+        "it rewrites the backfill catalog `jobs-platform status` reads too.",
     )
     def platform_health(context: dg.AssetExecutionContext):
         settings = context.resources.jobs_platform.settings()
