@@ -93,3 +93,32 @@ def median_ratio(numerator: Runs, denominator: Runs) -> float:
     the same round, so the same state of the machine)."""
     pairs = zip(numerator.seconds, denominator.seconds, strict=True)
     return round(statistics.median(a / b for a, b in pairs), 3)
+
+
+def alternated_wall_seconds(
+    repeats: int, methods: dict[str, Callable[[], object]]
+) -> dict[str, dict[str, Any]]:
+    """`alternated` for methods timed from outside (one warm-up round, then `repeats`):
+    per method its median, min, max and each run's seconds, and (`ratio_to_first`) the
+    median of its pairwise ratios to the first method."""
+
+    def timed(work: Callable[[], object]) -> Callable[[], float]:
+        def run() -> float:
+            began = time.perf_counter()
+            work()
+            return time.perf_counter() - began
+
+        return run
+
+    runs = alternated({name: timed(work) for name, work in methods.items()}, repeats)
+    first = runs[next(iter(methods))]
+    return {
+        name: {
+            "median_seconds": round(statistics.median(kept.seconds), 4),
+            "min_seconds": round(min(kept.seconds), 4),
+            "max_seconds": round(max(kept.seconds), 4),
+            "seconds": [round(s, 4) for s in kept.seconds],
+            "ratio_to_first": median_ratio(kept, first),
+        }
+        for name, kept in runs.items()
+    }

@@ -96,7 +96,26 @@ def run_upgrade(args: argparse.Namespace) -> int:
         print(f"backfill tables already there, left as they are: {', '.join(existing)}")
     if not backfills:
         print(f"code location {module} declares no backfill: no table to create")
+    written = _write_catalog(engine, args.module)
+    print(
+        f"catalog: {len(written)} backfill(s) of {module} written "
+        "(what `jobs-platform status` reads without loading the location)"
+    )
     return 0
+
+
+def _write_catalog(engine: sa.Engine, module: str | None) -> list:
+    """The location's backfills and their partition keys, into the catalog (`store.catalog`).
+
+    After the upgrade, which creates the catalog's table. The location is loaded already
+    (`_location`): importing it again is free.
+    """
+    from jobs_platform.location import code_location_module, dagster_instance, load_definitions
+    from jobs_platform.orchestration.catalog import location_assets, write_location_catalog
+
+    assets_defs = location_assets(load_definitions(module))
+    with dagster_instance() as instance:
+        return write_location_catalog(engine, code_location_module(module), assets_defs, instance)
 
 
 def run_current(args: argparse.Namespace) -> int:

@@ -1,11 +1,22 @@
-"""`jobs-platform status`: per backfill asset, where its partitions stand."""
+"""`jobs-platform status`: per backfill asset, where its partitions stand.
+
+Without a window it answers from the backfill catalog (`store.catalog`): what the code
+location serves and its partition keys, written to the warehouse at deploy and by each
+`platform_health` materialization. Neither Dagster nor the location is imported then
+(a fraction of a second instead of seconds). Without a catalog of the location in the
+warehouse the environment names, with `--from/--to` (a window needs the partitions'
+definitions) or with `--load-location`, it loads the location, as before the catalog.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import Any
 
-from jobs_platform.location import add_module_option
+from jobs_platform.location import add_module_option, code_location_module
+from jobs_platform.suggested_commands import suggested_command
 
 
 def register(commands) -> None:
@@ -23,16 +34,71 @@ def register(commands) -> None:
         metavar="KEY",
         help="count only the partitions up to this time partition key (inclusive)",
     )
+    parser.add_argument(
+        "--load-location",
+        action="store_true",
+        help="load the code location for its backfills instead of reading the catalog",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    windowed = args.first is not None or args.last is not None
+    location = code_location_module(args.module)
+    source: dict[str, Any] = {"source": "location", "catalog_updated_at": None}
+    source |= {"catalog_age_seconds": None, "catalog_stale": None}
+    if not windowed and not args.load_location:
+        answered = _from_catalog(location)
+        if answered is not None:
+            report, source = answered
+            return _show(args, report, source, location)
+        source["catalog_missing"] = True
+    return _show(args, _from_location(args, windowed), source, location)
+
+
+def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
+    """The report from `location`'s catalog in the environment's warehouse; None without one.
+
+    The warehouse is the one $JOBS_PLATFORM_DATABASE_URL names: a location binding
+    another finds no catalog of its own there, and is loaded (its warehouse is its
+    resource's). Nothing is created: a warehouse that cannot be read here is left to the
+    location's path, which says why in one line.
+    """
+    from jobs_platform.cli.warehouse import WarehouseUnavailable, open_warehouse
+    from jobs_platform.settings import Settings, embedded_database_url
+    from jobs_platform.store.catalog import read_catalog
+    from jobs_platform.store.db import normalize_url
+    from jobs_platform.store.health import backfill_status
+    from jobs_platform.store.migrate import SchemaNotReady
+
+    settings = Settings.from_env()
+    if settings.database_url == embedded_database_url():
+        embedded = normalize_url(settings.database_url).database
+        if not embedded or not Path(embedded).exists():
+            return None  # opening the embedded default would create it
+    try:
+        engine = open_warehouse(settings)
+    except (WarehouseUnavailable, SchemaNotReady):
+        return None
+    with engine.connect() as connection:
+        catalog = read_catalog(connection, location)
+        if catalog is None:
+            return None
+        report = backfill_status(connection, catalog.partition_keys())
+    return report, {
+        "source": "catalog",
+        "catalog_updated_at": catalog.updated_at.isoformat(),
+        "catalog_age_seconds": catalog.age_seconds,
+        "catalog_stale": catalog.stale,
+    }
+
+
+def _from_location(args: argparse.Namespace, windowed: bool) -> dict:
     from jobs_platform.cli.warehouse import open_warehouse
     from jobs_platform.location import dagster_instance, load_definitions, location_settings
     from jobs_platform.orchestration.health import status_report
     from jobs_platform.orchestration.windows import status_window
-    from jobs_platform.store.health import health_as_dict
 
     definitions = load_definitions(args.module)
     # The location's own warehouse (its bound resource), whatever the environment says.
@@ -40,21 +106,27 @@ def run(args: argparse.Namespace) -> int:
     open_warehouse(settings)  # fails in one line when it cannot be opened, before any work
     specs = definitions.resolve_all_asset_specs()
     # A bad key fails here, in one line naming what keys look like, before any query.
-    windowed = args.first is not None or args.last is not None
     window = status_window(specs, args.first, args.last) if windowed else None
     with dagster_instance() as instance:
-        report = status_report(specs, instance, settings, window)
+        return status_report(specs, instance, settings, window)
+
+
+def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], location: str) -> int:
+    from jobs_platform.store.health import health_as_dict
+
     assets = health_as_dict(report["assets"])
+    windowed = "window" in report
     if args.json:
         shown = {
             "assets": assets,
             "oldest_pending_request_age_seconds": report["oldest_pending_request_age_seconds"],
         }
-        if window is not None:
+        if windowed:
             shown |= {"window": report["window"], "not_windowed": report["not_windowed"]}
+        shown |= {name: value for name, value in source.items() if name != "catalog_missing"}
         print(json.dumps(shown, indent=2))
         return 0
-    if window is not None:
+    if windowed:
         span = report["window"]
         print(
             f"window: partitions starting from {span['start'] or 'the first'} "
@@ -69,11 +141,46 @@ def run(args: argparse.Namespace) -> int:
             f"{_num(health['duration_p50_seconds']):>8}{_num(health['duration_p95_seconds']):>8}"
             f"{_num(health['rows_per_second']):>10}{health['rows_rejected']:>10}"
         )
-    if window is not None and report["not_windowed"]:
+    if windowed and report["not_windowed"]:
         print(f"\nnot time-partitioned, left out: {', '.join(report['not_windowed'])}")
     age = report["oldest_pending_request_age_seconds"]
     print(f"\noldest pending backfill request: {f'{age:.0f}s ago' if age is not None else 'none'}")
+    note = _source_note(source, location)
+    if note:
+        print(note)
     return 0
+
+
+def _source_note(source: dict[str, Any], location: str) -> str | None:
+    """Where the backfills and their keys came from, when a person should know."""
+    from jobs_platform.store.catalog import CATALOG_STALE_AFTER_SECONDS
+
+    refresh = (
+        f"materialize platform_health, or run: {suggested_command('db', 'upgrade', '-m', location)}"
+    )
+    if source.get("catalog_missing"):
+        return (
+            f"no catalog of {location} in this warehouse: loaded the code location instead "
+            f"(to write it, {refresh})"
+        )
+    if source["source"] != "catalog":
+        return None
+    age = _age(source["catalog_age_seconds"])
+    if source["catalog_stale"]:
+        return (
+            f"STALE: from the catalog of {location} written {age} ago (over "
+            f"{_age(CATALOG_STALE_AFTER_SECONDS)}): backfills and partition keys as of "
+            f"{source['catalog_updated_at']}; to refresh, {refresh}"
+        )
+    return f"from the catalog of {location}, written {age} ago"
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _num(value) -> str:

@@ -2,17 +2,17 @@
 the location's dead letter by cause (the table of `jobs-platform dead-letter groups`)."""
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import dagster as dg
 
 from jobs_platform.dead_letter_view import groups_markdown
+from jobs_platform.orchestration.catalog import write_location_catalog
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
 from jobs_platform.outbox.store import queue_stats
-from jobs_platform.store.health import AssetHealth, asset_health, window_health
+from jobs_platform.store.health import AssetHealth, backfill_status, window_health
 from jobs_platform.store.migrate import ready_warehouse
 from jobs_platform.store.triage import signature_groups
 
@@ -50,19 +50,16 @@ def status_report(
     windowed = keys_in_window(specs, keys, window) if window is not None else {}
     with engine.connect() as connection:
         if window is None:
-            assets = asset_health(connection, keys)
-        else:
-            assets = window_health(connection, windowed)
+            return backfill_status(connection, keys)
+        assets = window_health(connection, windowed)
         queue = queue_stats(connection, assets=list(keys))
-    report: dict[str, Any] = {
+    return {
         "assets": assets,
         "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
         "pending_requests": queue.pending,
+        "window": window.as_dict(),
+        "not_windowed": [asset for asset in keys if asset not in windowed],
     }
-    if window is not None:
-        report["window"] = window.as_dict()
-        report["not_windowed"] = [asset for asset in keys if asset not in windowed]
-    return report
 
 
 def _health_metadata(report: dict) -> dict:
@@ -101,12 +98,18 @@ def platform_health_asset(
             dg.AssetCheckSpec("no_lease_older_than_its_ttl", asset=key),
         ],
         description="Partitions done / failed / quarantined / missing per backfill, in-flight "
-        "work, pending requests and speed. Materialize it (or let its schedule) to refresh.",
+        "work, pending requests and speed. Materialize it (or let its schedule) to refresh; "
+        "it rewrites the backfill catalog `jobs-platform status` reads too.",
     )
     def platform_health(context: dg.AssetExecutionContext):
         settings = context.resources.jobs_platform.settings()
         report = status_report(specs, context.instance, settings)
-        causes = dead_letter_causes(specs, settings, location_of_run(context.run))
+        location = location_of_run(context.run)
+        # The catalog `jobs-platform status` answers from, refreshed with the figures.
+        write_location_catalog(
+            ready_warehouse(settings.database_url), location, backfills, context.instance
+        )
+        causes = dead_letter_causes(specs, settings, location)
         yield from _health_results(report, causes)
 
     return platform_health

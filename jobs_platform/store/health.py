@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.outbox import queue_stats
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.quarantine import QuarantineStatus
 from jobs_platform.store.schema import leases, partitions, quarantine, rejected_rows
@@ -116,6 +117,25 @@ def _one_asset(
             sa.select(sa.func.count()).where(rejected_rows.c.asset == asset)
         ).scalar_one(),
     )
+
+
+def backfill_status(
+    connection: sa.Connection, partition_keys: Mapping[str, Sequence[str]]
+) -> dict[str, Any]:
+    """The figures of `jobs-platform status` (no window) and of `platform_health`, given
+    every partition key each backfill should have: each asset's health, and the location's
+    pending backfill requests (those for its backfills only).
+
+    One function for both ways status learns the keys (the catalog, or the loaded code
+    location), so that both print the same figures for the same warehouse.
+    """
+    assets = asset_health(connection, partition_keys)
+    queue = queue_stats(connection, assets=list(partition_keys))
+    return {
+        "assets": assets,
+        "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
+        "pending_requests": queue.pending,
+    }
 
 
 def window_health(

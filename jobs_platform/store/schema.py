@@ -197,6 +197,27 @@ rejected_rows = sa.Table(
     sa.Column("rejected_at", UtcDateTime, nullable=False),
 )
 
+# What each code location serves, per backfill: what `jobs-platform status` needs to answer
+# without importing Dagster or the location (`store.catalog`). Written at deploy (`db
+# upgrade`) and by each `platform_health` materialization; keyed by the location, since
+# several locations may share a warehouse and each writes only its own rows.
+backfill_catalog = sa.Table(
+    "jp_backfill_catalog",
+    framework_metadata,
+    sa.Column("location", sa.String(255), primary_key=True),
+    sa.Column("asset", sa.String(255), primary_key=True),
+    # The order the location declares its backfills in: the order status lists them.
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("partitions_kind", sa.String(32), nullable=False),
+    sa.Column("partition_count", sa.Integer, nullable=False),
+    # A JSON array of every partition key, as of `updated_at`: `missing` is exact with it
+    # (10,000 daily keys are ~130 kB, read in milliseconds).
+    sa.Column("partition_keys", sa.Text, nullable=False),
+    sa.Column("max_partitions_per_run", sa.Integer),
+    sa.Column("target_table", sa.String(255)),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
 alert_ledger = sa.Table(
     "jp_alert_ledger",
     framework_metadata,

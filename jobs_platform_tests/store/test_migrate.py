@@ -131,6 +131,7 @@ def test_the_autogenerate_check_sees_a_model_change_without_a_revision(warehouse
         ("add_index", "ix_jp_quarantine_signature"),
         ("add_index", "ix_jp_quarantine_status"),
         ("add_index", "ix_jp_requeues_partition"),
+        ("add_table", "jp_backfill_catalog"),
         ("add_table", "jp_rejected_rows"),
         ("add_table", "jp_requeues"),
     ]

@@ -1,0 +1,133 @@
+"""The backfill catalog: what each code location serves, kept in the warehouse.
+
+`jobs-platform status` needs, per backfill of a location, its partition keys (to count
+the missing ones) and little else; loading the location to learn them imports Dagster and
+the user's code, seconds before the first query. The catalog holds them instead, one row
+per (location, backfill), written when the location is deployed (`jobs-platform db
+upgrade`) and by each `platform_health` materialization (every 10 minutes by default), so
+status answers from the warehouse alone. The keys are as of `updated_at`: a catalog older
+than `CATALOG_STALE_AFTER_SECONDS` is reported stale (a daily backfill may have gained a
+day since, or the location changed its backfills).
+
+Rows are built from a loaded location by `orchestration.catalog`; this module is plain SQL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.schema import backfill_catalog
+
+CATALOG_STALE_AFTER_SECONDS = 15 * 60
+"""A catalog older than this is stale: the `platform_health` schedule (every 10 minutes)
+has missed a tick at least, so a new partition or a changed location may not be in it."""
+
+# Any constant works; every process writing the catalog must use the same one.
+_CATALOG_LOCK_ID = 7_415_902_313
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One backfill of a code location, as status needs it."""
+
+    asset: str
+    partitions_kind: str
+    """`time_window`, `dynamic`, `static` or `multi` (informative)."""
+    partition_keys: tuple[str, ...]
+    max_partitions_per_run: int | None = None
+    """Its backfill policy's bound; None for `single_run()` or no policy."""
+    target_table: str | None = None
+
+
+@dataclass(frozen=True)
+class LocationCatalog:
+    """A code location's catalog as read: its backfills in order, and how old it is."""
+
+    location: str
+    entries: tuple[CatalogEntry, ...]
+    updated_at: dt.datetime
+    age_seconds: float
+    """On the database's clock, as `updated_at` was written."""
+
+    @property
+    def stale(self) -> bool:
+        return self.age_seconds > CATALOG_STALE_AFTER_SECONDS
+
+    def partition_keys(self) -> dict[str, list[str]]:
+        """Every partition key of each backfill, in the location's order."""
+        return {entry.asset: list(entry.partition_keys) for entry in self.entries}
+
+
+def write_catalog(
+    engine: sa.Engine,
+    location: str,
+    entries: Sequence[CatalogEntry],
+    *,
+    clock: LeaseClock = DATABASE_CLOCK,
+) -> dt.datetime:
+    """Replace `location`'s rows with `entries`, in one transaction; returns the time stamped.
+
+    Only the location's own rows change: other locations sharing the warehouse keep
+    theirs. A backfill the location no longer serves loses its row. Concurrent writers
+    (a deploy while `platform_health` runs) are serialised by a transaction-scoped
+    advisory lock on PostgreSQL (and by SQLite's single writer): without it, two
+    delete-then-insert transactions would both insert the same keys and one would fail.
+    """
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(
+                sa.text("SELECT pg_advisory_xact_lock(:lock_id)"), {"lock_id": _CATALOG_LOCK_ID}
+            )
+        now = clock.now(connection)
+        of_location = backfill_catalog.c.location == location
+        connection.execute(sa.delete(backfill_catalog).where(of_location))
+        rows = [
+            {
+                "location": location,
+                "asset": entry.asset,
+                "position": position,
+                "partitions_kind": entry.partitions_kind,
+                "partition_count": len(entry.partition_keys),
+                "partition_keys": json.dumps(list(entry.partition_keys), separators=(",", ":")),
+                "max_partitions_per_run": entry.max_partitions_per_run,
+                "target_table": entry.target_table,
+                "updated_at": now,
+            }
+            for position, entry in enumerate(entries)
+        ]
+        if rows:
+            connection.execute(sa.insert(backfill_catalog), rows)
+    return now
+
+
+def read_catalog(
+    connection: sa.Connection, location: str, *, clock: LeaseClock = DATABASE_CLOCK
+) -> LocationCatalog | None:
+    """`location`'s catalog; None when nothing wrote one in this warehouse."""
+    rows = connection.execute(
+        sa.select(backfill_catalog)
+        .where(backfill_catalog.c.location == location)
+        .order_by(backfill_catalog.c.position)
+    ).all()
+    if not rows:
+        return None
+    # Written in one transaction, the rows share one stamp; the oldest is the safe reading.
+    updated_at = min(row.updated_at for row in rows)
+    entries = tuple(
+        CatalogEntry(
+            asset=row.asset,
+            partitions_kind=row.partitions_kind,
+            partition_keys=tuple(json.loads(row.partition_keys)),
+            max_partitions_per_run=row.max_partitions_per_run,
+            target_table=row.target_table,
+        )
+        for row in rows
+    )
+    age = (clock.now(connection) - updated_at).total_seconds()
+    return LocationCatalog(location, entries, updated_at, round(max(age, 0.0), 3))
