@@ -23,6 +23,7 @@ from jobs_platform.examples.orders.assets import daily_partitions, revenue_of_da
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.store.schema import partitions, quarantine
+from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.support import (
     DAGSTER,
     declared_rows,
@@ -123,8 +124,11 @@ def test_job_execute_over_a_range_withholds_only_the_poison_day_until_it_is_requ
 
     seed_orders(env["JOBS_PLATFORM_LANDING"], POISON, POISON, orders_per_day=25)  # fixed
     jobs_platform = str(Path(DAGSTER).with_name("jobs-platform"))
+    launching_at_once(env["DAGSTER_HOME"])  # no daemon here: the requeue's run starts at once
     requeued = run_cli([jobs_platform, "dead-letter", "requeue", "orders", POISON.isoformat()], env)
     assert requeued.returncode == 0, requeued.stdout[-2000:]
+    [run] = finished_runs(env["DAGSTER_HOME"], requeued.stdout).values()
+    assert run.status == dg.DagsterRunStatus.SUCCESS
     engine = engine_from(env)
     for day in DAYS:
         expected_orders, expected_revenue = expected_tables_from_landing(
