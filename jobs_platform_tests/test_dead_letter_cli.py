@@ -17,6 +17,7 @@ from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import mark_requeue_launched, requeue_partition
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.environments import engine_from, platform_environment
+from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import (
     materialize,
@@ -67,8 +68,15 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     assert [set(attempt) >= HISTORY_FIELDS for attempt in shown["history"]] == [True]
 
     seed_orders(landing, DAY, DAY, orders_per_day=30)  # the input is fixed
-    cli(pg_platform_env, "requeue", "orders", PARTITION)
+    launching_at_once(pg_platform_env["DAGSTER_HOME"])  # no daemon here
+    requeued = cli(pg_platform_env, "requeue", "orders", PARTITION)
 
+    # Queued through the instance, under the entry's run key; the command does not wait.
+    assert "queued 1 run in the Dagster instance's run queue" in requeued.stdout
+    run = finished_runs(pg_platform_env["DAGSTER_HOME"], requeued.stdout)[
+        requeue_run_key(listed_id(pg_platform_env))
+    ]
+    assert run.status == dg.DagsterRunStatus.SUCCESS
     assert json.loads(cli(pg_platform_env, "list", "--json").stdout) == []
     after = json.loads(cli(pg_platform_env, "show", "orders", PARTITION, "--json").stdout)
     assert after["status"] == "resolved"
@@ -84,6 +92,10 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     engine = engine_from(pg_platform_env)
     assert len(table_snapshot(engine, "orders")) == 30
     assert table_snapshot(engine, "daily_revenue")  # the downstream day was rebuilt too
+
+
+def listed_id(env) -> int:
+    return json.loads(cli(env, "show", "orders", PARTITION, "--json").stdout)["id"]
 
 
 def quarantined_day(env) -> None:
@@ -106,10 +118,15 @@ def test_a_second_requeue_relaunches_an_entry_whose_launch_was_lost(pg_platform_
     quarantined_day(pg_platform_env)
     entry = requeue_then_die(engine_from(pg_platform_env))
 
-    cli(pg_platform_env, "requeue", "orders", PARTITION)
+    launching_at_once(pg_platform_env["DAGSTER_HOME"])
+    relaunched = cli(pg_platform_env, "requeue", "orders", PARTITION)
 
+    assert "but no run of it was ever launched" in relaunched.stdout
+    finished_runs(pg_platform_env["DAGSTER_HOME"], relaunched.stdout)
     after = json.loads(cli(pg_platform_env, "show", "orders", PARTITION, "--json").stdout)
     assert after["status"] == "resolved"
+    # Relaunched, not released again: one release in the history.
+    assert [r["kind"] for r in after["history"]].count("requeue") == 1
     with dg.DagsterInstance.get() as instance:
         [run] = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: requeue_run_key(entry.id)}))
     assert run.status == dg.DagsterRunStatus.SUCCESS
@@ -168,6 +185,7 @@ def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_pa
     shown = json.loads(cli(env, "show", "-m", ACME, "acme_events", ACME_DAY, "--json").stdout)
     entry_in_the_ui = dead_letter_partition_in(env, ACME, shown["id"])
     write_acme_events(env, ["web,1,100", "web,2,200", "app,1,5"])  # the input is fixed
+    launching_at_once(env["DAGSTER_HOME"])
     requeued = cli(env, "requeue", "-m", ACME, "acme_events", ACME_DAY)
 
     assert (listed["asset"], listed["partition"], listed["attempts"]) == (
@@ -176,7 +194,7 @@ def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_pa
         1,
     )
     assert "line 3, field 'amount_cents'" in listed["last_error"]
-    assert f"acme_events/{ACME_DAY} succeeded" in requeued.stdout
+    finished_runs(env["DAGSTER_HOME"], requeued.stdout)
     assert json.loads(cli(env, "list", "-m", ACME, "--json").stdout) == []
     day = dt.date.fromisoformat(ACME_DAY)
     assert table_snapshot(engine_from(env), "acme_events") == [

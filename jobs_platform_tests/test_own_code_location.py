@@ -16,10 +16,12 @@ import re
 import sys
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import sqlalchemy as sa
 
 from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import attempts_of
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -156,6 +158,9 @@ def test_a_code_location_of_its_own_gets_every_guarantee_with_the_readme_command
 
     # The input is fixed; a requeue completes the partition.
     write_csv(landing, POISON, poison_rows)
-    ok(jobs_platform(env, "dead-letter", "requeue", "-m", MODULE, ASSET, POISON))
+    launching_at_once(env["DAGSTER_HOME"])  # no daemon here: the requeue's run starts at once
+    requeued = ok(jobs_platform(env, "dead-letter", "requeue", "-m", MODULE, ASSET, POISON))
+    [run] = finished_runs(env["DAGSTER_HOME"], requeued).values()
+    assert run.status == dg.DagsterRunStatus.SUCCESS
     assert json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json"))) == []
     assert table_rows(pg_url) == expected_rows(GOOD, good_rows) + expected_rows(POISON, poison_rows)

@@ -4,6 +4,7 @@ Written to a temporary folder and driven in real processes with the README's com
 only (`jobs-platform … -m acme.defs`, `dagster … -m acme.defs`) on PostgreSQL: the
 backfill is known by its asset key (`acme/events`) in every command; a day with a poison
 hour is blocked (exit 1, nothing written); after the input is fixed, requeuing the hour
+queues its run, and once it succeeded the location's requeue sensor (under a daemon)
 brings the day up to date, equal to a reference computed here from the landing files.
 """
 
@@ -16,11 +17,20 @@ import sys
 import textwrap
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
+from jobs_platform.orchestration.tags import (
+    PARTITION_RANGE_END_TAG,
+    PARTITION_RANGE_START_TAG,
+    PARTITION_TAG,
+    RUN_KEY_TAG,
+    downstream_run_key,
+)
 from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.requeued_runs import RUN_SECONDS, daemon_running, finished_runs
+from jobs_platform_tests.waiting import wait_for
 
 BIN = Path(sys.executable).parent
 MODULE = "acme.defs"
@@ -207,7 +217,7 @@ def daily_rows(url: str) -> list[tuple]:
 
 
 def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updates_the_day(
-    acme, pg_url
+    acme, pg_url, tmp_path
 ):
     env, landing = acme, Path(acme["ACME_LANDING"])
     assert "acme_daily_events" in ok(jobs_platform(env, "db", "upgrade", "-m", MODULE))
@@ -221,6 +231,12 @@ def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updat
     assert run_cli(hourly, env).returncode == 1
     (entry,) = json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json")))
     assert (entry["asset"], entry["partition"]) == ("acme/events", POISON_HOUR)
+    shown = ok(
+        jobs_platform(
+            env, "dead-letter", "show", "-m", MODULE, "acme/events", POISON_HOUR, "--json"
+        )
+    )
+    entry_id = json.loads(shown)["id"]
 
     # The day reads the poison hour: blocked, not computed from 23 hours.
     day = [str(BIN / "dagster"), "asset", "materialize", "-m", MODULE,
@@ -235,8 +251,20 @@ def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updat
     requeued = ok(
         jobs_platform(env, "dead-letter", "requeue", "-m", MODULE, "acme/events", POISON_HOUR)
     )
-    assert "acme/events_daily" in requeued
-    assert daily_rows(pg_url) == day_reference(landing)
+    # The daemon runs the queued hour; once it succeeded, the requeue sensor launches its day.
+    with daemon_running(env, tmp_path / "daemon", MODULE):
+        [hour_run] = finished_runs(env["DAGSTER_HOME"], requeued).values()
+        assert hour_run.status == dg.DagsterRunStatus.SUCCESS
+        wait_for(
+            lambda: daily_rows(pg_url) == day_reference(landing),
+            timeout=RUN_SECONDS,
+            interval=1,
+            what=lambda: f"the day's run to bring it up to date: {daily_rows(pg_url)}",
+        )
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        day_key = downstream_run_key(entry_id, "acme/events_daily", DAY)
+        [day_run] = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: day_key}))
+    assert day_run.tags[PARTITION_TAG] == DAY
     assert json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json"))) == []
 
 

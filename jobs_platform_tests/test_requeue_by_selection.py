@@ -1,10 +1,11 @@
-"""`jobs-platform dead-letter requeue --group SIG | --asset A [--error-class C] [--dry-run]`.
+"""`jobs-platform dead-letter requeue ASSET PARTITION | --group SIG | --asset A [--error-class
+C] [--dry-run]`.
 
 A cause fixed, its group requeued: the selection's entries are released and their
 partitions launched as ranged runs through the Dagster instance's run queue, which a real
 daemon serves; the other cause's entries stay as they were. A dry run changes nothing, a
 selection that matches nothing says so (exit 1), and a launch that cannot be submitted
-releases nothing (exit 2).
+releases nothing (exit 2). One entry takes the same way, a selection of one.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from jobs_platform.orchestration.tags import (
     REQUEUE_ENTRIES_TAG,
     RUN_KEY_TAG,
     entry_ids_of,
+    requeue_run_key,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.quarantine import entries_by_id, mark_requeue_launched, open_entries
@@ -334,8 +336,37 @@ def test_a_selection_that_matches_nothing_says_so_and_exits_1(env):
     assert dead_letter_state(env) == before
 
 
-def test_a_launch_the_instance_refuses_releases_nothing(env, tmp_path):
+def test_one_entry_is_a_selection_of_one_queued_under_its_own_run_key(env):
     [entry] = quarantined_days(env, ["2024-08-01"])
+
+    finished = requeue(env, "orders", "2024-08-01")
+
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert f"released orders/2024-08-01 (entry {entry}); its attempt count starts over" in (
+        finished.stdout
+    )
+    assert "queued 1 run in the Dagster instance's run queue" in finished.stdout
+    with dg.DagsterInstance.get() as instance:
+        [run] = requeue_runs_in(instance)
+    # Returned once queued, as a selection does: the daemon runs it.
+    assert run.status == dg.DagsterRunStatus.QUEUED
+    assert (run.tags[RUN_KEY_TAG], run.tags[PARTITION_TAG]) == (
+        requeue_run_key(entry),
+        "2024-08-01",
+    )
+    assert run.asset_selection == {orders.key, daily_revenue.key}
+    assert run.run_id in finished.stdout
+    with engine_from(env).connect() as connection:
+        [row] = entries_by_id(connection, [entry])
+    assert row.status == "requeued" and row.requeue_launched_at is not None
+
+
+@pytest.mark.parametrize("form", ["one entry", "group"])
+def test_a_launch_the_instance_refuses_releases_nothing(env, tmp_path, form):
+    [entry] = quarantined_days(env, ["2024-08-01"])
+    selection = (
+        ["orders", "2024-08-01"] if form == "one entry" else ["--group", signature_of(env, entry)]
+    )
     before = dead_letter_state(env)
     # An instance whose run storage cannot be reached: no run can be created or queued.
     unreachable = tmp_path / "unreachable_home"
@@ -345,9 +376,7 @@ def test_a_launch_the_instance_refuses_releases_nothing(env, tmp_path):
         "postgresql+psycopg2://postgres@127.0.0.1:1/dagster\ntelemetry:\n  enabled: false\n"
     )
 
-    finished = requeue(
-        {**env, "DAGSTER_HOME": str(unreachable)}, "--group", signature_of(env, entry)
-    )
+    finished = requeue({**env, "DAGSTER_HOME": str(unreachable)}, *selection)
 
     assert finished.returncode == 2
     assert "the launch cannot be submitted" in finished.stderr

@@ -25,16 +25,11 @@ from jobs_platform.store.catalog import (
 )
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import backfill_catalog
+from jobs_platform_tests.commands import ACME, DAGSTER, JOBS_PLATFORM, run_cli
+from jobs_platform_tests.databases import upgraded_warehouse
+from jobs_platform_tests.environments import platform_environment
+from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.store.factories import a_quarantine_entry
-from jobs_platform_tests.support import (
-    ACME,
-    DAGSTER,
-    JOBS_PLATFORM,
-    materialize,
-    platform_environment,
-    run_cli,
-    upgraded_warehouse,
-)
 
 EXAMPLE = "jobs_platform.definitions"
 # The bundled location's backfills, as the catalog lists them (by asset key).

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from dataclasses import asdict
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
@@ -24,23 +20,13 @@ from jobs_platform.dead_letter_view import (
     plain,
 )
 from jobs_platform.errors import Classification
-from jobs_platform.location import (
-    add_module_option,
-    load_definitions,
-    location_settings,
-    named_module,
-    require_module,
-)
-from jobs_platform.settings import Settings
+from jobs_platform.location import add_module_option, require_module
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
 from jobs_platform.store.triage import signature_groups
 from jobs_platform.suggested_commands import requeue_command, suggested_command
-
-if TYPE_CHECKING:
-    import dagster as dg
 
 
 def register(commands) -> None:
@@ -64,7 +50,7 @@ def register(commands) -> None:
     requeue = actions.add_parser(
         "requeue",
         help="release one entry (ASSET PARTITION) or a selection (--group, --asset) and "
-        "launch their runs in the code location",
+        "queue their runs in the Dagster instance, for the code location",
     )
     add_module_option(requeue)
     requeue.add_argument("asset", nargs="?", help="one entry: its asset (with PARTITION)")
@@ -286,7 +272,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_requeue(args: argparse.Namespace) -> int:
-    from jobs_platform.cli.requeue_selection import run_requeue_selection
+    from jobs_platform.cli.requeue import run_requeue as requeue
 
     if args.asset is not None and args.partition is None:
         args.parser.error("one entry is ASSET PARTITION: the partition is missing")
@@ -303,145 +289,4 @@ def run_requeue(args: argparse.Namespace) -> int:
     problem = selection.problem()
     if problem is not None:
         args.parser.error(problem)
-    if not selection.is_single or args.dry_run:
-        return run_requeue_selection(args, selection)
-    return _requeue_one(args)
-
-
-def _requeue_one(args: argparse.Namespace) -> int:
-    # The location is loaded before anything is released: it names the warehouse (its
-    # bound resource) and the executor, and, to launch the run here, it must serve the
-    # asset (an entry released with no run to launch would wait for a sensor that may
-    # never see it). `--no-launch` without a named location needs none of it.
-    definitions = (
-        load_definitions(args.module) if named_module(args.module) or not args.no_launch else None
-    )
-    settings = Settings.from_env() if definitions is None else location_settings(definitions)
-    # Under a remote executor the run must land on the workers like any other run: the
-    # requeue sensor launches it through the instance (daemon, run launcher, executor).
-    through_instance = args.no_launch or (definitions is not None and runs_elsewhere(definitions))
-    engine = open_warehouse(settings)
-    if not through_instance:
-        assert definitions is not None  # loaded whenever the run is launched here
-        _require_backfill(definitions, args.module, args.asset)
-    with engine.connect() as connection:
-        lost = quarantine_store.requeue_awaiting_run(connection, args.asset, args.partition)
-    if lost is not None:
-        _refuse_when_its_run_exists(lost)
-    with engine.begin() as connection:
-        entry = lost or quarantine_store.requeue_partition(connection, args.asset, args.partition)
-        if not through_instance:
-            # Tells the requeue sensor a launch is under way, so it does not start a second.
-            quarantine_store.mark_requeue_launched(connection, [entry.id])
-    if lost is not None:
-        print(
-            f"{args.asset}/{args.partition} was requeued (entry {entry.id}) but no run of it "
-            "was ever launched"
-        )
-    else:
-        print(
-            f"released {args.asset}/{args.partition} (entry {entry.id}); "
-            f"its attempt count starts over, the old history is kept"
-        )
-    if through_instance or definitions is None:
-        print("the requeue sensor will launch a run for it through the Dagster instance")
-        return 0
-    return launch_requeue_run(entry, definitions, args.module)
-
-
-def _refuse_when_its_run_exists(entry: sa.Row) -> None:
-    from jobs_platform.location import dagster_instance
-    from jobs_platform.orchestration.requeue import requeue_run
-
-    with dagster_instance() as instance:
-        run = requeue_run(instance, entry)
-    if run is not None:
-        raise quarantine_store.UnknownEntry(
-            f"{entry.asset}/{entry.partition} is already requeued: its run {run.run_id} is "
-            f"{run.status.value.lower()}; follow it in the Dagster UI"
-        )
-
-
-def runs_elsewhere(definitions: dg.Definitions) -> bool:
-    """Whether the location's runs execute on other machines (its executor, e.g. Celery)."""
-    import dagster as dg
-
-    from jobs_platform.orchestration.executors import LOCAL_EXECUTORS
-
-    executor = definitions.executor
-    # None is Dagster's default (multiprocess); an `Executor` object has no name to go by.
-    if executor is None or isinstance(executor, dg.Executor):
-        return False
-    return executor.name not in LOCAL_EXECUTORS
-
-
-def _require_backfill(definitions: dg.Definitions, module: str | None, asset: str) -> None:
-    """Raise unless one of the code location's backfills is `asset`."""
-    from jobs_platform.location import code_location_module, location_backfills
-
-    if asset not in {spec.asset for spec in location_backfills(definitions)}:
-        raise LookupError(
-            f"code location {code_location_module(module)} has no backfill {asset!r}: pass "
-            "the location that serves it with -m MODULE (or set JOBS_PLATFORM_MODULE); "
-            "nothing was released"
-        )
-
-
-def launch_requeue_run(
-    entry: sa.Row, definitions: dg.Definitions, module: str | None = None
-) -> int:
-    """Run the entry's partition of its asset and the backfills it feeds, under its run key;
-    once it succeeded, the partitions reading it through another partitioning (its day).
-
-    `definitions` are those of the code location `module` (resolved as `-m` is), which the
-    run loads as `dagster job execute -m` does. The run key `requeue-<entry id>` is what
-    the requeue sensor looks for: with it, a run this command launched is never launched
-    again by the sensor, and one that never got created is (likewise the downstream runs'
-    keys, `downstream_run_key`).
-    """
-    import dagster as dg
-
-    from jobs_platform.orchestration.tags import downstream_run_key, requeue_run_key
-    from jobs_platform.orchestration.upstream import downstream_partitions
-
-    graph = definitions.get_repository_def().asset_graph
-    key = dg.AssetKey.from_user_string(entry.asset)
-    code = _execute_run(definitions, module, key, entry.partition, requeue_run_key(entry.id))
-    if code != 0:
-        return code
-    for child, partitions in downstream_partitions(graph, key, [entry.partition]).items():
-        for partition in partitions:
-            run_key = downstream_run_key(entry.id, child.to_user_string(), partition)
-            code = _execute_run(definitions, module, child, partition, run_key) or code
-    return code
-
-
-def _execute_run(
-    definitions: dg.Definitions, module: str | None, key: dg.AssetKey, partition: str, run_key: str
-) -> int:
-    """`dagster job execute` of `key`'s partition and the backfills it feeds, under `run_key`."""
-    from jobs_platform.location import code_location_module
-    from jobs_platform.orchestration.selections import with_downstream_backfills
-    from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG
-
-    graph = definitions.get_repository_def().asset_graph
-    keys = with_downstream_backfills(graph, key)
-    selection = ",".join(k.to_user_string() for k in keys)
-    # The ops computing those assets: a chain of backfills is one op (`chain_backfills`).
-    ops = sorted({definitions.get_assets_def(k).op.name for k in keys})
-    tags = {PARTITION_TAG: partition, RUN_KEY_TAG: run_key}
-    job = definitions.resolve_implicit_global_asset_job_def().name
-    command = [
-        str(Path(sys.executable).with_name("dagster")), "job", "execute",
-        "-m", code_location_module(module), "-j", job,
-        "--op-selection", ",".join(ops), "--tags", json.dumps(tags),
-    ]  # fmt: skip
-    where = f"{key.to_user_string()}/{partition}"
-    print(f"launching {selection} for {partition} (run key {run_key})")
-    finished = subprocess.run(command, capture_output=True, text=True, check=False)
-    if finished.returncode == 0:
-        print(f"{where} succeeded")
-    else:
-        tail = "\n".join((finished.stdout + finished.stderr).strip().splitlines()[-15:])
-        print(f"{where} failed again:\n{tail}", file=sys.stderr)
-    return finished.returncode
+    return requeue(args, selection)

@@ -1,32 +1,50 @@
-"""Requeue from the UI: `requeue_dead_letter` releases entries, `requeue_sensor` relaunches them.
+"""Requeue's launcher: the one place released quarantine entries become runs, and are found again.
 
-The sensor launches what `jobs-platform dead-letter requeue` launches: the partitions of
-the asset and of the backfills it feeds, many entries of one asset as one run per
-contiguous range of its partitions (`requeue_runs`, the rule both follow), so the
-hundreds of entries a redrive releases become a handful of runs; a run of one entry has
-the run key `requeue-<entry id>`. Launches are at-least-once: until a requeued partition
-records an attempt, each tick asks Dagster for the run that names its entry and requests
-one when there is none, so a tick whose run request never reached Dagster, or a CLI
-launch that died before creating its run, is redone. A repeat is harmless: the daemon
-skips a run key the sensor has used.
+Whoever released the entries (a person with `jobs-platform dead-letter requeue`, in any
+of its forms, or with the `requeue_dead_letter` job from the UI; the redrive), their runs
+are launched and deduplicated here, by one set of rules:
 
-Once a requeued partition succeeded, the partitions of backfills reading it through a
-different partitioning (the day of a fixed hour, the month of a fixed day) are launched
-too, each under its own run key (`downstream_run_key`), so a fix brings them up to date.
+- **The runs**: one per contiguous range of an asset's partitions, with the backfills it
+  feeds (`orchestration.requeue_plan`, the plan only).
+- **Launch, from the CLI** (`submit_requeue`): the runs are created `NOT_STARTED` from a
+  workspace of the code location, then the entries are released and marked launched in
+  one transaction, then the runs are submitted to the instance's run coordinator (queued
+  for its daemon, as the UI's launches are). Anything failing before the release deletes
+  the runs and releases nothing.
+- **Launch, from the sensor** (`requeue_sensor`): released entries no one launched (the UI
+  job's, the redrive's, `--no-launch`'s) become run requests.
+- **Dedupe** (`requeue_runs_found`): an entry's run is found by its key (`requeue-<id>`)
+  or, for a ranged run, by the entries its tags name. A run still `NOT_STARTED` was never
+  submitted and does not count; a repeated request is harmless, the daemon skips a run
+  key the sensor has used.
+- **Lost launches** (`entries_awaiting_run`, `lost_launch`): an entry is awaiting its
+  run while it is requeued and its partition has recorded no attempt in the episode the
+  requeue opened. A launch marked less than `REQUEUE_LAUNCH_GRACE_SECONDS` ago may still
+  be creating its run: the sensor leaves it alone until then, and afterwards launches
+  again each awaiting entry of which Dagster has no run. A person's requeue of a single
+  entry awaiting its run relaunches it at once, and is refused, naming the run, while
+  that run exists.
+- **Downstream** (`downstream_requests`): once a requeued partition succeeded, the
+  partitions of backfills reading it through a different partitioning (the day of a fixed
+  hour) are launched too, each under its own run key (`downstream_run_key`).
 
-Both act on the code location's own backfills only: another location sharing the
-warehouse releases and relaunches its own.
+Both the sensor and the UI job act on the code location's own backfills only: another
+location sharing the warehouse releases and relaunches its own. One module for the rules
+above, so each has one home, at the cost of its length.
 """
 
+import contextlib
 import datetime as dt
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import dagster as dg
+import sqlalchemy as sa
 
 from jobs_platform.dead_letter_selection import Selection
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
-from jobs_platform.orchestration.requeue_runs import requeue_runs, requeue_runs_found
+from jobs_platform.orchestration.requeue_plan import RequeueRun, requeue_runs
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
 from jobs_platform.orchestration.selections import (
@@ -34,15 +52,31 @@ from jobs_platform.orchestration.selections import (
     served_backfills,
     with_downstream_backfills,
 )
-from jobs_platform.orchestration.tags import downstream_run_key
+from jobs_platform.orchestration.tags import (
+    PARTITION_TAG,
+    REQUEUE_ASSET_TAG,
+    REQUEUE_ENTRIES_TAG,
+    RUN_KEY_TAG,
+    downstream_run_key,
+    entry_ids_of,
+    requeue_run_key,
+)
 from jobs_platform.orchestration.upstream import downstream_partitions
 from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store.rows import TableRow
 
 REQUEUE_TICK_SECONDS = 15
 REQUEUES_PER_TICK = 100
 # A sensor with no cursor yet (new, or reset) relaunches what reads partitions resolved
 # this recently, not every resolution in the warehouse's history.
 FIRST_TICK_LOOKBACK = dt.timedelta(days=1)
+# A launch the CLI marked this recently may still be creating its run (it does within
+# seconds): the sensor leaves it alone until then. The CLI and the sensor may run on
+# different hosts, so the mark and the check both read the database's clock.
+REQUEUE_LAUNCH_GRACE_SECONDS = 300
+# The Dagster instance and the warehouse may keep different clocks: a run is looked for
+# among those created from this long before its entries were released.
+CLOCK_MARGIN = dt.timedelta(hours=1)
 
 
 @functools.cache
@@ -82,7 +116,7 @@ def _requeue_tick(
         else dt.datetime.now(dt.UTC) - FIRST_TICK_LOOKBACK
     )
     with engine.connect() as connection:
-        entries = quarantine_store.requeues_awaiting_run(connection, names, REQUEUES_PER_TICK)
+        entries = entries_awaiting_run(connection, names, REQUEUES_PER_TICK)
         resolved = quarantine_store.resolved_since(connection, names, since, REQUEUES_PER_TICK)
     found = list(requeue_runs_found(context.instance, entries))
     if found:
@@ -111,7 +145,7 @@ def _requeue_tick(
 
 def downstream_requests(graph, instance: dg.DagsterInstance, entries) -> list[dg.RunRequest]:
     """Runs of the partitions that read resolved entries' partitions through a different
-    partitioning, leaving out those already launched (by this sensor or the CLI)."""
+    partitioning, leaving out those already launched."""
     wanted: dict[str, dg.RunRequest] = {}
     for entry in entries:
         key = dg.AssetKey.from_user_string(entry.asset)
@@ -131,9 +165,159 @@ def downstream_requests(graph, instance: dg.DagsterInstance, entries) -> list[dg
     return [request for run_key, request in wanted.items() if run_key not in launched]
 
 
-def requeue_run(instance: dg.DagsterInstance, entry) -> dg.DagsterRun | None:
-    """The launched run relaunching a requeued entry (its own or a ranged one), if any."""
-    return requeue_runs_found(instance, [entry]).get(entry.id)
+def requeue_runs_found(
+    instance: dg.DagsterInstance, entries: Sequence[TableRow]
+) -> dict[int, dg.DagsterRun]:
+    """The launched run relaunching each of `entries` that has one, by entry id.
+
+    A run of one entry is found by its key (`requeue-<id>`, with the entry's partition);
+    a ranged run by the entries it names, among the requeue runs of their assets created
+    since they were released. A run still `NOT_STARTED` does not count (`launched_runs`).
+    """
+    if not entries:
+        return {}
+    single = launched_runs(instance, [requeue_run_key(entry.id) for entry in entries], {})
+    found: dict[int, dg.DagsterRun] = {}
+    for entry in entries:
+        run = single.get(requeue_run_key(entry.id))
+        if run is not None and run.tags.get(PARTITION_TAG) == entry.partition:
+            found[entry.id] = run
+    rest = [entry for entry in entries if entry.id not in found]
+    if not rest:
+        return found
+    released = [_utc(entry.requeued_at) for entry in rest if entry.requeued_at is not None]
+    runs = instance.get_runs(
+        dg.RunsFilter(
+            tags={REQUEUE_ASSET_TAG: sorted({entry.asset for entry in rest})},
+            created_after=min(released) - CLOCK_MARGIN if released else None,
+        )
+    )
+    wanted = {entry.id for entry in rest}
+    for run in runs:
+        if run.status == dg.DagsterRunStatus.NOT_STARTED:
+            continue
+        for entry_id in entry_ids_of(run.tags.get(REQUEUE_ENTRIES_TAG, "")):
+            if entry_id in wanted:
+                found.setdefault(entry_id, run)
+    return found
+
+
+def _utc(moment: dt.datetime) -> dt.datetime:
+    # SQLite hands the warehouse's times back naive; they are UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def entries_awaiting_run(
+    connection: sa.Connection, assets: Sequence[str], limit: int
+) -> list[TableRow]:
+    """Requeued entries of `assets` whose run may never have been launched: no attempt in
+    the episode their requeue opened, and no launch marked within the grace; never
+    launched ones first. Whether a run exists is Dagster's to say (`requeue_runs_found`)."""
+    return quarantine_store.requeues_awaiting_run(
+        connection, assets, limit, grace=dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS)
+    )
+
+
+def lost_launch(
+    instance: dg.DagsterInstance, connection: sa.Connection, asset: str, partition: str
+) -> sa.Row | None:
+    """The partition's requeued entry whose run was never launched, to launch again now
+    (a person asked; no grace), or None when its latest entry awaits no run.
+
+    Raises `UnknownEntry`, naming the run, when that entry's run exists.
+    """
+    entry = quarantine_store.requeue_awaiting_run(connection, asset, partition)
+    if entry is None:
+        return None
+    run = requeue_runs_found(instance, [entry]).get(entry.id)
+    if run is not None:
+        raise quarantine_store.UnknownEntry(
+            f"{asset}/{partition} is already requeued: its run {run.run_id} is "
+            f"{run.status.value.lower()}; follow it in the Dagster UI"
+        )
+    return entry
+
+
+class RequeueNotQueued(Exception):
+    """The entries were released (and marked launched) but their runs could not be
+    submitted: the requeue sensor launches them once the grace has passed."""
+
+    def __init__(self, released: Sequence[TableRow], cause: BaseException):
+        super().__init__(str(cause))
+        self.released = list(released)
+        self.cause = cause
+
+
+def submit_requeue(
+    instance: dg.DagsterInstance,
+    module: str,
+    runs: Sequence[RequeueRun],
+    engine: sa.Engine,
+    release: Callable[[sa.Connection], list[TableRow]],
+) -> tuple[list[TableRow], list[dg.DagsterRun]]:
+    """Launch `runs` through the instance, as the UI does: create them from a workspace of
+    the code location `module`, then `release` the entries and mark them launched in one
+    transaction, then submit the runs to the instance's run coordinator. Returns the
+    entries released and the runs submitted (none when every entry was released
+    meanwhile by someone else).
+
+    Whatever fails before the release leaves nothing released and no run behind (the runs
+    created are deleted) and is raised as it is; a failed submission after the release
+    raises `RequeueNotQueued`.
+    """
+    released: list[TableRow] = []
+    try:
+        with _created_runs(instance, module, runs) as (workspace, created):
+            with engine.begin() as connection:
+                released = release(connection)
+                # Tells the requeue sensor these runs are on their way: it leaves them
+                # alone while they wait in the queue, and relaunches any that vanish.
+                quarantine_store.mark_requeue_launched(connection, [e.id for e in released])
+            if not released:
+                return [], []
+            submitted = []
+            for run in list(created):
+                submitted.append(instance.submit_run(run.run_id, workspace))
+                created.remove(run)
+            return released, submitted
+    except Exception as error:
+        if released:
+            raise RequeueNotQueued(released, error) from error
+        raise
+
+
+@contextlib.contextmanager
+def _created_runs(
+    instance: dg.DagsterInstance, module: str, runs: Sequence[RequeueRun]
+) -> Iterator[tuple[Any, list[dg.DagsterRun]]]:
+    """The runs, created `NOT_STARTED` in the instance from a workspace of the code
+    location `module` (on its own code server, as `dagster job launch` loads it): proof
+    the launch can go ahead before anything is released. Those still in the list on the
+    way out (not submitted) are deleted, so no run waits `NOT_STARTED`."""
+    from jobs_platform.orchestration._compat import create_asset_run, module_workspace
+
+    # A misconfigured run coordinator is found now, not after the release.
+    _ = instance.run_coordinator
+    with module_workspace(instance, module) as workspace:
+        created: list[dg.DagsterRun] = []
+        try:
+            for run in runs:
+                request = run.run_request()
+                created.append(
+                    create_asset_run(
+                        instance,
+                        workspace,
+                        dg.RunRequest(
+                            run_key=run.run_key,
+                            asset_selection=request.asset_selection,
+                            tags={**run.tags, RUN_KEY_TAG: run.run_key},
+                        ),
+                    )
+                )
+            yield workspace, created
+        finally:
+            for unsubmitted in created:
+                instance.delete_run(unsubmitted.run_id)
 
 
 class RequeueConfig(dg.Config):

@@ -19,11 +19,6 @@ from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import attempts, partitions, quarantine, requeues
 from jobs_platform.store.signature import failure_signature
 
-# A launch `dead-letter requeue` started this recently may still be creating its run (it
-# does within seconds): the requeue sensor leaves it alone until then. The CLI and the
-# sensor may run on different hosts, so both read the database's clock.
-REQUEUE_LAUNCH_GRACE_SECONDS = 300
-
 
 class QuarantineStatus(enum.StrEnum):
     """Where a quarantine entry stands."""
@@ -328,7 +323,8 @@ def requeue_log(connection: sa.Connection, asset: str, partition: str) -> list[T
 def mark_requeue_launched(
     connection: sa.Connection, entry_ids: Sequence[int], *, now: dt.datetime | None = None
 ) -> None:
-    """Record that the CLI started launching these requeues' run, or a sensor found it."""
+    """Record that the CLI started launching these requeues' runs, or a sensor found them
+    (the lost-launch rules: `orchestration.requeue`)."""
     if entry_ids:
         connection.execute(
             sa.update(quarantine)
@@ -342,19 +338,16 @@ def requeues_awaiting_run(
     assets: Sequence[str],
     limit: int,
     *,
+    grace: dt.timedelta,
     now: dt.datetime | None = None,
 ) -> list[TableRow]:
-    """Requeued entries of `assets` whose run may never have been launched.
-
-    Those are the entries whose partition recorded no attempt in the episode the requeue
-    opened, leaving out launches the CLI started within REQUEUE_LAUNCH_GRACE_SECONDS;
-    never-launched entries first. Whether a run exists is Dagster's to say: the requeue
-    sensor asks it for the requeue's run key and relaunches the ones without.
-    """
+    """Requeued entries of `assets` whose run may never have been launched, never-launched
+    first: no attempt in the episode the requeue opened, and no launch marked within
+    `grace` of `now`. The query only: the rules are `orchestration.requeue`'s."""
     if not assets:
         return []
     now = now or DATABASE_CLOCK.now(connection)
-    recent = now - dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS)
+    recent = now - grace
     launched_at = quarantine.c.requeue_launched_at
     return list(
         connection.execute(
@@ -371,7 +364,8 @@ def requeues_awaiting_run(
 
 
 def requeue_awaiting_run(connection: sa.Connection, asset: str, partition: str) -> TableRow | None:
-    """The partition's latest entry if it is requeued and its new episode has not started."""
+    """The partition's latest entry if it is requeued and its new episode has not started
+    (the lost-launch rules: `orchestration.requeue`)."""
     latest = (
         sa.select(sa.func.max(quarantine.c.id))
         .where(quarantine.c.asset == asset, quarantine.c.partition == partition)

@@ -1,5 +1,5 @@
-"""`jobs-platform dead-letter requeue` under Celery: the run is launched through the
-instance (requeue sensor, daemon, run launcher) and its steps run on the workers."""
+"""`jobs-platform dead-letter requeue` under Celery: the run is submitted to the instance
+(daemon, run launcher), as every requeue's, and its steps run on the workers."""
 
 from __future__ import annotations
 
@@ -45,13 +45,13 @@ def test_a_requeue_from_the_cli_runs_on_the_celery_workers(
             [str(stack.BIN / "jobs-platform"), "dead-letter", "requeue", "orders", DAY], env
         )
         assert requeued.returncode == 0, requeued.stdout + requeued.stderr
-        assert "through the Dagster instance" in requeued.stdout
+        assert "queued 1 run in the Dagster instance's run queue" in requeued.stdout
         with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
             run = wait_for(
                 lambda: _finished_requeue_run(instance),
                 timeout=REQUEUED_RUN_SECONDS,
                 interval=1,
-                what="the requeue sensor's run to finish",
+                what="the requeue's run to finish",
             )
             assert run.status == dg.DagsterRunStatus.SUCCESS
             hosts = celery_step_hosts(instance, run.run_id)

@@ -20,10 +20,9 @@ from jobs_platform.orchestration.dead_letter import (
     dead_letter,
     dead_letter_sensor,
 )
-from jobs_platform.orchestration.requeue import requeue_sensor
+from jobs_platform.orchestration.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, requeue_sensor
 from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
 from jobs_platform.store.quarantine import (
-    REQUEUE_LAUNCH_GRACE_SECONDS,
     QuarantineStatus,
     latest_entry,
     mark_requeue_launched,

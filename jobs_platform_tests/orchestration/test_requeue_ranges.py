@@ -1,6 +1,6 @@
 """Released entries become one run per contiguous range of an asset's partitions.
 
-The rule (`orchestration.requeue_runs`) the requeue sensor and `dead-letter requeue` with
+The rule (`orchestration.requeue_plan`) the requeue sensor and `dead-letter requeue` with
 a selection share: hundreds of released entries (a redrive's) are a handful of runs, each
 at most the backfill policy's partitions, never a run per entry.
 """
@@ -23,7 +23,7 @@ from jobs_platform.examples.orders.assets import (
     revenue_of_day,
 )
 from jobs_platform.orchestration.requeue import requeue_sensor
-from jobs_platform.orchestration.requeue_runs import partitions_per_run, requeue_runs
+from jobs_platform.orchestration.requeue_plan import partitions_per_run, requeue_runs
 from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
     PARTITION_RANGE_START_TAG,

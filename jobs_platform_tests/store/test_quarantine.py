@@ -7,7 +7,6 @@ import sqlalchemy as sa
 from jobs_platform.store.attempts import attempt_history, budget_state, record_fingerprint
 from jobs_platform.store.partitions import current_episode, partition_rows
 from jobs_platform.store.quarantine import (
-    REQUEUE_LAUNCH_GRACE_SECONDS,
     UNREAD_INPUT,
     QuarantineStatus,
     RequeuedBy,
@@ -33,6 +32,9 @@ from jobs_platform_tests.store.factories import (
     a_quarantine_entry,
     an_attempt,
 )
+
+# The store takes the grace as given; the rule's own value is `orchestration.requeue`'s.
+GRACE = 300 * SECOND
 
 
 def test_releasing_entries_logs_who_and_why_and_releases_each_once(connection):
@@ -215,7 +217,7 @@ def test_a_requeue_awaits_its_run_until_its_new_episode_records_an_attempt(conne
     an_attempt(connection, partition="2024-01-02", episode=2)
     a_quarantine_entry(connection, asset="orders", status="requeued")  # not asked about
 
-    awaiting = requeues_awaiting_run(connection, [ASSET], limit=10, now=AT)
+    awaiting = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, now=AT)
 
     assert [row.id for row in awaiting] == [waiting]
     assert started not in [row.id for row in awaiting]
@@ -224,9 +226,8 @@ def test_a_requeue_awaits_its_run_until_its_new_episode_records_an_attempt(conne
 def test_a_launch_started_within_the_grace_is_left_to_its_launcher(connection):
     launched = a_quarantine_entry(connection, status="requeued", requeue_launched_at=AT)
 
-    grace = REQUEUE_LAUNCH_GRACE_SECONDS * SECOND
-    within = requeues_awaiting_run(connection, [ASSET], 10, now=AT + grace - SECOND)
-    after = requeues_awaiting_run(connection, [ASSET], 10, now=AT + grace + SECOND)
+    within = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, now=AT + GRACE - SECOND)
+    after = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, now=AT + GRACE + SECOND)
 
     assert (within, [row.id for row in after]) == ([], [launched])
 
@@ -237,8 +238,8 @@ def test_never_launched_requeues_come_before_relaunches(connection):
     )
     fresh = a_quarantine_entry(connection, partition="2024-01-02", status="requeued")
 
-    later = AT + 2 * REQUEUE_LAUNCH_GRACE_SECONDS * SECOND
-    awaiting = requeues_awaiting_run(connection, [ASSET], 10, now=later)
+    later = AT + 2 * GRACE
+    awaiting = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, now=later)
 
     assert [row.id for row in awaiting] == [fresh, relaunch]
 

@@ -1,30 +1,25 @@
-"""Requeued entries as runs: one run per contiguous range of an asset's partitions.
+"""Which runs relaunch requeued entries: one run per contiguous range of an asset's partitions.
 
-The one rule by which released quarantine entries become runs, whoever launches them: the
-requeue sensor (entries released from the UI job or by the redrive) and `jobs-platform
-dead-letter requeue` with a selection (submitted to the Dagster instance's run queue).
-Many entries of one asset become few runs, never a process per entry: each run covers a
-contiguous range of the asset's partitions (a ranged run computes every key between its
-ends, so a gap in the selection starts another run) of at most the backfill policy's
-`max_partitions_per_run`, the smallest among the asset and the backfills it feeds (a run
-over several assets takes the smallest, as Dagster's backfills do), and selects those
-backfills too, so each partition's downstream comes with it.
+The plan only: `orchestration.requeue`, the launcher, creates, submits or requests these
+runs and finds them again. Many entries of one asset become few runs, never a process per
+entry: each run covers a contiguous range of the asset's partitions (a ranged run
+computes every key between its ends, so a gap in the selection starts another run) of at
+most the backfill policy's `max_partitions_per_run`, the smallest among the asset and the
+backfills it feeds (a run over several assets takes the smallest, as Dagster's backfills
+do), and selects those backfills too, so each partition's downstream comes with it.
 
 Each run names its entries and their asset in its tags (`REQUEUE_ENTRIES_TAG`,
-`REQUEUE_ASSET_TAG`): that is how anyone asking later whether an entry's run exists (the
-sensor's lost-launch check) finds it. A run of one entry keeps the key `requeue-<id>`.
+`REQUEUE_ASSET_TAG`): that is how the launcher, asked later whether an entry's run
+exists, finds it. A run of one entry keeps the key `requeue-<id>`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import dagster as dg
 
-from jobs_platform.orchestration.run_keys import launched_runs
 from jobs_platform.orchestration.selections import with_downstream_backfills
 from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
@@ -32,17 +27,11 @@ from jobs_platform.orchestration.tags import (
     PARTITION_TAG,
     REQUEUE_ASSET_TAG,
     REQUEUE_ENTRIES_TAG,
-    RUN_KEY_TAG,
-    entry_ids_of,
     requeue_range_run_key,
     requeue_run_key,
     tagged_entry_ids,
 )
 from jobs_platform.store.rows import TableRow
-
-# The Dagster instance and the warehouse may keep different clocks: a run is looked for
-# among those created from this long before its entries were released.
-CLOCK_MARGIN = dt.timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -187,103 +176,3 @@ def _contiguous_ranges(
     if current:
         ranges.append(current)
     return sorted(ranges, key=lambda run: min(entry.id for entry in run))
-
-
-def requeue_runs_found(
-    instance: dg.DagsterInstance, entries: Sequence[TableRow]
-) -> dict[int, dg.DagsterRun]:
-    """The launched run relaunching each of `entries` that has one, by entry id.
-
-    A run of one entry is found by its key (`requeue-<id>`, with the entry's partition);
-    a ranged run by the entries it names, among the requeue runs of their assets created
-    since they were released. A run still `NOT_STARTED` does not count (`launched_runs`).
-    """
-    if not entries:
-        return {}
-    single = launched_runs(instance, [requeue_run_key(entry.id) for entry in entries], {})
-    found: dict[int, dg.DagsterRun] = {}
-    for entry in entries:
-        run = single.get(requeue_run_key(entry.id))
-        if run is not None and run.tags.get(PARTITION_TAG) == entry.partition:
-            found[entry.id] = run
-    rest = [entry for entry in entries if entry.id not in found]
-    if not rest:
-        return found
-    released = [_utc(entry.requeued_at) for entry in rest if entry.requeued_at is not None]
-    runs = instance.get_runs(
-        dg.RunsFilter(
-            tags={REQUEUE_ASSET_TAG: sorted({entry.asset for entry in rest})},
-            created_after=min(released) - CLOCK_MARGIN if released else None,
-        )
-    )
-    wanted = {entry.id for entry in rest}
-    for run in runs:
-        if run.status == dg.DagsterRunStatus.NOT_STARTED:
-            continue
-        for entry_id in entry_ids_of(run.tags.get(REQUEUE_ENTRIES_TAG, "")):
-            if entry_id in wanted:
-                found.setdefault(entry_id, run)
-    return found
-
-
-def _utc(moment: dt.datetime) -> dt.datetime:
-    # SQLite hands the warehouse's times back naive; they are UTC.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
-
-
-class PreparedRuns:
-    """Requeue runs created in the instance, `NOT_STARTED`, not yet handed to its run
-    coordinator: what `prepared_requeue_runs` yields."""
-
-    def __init__(self, instance: dg.DagsterInstance, workspace, created: list[dg.DagsterRun]):
-        self._instance = instance
-        self._workspace = workspace
-        self.created = created
-        self.submitted: list[dg.DagsterRun] = []
-
-    def submit(self) -> list[dg.DagsterRun]:
-        """Hand each run to the instance's run coordinator (queued, for the daemon)."""
-        for run in self.created:
-            self.submitted.append(self._instance.submit_run(run.run_id, self._workspace))
-        return self.submitted
-
-
-@contextlib.contextmanager
-def prepared_requeue_runs(
-    instance: dg.DagsterInstance, module: str, runs: Sequence[RequeueRun]
-) -> Iterator[PreparedRuns]:
-    """The runs, created in the instance from a workspace of the code location `module`
-    (loaded on its own code server, as `dagster job launch` loads it) and not yet
-    submitted: proof the launch can go ahead before anything is released.
-
-    The body releases the entries, then calls `submit()`. Whatever the body or a
-    submission raises, the runs not submitted are deleted, so no run waits `NOT_STARTED`
-    (the requeue sensor relaunches released entries whose runs are missing).
-    """
-    from jobs_platform.orchestration._compat import create_asset_run, module_workspace
-
-    # A misconfigured run coordinator is found now, not after the release.
-    _ = instance.run_coordinator
-    with module_workspace(instance, module) as workspace:
-        prepared = PreparedRuns(instance, workspace, [])
-        try:
-            for run in runs:
-                request = run.run_request()
-                tags = {**run.tags, RUN_KEY_TAG: run.run_key}
-                prepared.created.append(
-                    create_asset_run(
-                        instance,
-                        workspace,
-                        dg.RunRequest(
-                            run_key=run.run_key,
-                            asset_selection=request.asset_selection,
-                            tags=tags,
-                        ),
-                    )
-                )
-            yield prepared
-        finally:
-            submitted = {run.run_id for run in prepared.submitted}
-            for created in prepared.created:
-                if created.run_id not in submitted:
-                    instance.delete_run(created.run_id)
