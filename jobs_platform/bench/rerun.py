@@ -275,30 +275,3 @@ def _expect_sum(url: str, rows: int, amounts: int, who: str) -> None:
         raise RuntimeError(
             f"{who}: orders holds {count} rows summing to {total}, expected {rows} and {amounts}"
         )
-
-
-def print_rerun(figures: dict) -> None:
-    notes = figures["notes"]
-    print(
-        f"\none day of {figures['rows']:,} orders, {figures['changed_fraction']:.0%} of them "
-        f"corrected each round; chunks of {notes['chunk_rows']:,}; median (min - max) of "
-        f"{notes['repeats']} alternated runs after a warm-up\n"
-    )
-    print(f"  {'method':<26} {'seconds':>26} {'load':>5}")
-    for name, result in figures["methods"].items():
-        spread = (
-            f"{result['seconds']:.3f} ({result['min_seconds']:.3f} - {result['max_seconds']:.3f})"
-        )
-        print(f"  {name:<26} {spread:>26} {result['load_average']:>5.2f}")
-    print("\n  where the framework's seconds went (medians):")
-    for part, seconds in figures["framework_seconds_split_median"].items():
-        print(f"    {part:<36} {seconds:>8.3f}")
-    ratio = figures["ratio"]
-    verdict = "met    " if ratio <= RERUN_TARGET else "NOT MET"
-    print(
-        f"\ntargets\n  {verdict}  the re-run through `dagster asset materialize` <= "
-        f"{RERUN_TARGET} x the best plain script ({figures['best_plain_script']}): {ratio:.2f} x"
-    )
-
-
-RERUN_TARGET = 1.2

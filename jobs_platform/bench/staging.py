@@ -83,19 +83,3 @@ def run_staging_bench(
         spent = cpu[name][-repeats:]  # the warm-up's CPU is not kept either
         results[name] = {**kept.figures(rows), "cpu_seconds": round(statistics.median(spent), 4)}
     return {"rows": rows, "repeats": repeats, "results": results}
-
-
-def print_staging(figures: dict) -> None:
-    print(
-        f"\n{figures['rows']:,} orders rows into a temporary stage; median (min - max) of "
-        f"{figures['repeats']} alternated runs after a warm-up\n"
-    )
-    print(f"  {'way':<18} {'seconds':>26} {'client CPU s':>13} {'load':>5}")
-    for name, result in sorted(figures["results"].items(), key=lambda kv: kv[1]["seconds"]):
-        spread = (
-            f"{result['seconds']:.3f} ({result['min_seconds']:.3f} - {result['max_seconds']:.3f})"
-        )
-        print(
-            f"  {name:<18} {spread:>26} {result['cpu_seconds']:>13.3f} "
-            f"{result['load_average']:>5.2f}"
-        )
