@@ -66,17 +66,16 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
     location's path, which says why in one line.
     """
     from jobs_platform.cli.warehouse import WarehouseUnavailable, open_warehouse
-    from jobs_platform.settings import Settings, embedded_database_url
+    from jobs_platform.settings import Settings
     from jobs_platform.store.catalog import read_catalog
     from jobs_platform.store.db import normalize_url
     from jobs_platform.store.health import backfill_status
     from jobs_platform.store.migrate import SchemaNotReady
 
     settings = Settings.from_env()
-    if settings.database_url == embedded_database_url():
-        embedded = normalize_url(settings.database_url).database
-        if not embedded or not Path(embedded).exists():
-            return None  # opening the embedded default would create it
+    url = normalize_url(settings.database_url)
+    if url.get_backend_name() == "sqlite" and not (url.database and Path(url.database).exists()):
+        return None  # opening it would create it (the embedded default, or any SQLite file)
     try:
         engine = open_warehouse(settings)
     except (WarehouseUnavailable, SchemaNotReady):
