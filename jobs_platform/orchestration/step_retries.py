@@ -98,7 +98,10 @@ class StepTry:
         )
 
     def not_due_decision(self, due: Due) -> Decision:
-        return Decision(NextStep(due.next_step), due.remaining_seconds)
+        """What a partition not due is told: how long from now (`due` counts from the try's
+        start; the partitions before it in this try took some of that)."""
+        elapsed = time.monotonic() - self.began
+        return Decision(NextStep(due.next_step), max(0.0, due.remaining_seconds - elapsed))
 
     def ended(self, outcome: Outcome, due: Due) -> None:
         """Note how a partition ended in this try (attempted, skipped, or blocked).
@@ -111,7 +114,9 @@ class StepTry:
             case Blocked():
                 self._note(outcome, _BLOCKED, 0.0, due.tries_before, attempted=False)
             case NotDue(decision=decision):
-                self._note(outcome, decision.next_step, decision.delay_seconds, due.tries_before)
+                # Counted from the try's start, as `due` was (what it was told counts from
+                # when it was told).
+                self._note(outcome, decision.next_step, due.remaining_seconds, due.tries_before)
             case Busy(decision=decision) | Failed(decision=decision):
                 if decision.next_step is NextStep.QUARANTINE:
                     return
