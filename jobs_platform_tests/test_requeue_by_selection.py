@@ -18,7 +18,6 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.deploy import stack
 from jobs_platform.errors import Classification
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
@@ -45,6 +44,7 @@ from jobs_platform_tests.landing import (
     read_landing_lines,
     write_landing_lines,
 )
+from jobs_platform_tests.requeued_runs import daemon_running
 from jobs_platform_tests.rows import declared_rows
 from jobs_platform_tests.waiting import wait_for
 
@@ -136,20 +136,6 @@ def attempts_per_partition(engine: sa.Engine, partitions: list[str]) -> dict[str
         )
 
 
-def start_daemon(env: dict[str, str], folder: Path) -> stack.StackLayout:
-    """`dagster-daemon run` over a workspace of the bundled location, as a deployment runs it."""
-    (folder / "workspace.yaml").write_text(f"load_from:\n  - python_module: {MODULE}\n")
-    layout = stack.StackLayout(folder / "stack")
-    stack.start_process(
-        layout,
-        "daemon",
-        [str(stack.BIN / "dagster-daemon"), "run", "-w", str(folder / "workspace.yaml")],
-        stack.process_environment(env),
-        cwd=folder,
-    )
-    return layout
-
-
 def test_requeuing_a_fixed_causes_group_completes_its_partitions_in_ranged_runs_through_the_queue(
     env, tmp_path
 ):
@@ -173,23 +159,19 @@ def test_requeuing_a_fixed_causes_group_completes_its_partitions_in_ranged_runs_
         ("2024-08-05", "2024-08-06"),
     ]
 
-    layout = start_daemon(env, tmp_path)
-    try:
-        with dg.DagsterInstance.get() as instance:
+    with daemon_running(env, tmp_path, MODULE), dg.DagsterInstance.get() as instance:
 
-            def all_succeeded() -> list[dg.DagsterRun] | None:
-                runs = requeue_runs_in(instance)
-                done = all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
-                return runs if done else None
+        def all_succeeded() -> list[dg.DagsterRun] | None:
+            runs = requeue_runs_in(instance)
+            done = all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+            return runs if done else None
 
-            runs = wait_for(
-                all_succeeded,
-                timeout=DAEMON_SECONDS,
-                interval=1,
-                what=lambda: f"the requeue runs to succeed: {requeue_runs_in(instance)}",
-            )
-    finally:
-        stack.stop_process(layout, "daemon", timeout=30)
+        runs = wait_for(
+            all_succeeded,
+            timeout=DAEMON_SECONDS,
+            interval=1,
+            what=lambda: f"the requeue runs to succeed: {requeue_runs_in(instance)}",
+        )
 
     # Fewer runs than entries, each over a contiguous range, with the backfill it feeds.
     assert len(runs) == 2 < len(MALFORMED)
@@ -412,25 +394,19 @@ def test_entries_released_without_a_launch_are_run_by_the_requeue_sensor_in_rang
     assert released.returncode == 0, released.stdout + released.stderr
     with dg.DagsterInstance.get() as instance:
         assert requeue_runs_in(instance) == []
-    layout = start_daemon(env, tmp_path)
-    try:
-        with dg.DagsterInstance.get() as instance:
+    with daemon_running(env, tmp_path, MODULE), dg.DagsterInstance.get() as instance:
 
-            def all_succeeded() -> list[dg.DagsterRun] | None:
-                runs = requeue_runs_in(instance)
-                done = len(runs) == 2 and all(
-                    run.status == dg.DagsterRunStatus.SUCCESS for run in runs
-                )
-                return runs if done else None
+        def all_succeeded() -> list[dg.DagsterRun] | None:
+            runs = requeue_runs_in(instance)
+            done = len(runs) == 2 and all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+            return runs if done else None
 
-            runs = wait_for(
-                all_succeeded,
-                timeout=DAEMON_SECONDS,
-                interval=1,
-                what=lambda: f"the sensor's requeue runs to succeed: {requeue_runs_in(instance)}",
-            )
-    finally:
-        stack.stop_process(layout, "daemon", timeout=30)
+        runs = wait_for(
+            all_succeeded,
+            timeout=DAEMON_SECONDS,
+            interval=1,
+            what=lambda: f"the sensor's requeue runs to succeed: {requeue_runs_in(instance)}",
+        )
 
     assert [span(run) for run in runs] == [
         ("2024-08-01", "2024-08-03"),
