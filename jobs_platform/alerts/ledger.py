@@ -13,12 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-
 from jobs_platform.alerts.alert import QuarantineAlert
 from jobs_platform.alerts.sinks import AlertSink
-from jobs_platform.store import alert_ledger as ledger_store
 from jobs_platform.store.alert_ledger import SETTLED, DeliveryStatus, event_sink
+from jobs_platform.store.handle import Store
 
 logger = logging.getLogger("jobs_platform.alerts")
 
@@ -28,7 +26,7 @@ _MAX_ERROR_CHARS = 2000
 
 
 def deliver_once(
-    engine: sa.Engine,
+    store: Store,
     alert: QuarantineAlert,
     sinks: Sequence[AlertSink],
     *,
@@ -42,7 +40,7 @@ def deliver_once(
     names = [sink.name for sink in sinks]
     if len(set(names)) != len(names):
         raise ValueError(f"sink names must be unique, got {names}")
-    return {sink.name: _deliver_to(engine, alert, sink, max_tries) for sink in sinks}
+    return {sink.name: _deliver_to(store, alert, sink, max_tries) for sink in sinks}
 
 
 def is_settled(statuses: dict[str, DeliveryStatus]) -> bool:
@@ -51,30 +49,28 @@ def is_settled(statuses: dict[str, DeliveryStatus]) -> bool:
 
 
 def _deliver_to(
-    engine: sa.Engine, alert: QuarantineAlert, sink: AlertSink, max_tries: int
+    store: Store, alert: QuarantineAlert, sink: AlertSink, max_tries: int
 ) -> DeliveryStatus:
     key = event_sink(sink.name, alert.event)
-    with engine.begin() as connection:
-        mine, status = ledger_store.claim_delivery(connection, alert.entry_id, key, max_tries)
+    with store.begin() as connection:
+        mine, status = store.claim_delivery(connection, alert.entry_id, key, max_tries)
     if not mine:
         return status
     try:
         sink.send(alert)
     except Exception as exc:
-        return _record_failure(engine, alert.entry_id, key, exc, max_tries)
-    with engine.begin() as connection:
-        ledger_store.mark_sent(connection, alert.entry_id, key)
+        return _record_failure(store, alert.entry_id, key, exc, max_tries)
+    with store.begin() as connection:
+        store.mark_sent(connection, alert.entry_id, key)
     return DeliveryStatus.SENT
 
 
 def _record_failure(
-    engine: sa.Engine, entry_id: int, sink: str, error: Exception, max_tries: int
+    store: Store, entry_id: int, sink: str, error: Exception, max_tries: int
 ) -> DeliveryStatus:
     message = str(error)[:_MAX_ERROR_CHARS] or type(error).__name__
-    with engine.begin() as connection:
-        status, tries = ledger_store.record_failed_send(
-            connection, entry_id, sink, message, max_tries
-        )
+    with store.begin() as connection:
+        status, tries = store.record_failed_send(connection, entry_id, sink, message, max_tries)
     logger.warning(
         "alert for quarantine entry %s to %s failed (try %s of %s): %s",
         entry_id,

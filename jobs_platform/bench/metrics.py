@@ -95,6 +95,7 @@ def _in_process(url, home, specs, repeats, backfill_partition_keys) -> dict:
     import dagster as dg
 
     from jobs_platform.metrics.reader import read_metrics
+    from jobs_platform.store.clock import DATABASE_CLOCK
     from jobs_platform.store.db import warehouse_engine
 
     engine = warehouse_engine(url)
@@ -102,7 +103,9 @@ def _in_process(url, home, specs, repeats, backfill_partition_keys) -> dict:
 
         def read():
             with engine.connect() as connection:
-                return read_metrics(connection, backfill_partition_keys(specs, instance))
+                return read_metrics(
+                    connection, backfill_partition_keys(specs, instance), clock=DATABASE_CLOCK
+                )
 
         read()
         return _timed(repeats, read)

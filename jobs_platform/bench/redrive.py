@@ -36,6 +36,8 @@ from jobs_platform import JobsPlatformResource, PartitionInput, backfill_asset
 from jobs_platform.bench.database import bench_database, fresh_schema, server_facts
 from jobs_platform.bench.timing import wall_seconds
 from jobs_platform.orchestration.platform import platform_definitions
+from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.handle import Store
 
 TICK_TARGET_SECONDS = 1.0
 FIRST_DAY = dt.date(2000, 1, 1)
@@ -232,7 +234,6 @@ def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) ->
 
     def candidate_queries() -> None:
         with engine.connect() as connection:
-            now = dt.datetime.now(dt.UTC)
             for spec in specs:
                 redrive_store.code_changed_entries(
                     connection, spec.asset, spec.version, max_redrives=3, limit=REDRIVES_PER_TICK
@@ -242,7 +243,7 @@ def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) ->
             )
             redrive_store.cooldown_due_entries(
                 connection, assets, first_cooldown_seconds=900, max_redrives=3,
-                limit=REDRIVES_PER_TICK, now=now,
+                limit=REDRIVES_PER_TICK, clock=DATABASE_CLOCK,
             )  # fmt: skip
             redrive_store.exhausted_entries_to_alert(
                 connection, assets, max_redrives=3, sinks=["log"], limit=20
@@ -257,7 +258,9 @@ def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) ->
         phases["resources_built"] = round(time.perf_counter() - began, 4)
         timed(
             "find_redrives_with_fingerprints",
-            lambda: find_redrives(engine, specs, settings, RedriveCursor(), fingerprints),
+            lambda: find_redrives(
+                Store(engine, DATABASE_CLOCK), specs, settings, RedriveCursor(), fingerprints
+            ),
         )
     return phases
 

@@ -143,11 +143,14 @@ def _write_catalog(url: str, home: Path, module: str, defs) -> None:
     import dagster as dg
 
     from jobs_platform.orchestration.catalog import location_assets, write_location_catalog
+    from jobs_platform.store.clock import DATABASE_CLOCK
+    from jobs_platform.store.handle import Store
 
     engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
     try:
         with dg.DagsterInstance.from_config(str(home)) as instance:
-            write_location_catalog(engine, module, location_assets(defs), instance)
+            store = Store(engine, DATABASE_CLOCK)
+            write_location_catalog(store, module, location_assets(defs), instance)
     finally:
         engine.dispose()
 

@@ -112,10 +112,14 @@ def _write_catalog(engine: sa.Engine, module: str | None) -> list:
     """
     from jobs_platform.location import code_location_module, dagster_instance, load_definitions
     from jobs_platform.orchestration.catalog import location_assets, write_location_catalog
+    from jobs_platform.store.clock import DATABASE_CLOCK
+    from jobs_platform.store.handle import Store
 
     assets_defs = location_assets(load_definitions(module))
     with dagster_instance() as instance:
-        return write_location_catalog(engine, code_location_module(module), assets_defs, instance)
+        return write_location_catalog(
+            Store(engine, DATABASE_CLOCK), code_location_module(module), assets_defs, instance
+        )
 
 
 def run_current(args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ def register(commands) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from jobs_platform.cli.warehouse import open_warehouse
+    from jobs_platform.cli.warehouse import open_store
     from jobs_platform.location import dagster_instance, load_definitions, location_settings
     from jobs_platform.metrics import METRICS_PATH
     from jobs_platform.metrics.exposition import (
@@ -56,7 +56,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # The location's own warehouse (its bound resource), whatever the environment says;
     # fails in one line when it cannot be opened, before serving.
     settings = location_settings(definitions)
-    engine = open_warehouse(settings)
+    store = open_store(settings)
     specs = definitions.resolve_all_asset_specs()
     with dagster_instance() as instance:
 
@@ -64,8 +64,10 @@ def run_serve(args: argparse.Namespace) -> int:
             # The expected keys are the code location's as of now: a new day, or a new
             # dynamic key, is missing from the next reading on.
             keys = backfill_partition_keys(specs, instance)
-            with engine.connect() as connection:
-                return read_metrics(connection, keys, max_redrives=settings.max_redrives)
+            with store.connect() as connection:
+                return read_metrics(
+                    connection, keys, clock=store.clock, max_redrives=settings.max_redrives
+                )
 
         registry = metrics_registry(CachedReading(read, cache_seconds))
         server = bind(metrics_app(registry), args.host, args.port)

@@ -7,10 +7,10 @@ import json
 
 import sqlalchemy as sa
 
-from jobs_platform.cli.warehouse import command_settings, open_warehouse
+from jobs_platform.cli.warehouse import command_settings, open_store
 from jobs_platform.dead_letter_view import one_line
 from jobs_platform.location import add_module_option
-from jobs_platform.outbox.store import OutboxStatus, list_requests, queue_stats
+from jobs_platform.outbox.store import OutboxStatus, list_requests
 
 LIST_FIELDS = (
     "id", "asset", "partitions", "status", "reason", "correlation_id", "created_at", "error",
@@ -57,11 +57,11 @@ def run_list(args: argparse.Namespace) -> int:
     # no location serves stays pending. Every request is listed, so that one waiting for
     # a location that is not loaded shows. A named location names the warehouse (its
     # bound `jobs_platform` resource); without one, the environment does.
-    engine = open_warehouse(command_settings(args.module))
+    store = open_store(command_settings(args.module))
     statuses = [OutboxStatus(args.status)] if args.status else None
-    with engine.connect() as connection:
+    with store.connect() as connection:
         rows = list_requests(connection, limit=args.limit, statuses=statuses)
-        stats = queue_stats(connection)
+        stats = store.queue_stats(connection)
     requests = [request_summary(row) for row in rows]
     if args.json:
         print(json.dumps(requests, indent=2))

@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 
-from jobs_platform.cli.warehouse import open_warehouse
+from jobs_platform.cli.warehouse import open_store
 from jobs_platform.dead_letter_selection import Selection
 from jobs_platform.dead_letter_view import one_line
 from jobs_platform.location import (
@@ -50,8 +50,8 @@ def run_requeue(args: argparse.Namespace, selection: Selection) -> int:
             f"code location {module} has no backfill {selection.asset!r}: pass the location "
             "that serves it with -m MODULE (or set JOBS_PLATFORM_MODULE); nothing was released"
         )
-    engine = open_warehouse(location_settings(definitions))
-    with engine.connect() as connection:
+    store = open_store(location_settings(definitions))
+    with store.connect() as connection:
         entries = selection.open_entries(connection, served)
     if not entries and not selection.is_single:
         print(
@@ -70,7 +70,7 @@ def run_requeue(args: argparse.Namespace, selection: Selection) -> int:
         )
     try:
         with dagster_instance() as instance:
-            return _through_instance(instance, args, selection, module, repository, engine, entries)
+            return _through_instance(instance, args, selection, module, repository, store, entries)
     except RequeueNotQueued as error:
         print(
             f"error: released {len(error.released)} entries but their runs could not be "
@@ -89,7 +89,7 @@ def run_requeue(args: argparse.Namespace, selection: Selection) -> int:
         return LAUNCH_FAILED
 
 
-def _through_instance(instance, args, selection, module, repository, engine, entries) -> int:
+def _through_instance(instance, args, selection, module, repository, store, entries) -> int:
     """Plan, then release and queue (or only print, or only release) through `instance`."""
     from jobs_platform.orchestration.requeue import lost_launch, submit_requeue
     from jobs_platform.orchestration.requeue_plan import requeue_runs
@@ -98,7 +98,7 @@ def _through_instance(instance, args, selection, module, repository, engine, ent
     if not entries:
         # One entry, not quarantined: requeued before, its run perhaps never launched.
         assert selection.asset is not None and selection.partition is not None
-        with engine.connect() as connection:
+        with store.connect() as connection:
             lost = lost_launch(instance, connection, selection.asset, selection.partition)
         if lost is None:
             raise quarantine_store.UnknownEntry(f"{selection.describe()} is not quarantined")
@@ -110,17 +110,17 @@ def _through_instance(instance, args, selection, module, repository, engine, ent
         return 0
     if args.no_launch:
         if lost is None:
-            with engine.begin() as connection:
-                _print_released(selection, _release(connection, entries), runs)
+            with store.begin() as connection:
+                _print_released(selection, _release(store, connection, entries), runs)
         else:
             _print_lost(lost)
         print("the requeue sensor will launch them through the Dagster instance")
         return 0
 
     def release(connection):
-        return [lost] if lost is not None else _release(connection, entries)
+        return [lost] if lost is not None else _release(store, connection, entries)
 
-    released, submitted = submit_requeue(instance, module, runs, engine, release)
+    released, submitted = submit_requeue(instance, module, runs, store, release)
     if not released:
         print("every selected entry was released meanwhile by someone else")
         return 0
@@ -153,8 +153,8 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {one_line(str(error), 500)}"
 
 
-def _release(connection, entries):
-    return quarantine_store.release_entries(
+def _release(store, connection, entries):
+    return store.release_entries(
         connection, entries, by=quarantine_store.RequeuedBy.CLI, reason="requested"
     )
 

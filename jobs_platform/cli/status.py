@@ -65,11 +65,9 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
     resource's). Nothing is created: a warehouse that cannot be read here is left to the
     location's path, which says why in one line.
     """
-    from jobs_platform.cli.warehouse import WarehouseUnavailable, open_warehouse
+    from jobs_platform.cli.warehouse import WarehouseUnavailable, open_store
     from jobs_platform.settings import Settings
-    from jobs_platform.store.catalog import read_catalog
     from jobs_platform.store.db import normalize_url
-    from jobs_platform.store.health import backfill_status
     from jobs_platform.store.migrate import SchemaNotReady
 
     settings = Settings.from_env()
@@ -77,14 +75,14 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
     if url.get_backend_name() == "sqlite" and not (url.database and Path(url.database).exists()):
         return None  # opening it would create it (the embedded default, or any SQLite file)
     try:
-        engine = open_warehouse(settings)
+        store = open_store(settings)
     except (WarehouseUnavailable, SchemaNotReady):
         return None
-    with engine.connect() as connection:
-        catalog = read_catalog(connection, location)
+    with store.connect() as connection:
+        catalog = store.read_catalog(connection, location)
         if catalog is None:
             return None
-        report = backfill_status(connection, catalog.partition_keys())
+        report = store.backfill_status(connection, catalog.partition_keys())
     return report, {
         "source": "catalog",
         "catalog_updated_at": catalog.updated_at.isoformat(),

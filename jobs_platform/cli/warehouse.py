@@ -8,7 +8,9 @@ import sqlalchemy as sa
 
 from jobs_platform.location import load_definitions, location_settings, named_module
 from jobs_platform.settings import Settings, embedded_database_url
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import normalize_url, redact_url
+from jobs_platform.store.handle import Store
 from jobs_platform.store.migrate import ready_warehouse
 
 # Where a warehouse URL comes from.
@@ -61,3 +63,9 @@ def open_warehouse(settings: Settings | None = None) -> sa.Engine:
             f"here, and that {_NAMED_BY} names it with the right credentials"
         ) from None
     return engine
+
+
+def open_store(settings: Settings | None = None) -> Store:
+    """`open_warehouse` as a `Store`, on the database's clock: what a command that stamps or
+    compares a time writes through (`store.handle`)."""
+    return Store(open_warehouse(settings), DATABASE_CLOCK)

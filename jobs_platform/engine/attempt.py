@@ -17,8 +17,6 @@ import random
 import time
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from jobs_platform.engine.decisions import NextStep, RetryBudget
 from jobs_platform.engine.events import EventTrail
 from jobs_platform.engine.outcomes import Blocked, BudgetSpent, Busy, Refused
@@ -26,10 +24,9 @@ from jobs_platform.engine.settle import Record, settle, snooze
 from jobs_platform.engine.spec import BackfillSpec, UpstreamReads, reads_nothing
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
-from jobs_platform.store import attempts as history
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store import quarantine as quarantine_store
-from jobs_platform.store.clock import LeaseClock
+from jobs_platform.store.handle import Store
 from jobs_platform.store.partitions import current_episode, unfinished
 from jobs_platform.store.rows import TableRow
 
@@ -63,7 +60,8 @@ class Attempter:
 
 @dataclass(frozen=True)
 class Workplace:
-    """What every attempt of one backfill shares: its spec, settings, warehouse and clock.
+    """What every attempt of one backfill shares: its spec, settings and store (the
+    warehouse and the clock every stamp reads).
 
     `upstream(partition)` names the (backfill, partition) pairs that partition reads: the
     orchestrator knows them from its partition mappings (the same key for backfills
@@ -73,8 +71,7 @@ class Workplace:
 
     spec: BackfillSpec
     settings: Settings
-    engine: sa.Engine
-    clock: LeaseClock
+    store: Store
     rng: random.Random
     log: logging.Logger | logging.LoggerAdapter[logging.Logger]
     upstream: UpstreamReads = reads_nothing
@@ -109,7 +106,7 @@ def begin_attempt(
 ) -> StartedAttempt | Refused | Blocked | Busy | BudgetSpent:
     """Pass the gates, take the lease and record the attempt, or say why not."""
     asset = place.spec.asset
-    with place.engine.connect() as connection:
+    with place.store.connect() as connection:
         entry = quarantine_store.active_entry(connection, asset, partition)
         waiting_on = unfinished(connection, list(place.upstream(partition)))
     if entry is not None:
@@ -124,14 +121,12 @@ def begin_attempt(
     if waiting_on:
         return blocked_by(asset, partition, waiting_on)
     try:
-        grant = lease_store.acquire_lease(
-            place.engine,
+        grant = place.store.acquire_lease(
             asset,
             partition,
             holder=attempter.holder or lease_store.this_holder(),
             run_id=attempter.run_id,
             ttl_seconds=place.settings.lease_seconds,
-            clock=place.clock,
         )
     except lease_store.LeaseBusy as busy:
         decision = snooze(place.budget, busy.seconds_left, place.rng)
@@ -141,7 +136,7 @@ def begin_attempt(
         return _record_start(place, lease, attempter, trail)
     except BaseException:
         # No attempt exists to fail, so nothing else would give the partition back.
-        with place.engine.begin() as connection:
+        with place.store.begin() as connection:
             lease_store.release_lease(connection, lease)
         raise
 
@@ -150,10 +145,8 @@ def _record_start(
     place: Workplace, lease: lease_store.Lease, attempter: Attempter, trail: EventTrail
 ) -> StartedAttempt | BudgetSpent:
     asset, partition = place.spec.asset, lease.partition
-    with place.engine.begin() as connection:
-        crashed = history.record_abandoned_attempts(
-            connection, asset, partition, lease.token, place.clock.now(connection)
-        )
+    with place.store.begin() as connection:
+        crashed = place.store.record_abandoned_attempts(connection, asset, partition, lease.token)
         if crashed:
             trail.log.warning("%s/%s: previous attempt recorded as a crash", asset, partition)
         episode = current_episode(connection, asset, partition)
@@ -166,6 +159,7 @@ def _record_start(
             episode,
             _SPENT_BY_CRASHES,
             record=Record.QUARANTINE_ONLY,
+            store=place.store,
         )
         if spent.decision.next_step is NextStep.QUARANTINE:
             lease_store.release_lease(connection, lease)
@@ -177,7 +171,7 @@ def _record_start(
                 failures=spent.failures,
                 entry_id=spent.entry_id,
             )
-        history_id, number = history.start_attempt(
+        history_id, number = place.store.start_attempt(
             connection,
             asset=asset,
             partition=partition,

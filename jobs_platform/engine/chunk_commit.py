@@ -18,8 +18,6 @@ import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.bad_rows import RowsSetAside
-from jobs_platform.store import checkpoints as checkpoint_store
-from jobs_platform.store import leases as lease_store
 from jobs_platform.store.set_aside import upsert_setting_aside
 from jobs_platform.store.sweep import SeenKeys
 from jobs_platform.store.upsert import RefusedValue, UpsertCounts, upsert_frame
@@ -78,9 +76,9 @@ def commit_chunk(
             write.seen_keys.add(chunk)
             counts = upsert_frame(connection, spec.table, spec.key, chunk)
         if aside is not None and (aside.pending or written_before):
-            now = place.clock.now(connection)
+            now = place.store.now(connection)
             aside.write(connection, write.index, written_before=written_before, at=now)
-        checkpoint_store.record_chunk(
+        place.store.record_chunk(
             connection,
             asset=spec.asset,
             partition=attempt.partition,
@@ -91,7 +89,7 @@ def commit_chunk(
             token=attempt.lease.token,
         )
         before_commit()
-        lease_store.fence(connection, attempt.lease, place.settings.lease_seconds, place.clock)
+        place.store.fence(connection, attempt.lease, place.settings.lease_seconds)
     if aside is not None:
         aside.committed()
     return counts
@@ -108,7 +106,7 @@ def commit_trailing_rejects(
     if not aside.trailing():
         return
     with connection.begin():
-        now = place.clock.now(connection)
+        now = place.store.now(connection)
         aside.write(connection, chunks, written_before=False, at=now)
-        lease_store.fence(connection, attempt.lease, place.settings.lease_seconds, place.clock)
+        place.store.fence(connection, attempt.lease, place.settings.lease_seconds)
     aside.committed()

@@ -30,8 +30,8 @@ from jobs_platform.errors import (
 from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as history
 from jobs_platform.store import leases as lease_store
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
 from jobs_platform.store.database_errors import recorded_error
+from jobs_platform.store.handle import Store
 from jobs_platform.store.partitions import current_episode
 
 _INTERRUPTED = Verdict(Classification.INTERRUPTED, None, "shutdown requested")
@@ -54,11 +54,11 @@ def record_failure(
         exc = AttemptTimedOut(f"attempt passed its deadline and lost its lease: {exc}")
         verdict = classify(exc)
     try:
-        with place.engine.begin() as connection:
+        with place.store.begin() as connection:
             owner = lease_store.owns_lease(connection, attempt.lease)
             if not owner:
                 exc, verdict = _as_lost(exc, verdict, past_deadline, attempt)
-            history.finish_attempt(connection, attempt.history_id, _failure(exc, verdict))
+            place.store.finish_attempt(connection, attempt.history_id, _failure(exc, verdict))
             settled = settle(
                 connection,
                 place.budget,
@@ -67,6 +67,7 @@ def record_failure(
                 attempt.episode,
                 verdict if owner else _LOST,
                 record=Record.OWNER if owner else Record.NOTHING,
+                store=place.store,
                 rng=place.rng,
             )
             if owner:
@@ -131,13 +132,7 @@ def record_error_before_attempt(
 
 
 def quarantine_if_spent(
-    engine: sa.Engine,
-    settings: Settings,
-    asset: str,
-    partition: str,
-    *,
-    holder: str,
-    clock: LeaseClock = DATABASE_CLOCK,
+    store: Store, settings: Settings, asset: str, partition: str, *, holder: str
 ) -> int | None:
     """Quarantine a partition whose last failure was terminal or whose budget is spent.
 
@@ -147,18 +142,12 @@ def quarantine_if_spent(
     attempt, or budget left, quarantines nothing.
     """
     try:
-        grant = lease_store.acquire_lease(
-            engine,
-            asset,
-            partition,
-            holder=holder,
-            run_id=None,
-            ttl_seconds=settings.lease_seconds,
-            clock=clock,
+        grant = store.acquire_lease(
+            asset, partition, holder=holder, run_id=None, ttl_seconds=settings.lease_seconds
         )
     except lease_store.LeaseBusy:
         return None
-    with engine.begin() as connection:
+    with store.begin() as connection:
         episode = current_episode(connection, asset, partition)
         settled = settle(
             connection,
@@ -168,6 +157,7 @@ def quarantine_if_spent(
             episode,
             None,  # the last recorded failure
             record=Record.QUARANTINE_ONLY,
+            store=store,
         )
         lease_store.release_lease(connection, grant.lease)
     return settled.entry_id if settled is not None else None

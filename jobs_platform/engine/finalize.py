@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
-from jobs_platform.store import attempts as history
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
-from jobs_platform.store import quarantine as quarantine_store
-from jobs_platform.store.partitions import PartitionStatus, done_record, set_partition_status
+from jobs_platform.store.partitions import PartitionStatus, done_record
 from jobs_platform.store.sweep import SeenKeys, sweep_partition
 from jobs_platform.store.upsert import UpsertCounts
 
@@ -61,7 +59,7 @@ def finalize(
             seen_keys,
         )
         checkpoint_store.forget_chunks_from(connection, spec.asset, partition, chunk_count)
-        set_partition_status(
+        place.store.set_partition_status(
             connection,
             spec.asset,
             partition,
@@ -89,14 +87,14 @@ def finish_if_unchanged(
     chunk anyway. Bump `version` to recompute after changing the reader.
     """
     spec, partition, began = place.spec, attempt.partition, time.monotonic()
-    with place.engine.begin() as connection:
+    with place.store.begin() as connection:
         done = done_record(connection, spec.asset, partition)
         if done is None or done.fingerprint != fingerprint:
             return None
         chunks = len(
             checkpoint_store.committed_chunks(connection, spec.asset, partition, fingerprint)
         )
-        set_partition_status(
+        place.store.set_partition_status(
             connection,
             spec.asset,
             partition,
@@ -115,8 +113,8 @@ def _succeed(
     connection: sa.Connection,
     before_commit: Callable[[], None],
 ) -> None:
-    quarantine_store.resolve_requeued(connection, place.spec.asset, attempt.partition)
-    history.finish_attempt(connection, attempt.history_id)
+    place.store.resolve_requeued(connection, place.spec.asset, attempt.partition)
+    place.store.finish_attempt(connection, attempt.history_id)
     before_commit()
-    lease_store.fence(connection, attempt.lease, place.settings.lease_seconds, place.clock)
+    place.store.fence(connection, attempt.lease, place.settings.lease_seconds)
     lease_store.release_lease(connection, attempt.lease)

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
-from jobs_platform.store.leases import Lease, renew_lease
+from jobs_platform.store.handle import Store
+from jobs_platform.store.leases import Lease
 
 log = logging.getLogger(__name__)
 
@@ -27,19 +27,17 @@ class Heartbeat:
 
     def __init__(
         self,
-        engine: sa.Engine,
+        store: Store,
         lease: Lease,
         ttl_seconds: float,
         deadline: float,
         *,
-        clock: LeaseClock = DATABASE_CLOCK,
         monotonic: Callable[[], float] = time.monotonic,
     ):
-        self._engine = engine
+        self._store = store
         self._lease = lease
         self._ttl = ttl_seconds
         self._deadline = deadline  # a `monotonic()` value
-        self._clock = clock
         self._monotonic = monotonic
         # A renewal that takes longer than the interval is a missed beat, not a wait.
         self.call_timeout_seconds = ttl_seconds / 3
@@ -75,12 +73,8 @@ class Heartbeat:
                 log.warning("attempt passed its deadline; no longer renewing %s", self._lease)
                 return
             try:
-                renewed = renew_lease(
-                    self._engine,
-                    self._lease,
-                    self._ttl,
-                    self._clock,
-                    timeout_seconds=self.call_timeout_seconds,
+                renewed = self._store.renew_lease(
+                    self._lease, self._ttl, timeout_seconds=self.call_timeout_seconds
                 )
             except sa.exc.SQLAlchemyError as exc:
                 # A missed beat is not fatal: the lease outlives two of them, and the

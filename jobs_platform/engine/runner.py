@@ -67,8 +67,9 @@ from jobs_platform.store import attempts as history
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store import rejects as reject_store
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.handle import Store
 from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
 from jobs_platform.store.rejects import RejectedRow
 from jobs_platform.store.set_aside import refused_by_row
@@ -102,7 +103,7 @@ class PartitionRunner:
         log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
         interrupt_types: tuple[type[BaseException], ...] = (),
         rng: random.Random | None = None,
-        clock: LeaseClock = DATABASE_CLOCK,
+        clock: Clock = DATABASE_CLOCK,
         upstream: UpstreamReads = reads_nothing,
     ):
         self.spec = spec
@@ -116,11 +117,14 @@ class PartitionRunner:
         )
         self.failpoints: tuple[Failpoint, ...] = parse_failpoints(settings.failpoints)
         self.engine = warehouse_engine(settings.database_url)  # connects lazily
+        # The one store every attempt of this runner writes through: `clock` (a test's, or
+        # the database's) is the only clock its stamps and leases read.
+        self.store = Store(self.engine, clock)
         # The zero-set-up SQLite default makes itself ready here, once; any other
         # warehouse is only checked, by each attempt (`check_schema`).
         ensure_embedded_schema(self.engine, (spec.table,))
         self.place = Workplace(
-            spec, settings, self.engine, clock, rng or random.Random(), self.log, upstream
+            spec, settings, self.store, rng or random.Random(), self.log, upstream
         )
 
     @traced_attempt  # a span per attempt when OpenTelemetry is on (engine/tracing.py)
@@ -204,11 +208,7 @@ class PartitionRunner:
             Lifecycle.STARTED, token=started.lease.token, step_retry=attempter.step_retry
         )
         with Heartbeat(
-            self.engine,
-            started.lease,
-            self.settings.lease_seconds,
-            started.deadline,
-            clock=self.place.clock,
+            self.store, started.lease, self.settings.lease_seconds, started.deadline
         ) as heartbeat:
             try:
                 return _Ended(self._work(started, chunk_rows, heartbeat, shield))

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from jobs_platform.engine.decisions import Decision, NextStep, RetryBudget, decide
 from jobs_platform.errors import Classification, Verdict
 from jobs_platform.store import attempts as history
-from jobs_platform.store import quarantine as quarantine_store
-from jobs_platform.store.partitions import PartitionStatus, set_partition_status
+from jobs_platform.store.handle import Store
+from jobs_platform.store.partitions import PartitionStatus
 
 
 class Record(enum.Enum):
@@ -52,6 +52,7 @@ def settle(
     verdict: Verdict,
     *,
     record: Record,
+    store: Store,
     rng: random.Random | None = None,
 ) -> Settled: ...
 
@@ -66,6 +67,7 @@ def settle(
     verdict: None,
     *,
     record: Record,
+    store: Store,
     rng: random.Random | None = None,
 ) -> Settled | None: ...
 
@@ -79,6 +81,7 @@ def settle(
     verdict: Verdict | None,
     *,
     record: Record,
+    store: Store,
     rng: random.Random | None = None,
 ) -> Settled | None:
     """Decide from the episode's budget what follows, and record it (in `connection`).
@@ -86,6 +89,7 @@ def settle(
     `verdict` is the failure being settled, already in the history; None settles the
     latest recorded one (None is returned when there is none). Run it in the transaction
     that recorded the failure, with the lease row locked, so no takeover slips in between.
+    What it records is stamped on `store`'s clock.
     """
     state = history.budget_state(connection, asset, partition, episode)
     if verdict is None:
@@ -95,9 +99,9 @@ def settle(
     decision = decide(verdict, state.counted_failures, budget, rng)
     entry_id = None
     if record is not Record.NOTHING and decision.next_step is NextStep.QUARANTINE:
-        entry_id = quarantine_store.quarantine_partition(connection, asset, partition, episode)
+        entry_id = store.quarantine_partition(connection, asset, partition, episode)
     elif record is Record.OWNER and verdict.classification is not Classification.LEASE_LOST:
-        set_partition_status(connection, asset, partition, PartitionStatus.FAILED)
+        store.set_partition_status(connection, asset, partition, PartitionStatus.FAILED)
     return Settled(decision, state.counted_failures, entry_id)
 
 

@@ -9,7 +9,6 @@ number of open causes is `store.triage`'s (one count over the distinct signature
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import time
 from collections.abc import Mapping, Sequence
@@ -19,7 +18,7 @@ import sqlalchemy as sa
 
 from jobs_platform.settings import DEFAULT_MAX_REDRIVES
 from jobs_platform.store import redrive, tallies
-from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.health import AssetHealth, asset_health
 from jobs_platform.store.outbox import QueueStats, queue_stats
 from jobs_platform.store.rejects import rejected_counts
@@ -66,7 +65,7 @@ def read_metrics(
     connection: sa.Connection,
     partition_keys: Mapping[str, Sequence[str]],
     *,
-    now: dt.datetime | None = None,
+    clock: Clock,
     max_redrives: int = DEFAULT_MAX_REDRIVES,
 ) -> MetricsReading:
     """Read every figure; `partition_keys` are each backfill asset's expected keys;
@@ -77,8 +76,7 @@ def read_metrics(
     since removed) keep their attempt and row counts.
     """
     began = time.perf_counter()
-    now = now or DATABASE_CLOCK.now(connection)
-    health = asset_health(connection, partition_keys, now=now)
+    health = asset_health(connection, partition_keys, clock=clock)
     by_outcome, durations = _attempts_and_durations(connection)
     rows = dict.fromkeys(partition_keys, 0) | tallies.rows_written(connection)
     entries = dict.fromkeys(partition_keys, 0) | tallies.open_entries(connection)
@@ -92,7 +90,7 @@ def read_metrics(
         redrives=redrive.redrives_by_reason(connection),
         redrives_exhausted=dict.fromkeys(partition_keys, 0)
         | redrive.exhausted_entries(connection, max_redrives),
-        outbox=queue_stats(connection, now=now),
+        outbox=queue_stats(connection, clock=clock),
         read_seconds=time.perf_counter() - began,
         rows_rejected=dict.fromkeys(partition_keys, 0) | rejected_counts(connection),
     )

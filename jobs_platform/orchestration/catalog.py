@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import dagster as dg
-import sqlalchemy as sa
 
 from jobs_platform.orchestration.specs import specs_of
 from jobs_platform.orchestration.tags import BACKFILL_TAG
-from jobs_platform.store.catalog import CatalogEntry, write_catalog
+from jobs_platform.store.catalog import CatalogEntry
+from jobs_platform.store.handle import Store
 
 
 def catalog_entries(
@@ -54,14 +54,14 @@ def location_assets(definitions: dg.Definitions) -> list[dg.AssetsDefinition]:
 
 
 def write_location_catalog(
-    engine: sa.Engine,
+    store: Store,
     location: str,
     assets_defs: Iterable[dg.AssetsDefinition],
     instance: dg.DagsterInstance,
 ) -> list[CatalogEntry]:
     """Replace `location`'s catalog with what `assets_defs` serve now; returns the entries."""
     entries = catalog_entries(assets_defs, instance)
-    write_catalog(engine, location, entries)
+    store.write_catalog(location, entries)
     return entries
 
 

@@ -180,12 +180,12 @@ def _dead_letter_tick(
         return dg.SensorResult(skip_reason="this code location serves no backfill")
     cursor = DeadLetterCursor.parse(context.cursor)
     settings = jobs_platform.settings()
-    engine = jobs_platform.ready_warehouse()
+    store = jobs_platform.ready_store()
     sinks = alerts.sinks(settings)
     location = location_of_sensor(context)  # what the alerts' requeue commands name
     # Read everything first: a connection held across the sends would, on SQLite, hold the
     # warehouse's write lock while a webhook answers.
-    with engine.connect() as connection:
+    with store.connect() as connection:
         retrying = load_alerts(connection, cursor.undelivered, location)
         # Only entries after the cursor, walked by primary key: a tick costs what is new.
         new = [
@@ -197,13 +197,13 @@ def _dead_letter_tick(
     deadline = time.monotonic() + TICK_BUDGET_SECONDS
     undelivered: list[int] = []
     for alert in retrying:
-        if time.monotonic() > deadline or not is_settled(deliver_once(engine, alert, sinks)):
+        if time.monotonic() > deadline or not is_settled(deliver_once(store, alert, sinks)):
             undelivered.append(alert.entry_id)
     last_seen, requests = cursor.last_entry_id, []
     for alert in new:
         if time.monotonic() > deadline:
             break  # the cursor stops here; the next tick picks up the rest
-        statuses = deliver_once(engine, alert, sinks)
+        statuses = deliver_once(store, alert, sinks)
         if not is_settled(statuses):
             undelivered.append(alert.entry_id)
         context.log.info(

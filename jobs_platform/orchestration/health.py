@@ -11,8 +11,8 @@ from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
-from jobs_platform.outbox.store import queue_stats
-from jobs_platform.store.health import AssetHealth, backfill_status, window_health
+from jobs_platform.store.handle import ready_store
+from jobs_platform.store.health import AssetHealth
 from jobs_platform.store.migrate import ready_warehouse
 from jobs_platform.store.triage import signature_groups
 
@@ -45,14 +45,14 @@ def status_report(
     others are named under `not_windowed`.
     """
     specs = list(specs)
-    engine = ready_warehouse(settings.database_url)
+    store = ready_store(settings.database_url)
     keys = backfill_partition_keys(specs, instance)
     windowed = keys_in_window(specs, keys, window) if window is not None else {}
-    with engine.connect() as connection:
+    with store.connect() as connection:
         if window is None:
-            return backfill_status(connection, keys)
-        assets = window_health(connection, windowed)
-        queue = queue_stats(connection, assets=list(keys))
+            return store.backfill_status(connection, keys)
+        assets = store.window_health(connection, windowed)
+        queue = store.queue_stats(connection, assets=list(keys))
     return {
         "assets": assets,
         "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
@@ -107,7 +107,7 @@ def platform_health_asset(
         location = location_of_run(context.run)
         # The catalog `jobs-platform status` answers from, refreshed with the figures.
         write_location_catalog(
-            ready_warehouse(settings.database_url), location, backfills, context.instance
+            ready_store(settings.database_url), location, backfills, context.instance
         )
         causes = dead_letter_causes(specs, settings, location)
         yield from _health_results(report, causes)

@@ -31,7 +31,7 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
         return
     settings = context.resources.jobs_platform.settings()
     try:
-        engine = context.resources.jobs_platform.ready_warehouse()
+        store = context.resources.jobs_platform.ready_store()
     except SchemaNotReady as exc:
         # The step failed on the same check before any attempt: nothing to quarantine.
         context.log.error(str(exc))
@@ -43,9 +43,9 @@ def quarantine_on_failure(context: dg.HookContext) -> None:
     # waits until each lease this takes is given back (`InterruptShield`).
     with InterruptShield():
         for asset in context.op.tags[STEP_ASSETS_TAG].split(","):
-            with engine.connect() as connection:
+            with store.connect() as connection:
                 partitions = partitions_attempted_in_run(connection, asset, context.run_id)
             for key in partitions:
-                entry_id = quarantine_if_spent(engine, settings, asset, key, holder=this_holder())
+                entry_id = quarantine_if_spent(store, settings, asset, key, holder=this_holder())
                 if entry_id is not None:
                     context.log.warning("%s/%s is quarantined as entry %s", asset, key, entry_id)

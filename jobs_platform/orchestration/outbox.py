@@ -183,10 +183,10 @@ def _outbox_tick(
     if repository is None:
         return dg.SensorResult(skip_reason="no code location to validate requests against")
     assets = served_assets(repository)
-    engine = jobs_platform.ready_warehouse()
-    with engine.begin() as connection:
-        earlier = outbox_store.reclaim_unlaunched(connection, REQUESTS_PER_TICK, assets=assets)
-        fresh = outbox_store.claim_pending(connection, REQUESTS_PER_TICK, assets=assets)
+    store = jobs_platform.ready_store()
+    with store.begin() as connection:
+        earlier = store.reclaim_unlaunched(connection, REQUESTS_PER_TICK, assets=assets)
+        fresh = store.claim_pending(connection, REQUESTS_PER_TICK, assets=assets)
     if not earlier and not fresh:
         return dg.SensorResult(skip_reason="no pending backfill requests")
     plans, rejections = [], []
@@ -196,11 +196,11 @@ def _outbox_tick(
         except RequestRejected as refusal:
             rejections.append((request, str(refusal)))
     to_request = [(plan, plan.missing_partitions(context.instance)) for plan in plans]
-    with engine.begin() as connection:
+    with store.begin() as connection:
         launched = [
             plan
             for plan, missing in to_request
-            if not missing and outbox_store.mark_launched(connection, plan.request.id, plan.run_key)
+            if not missing and store.mark_launched(connection, plan.request.id, plan.run_key)
         ]
         rejected = [
             (request, reason)
@@ -265,9 +265,9 @@ def outbox_health_asset(
         ],
     )
     def outbox_health(jobs_platform: JobsPlatformResource) -> dg.MaterializeResult:
-        engine = jobs_platform.ready_warehouse()
-        with engine.connect() as connection:
-            stats = outbox_store.queue_stats(connection, assets=assets)
+        store = jobs_platform.ready_store()
+        with store.connect() as connection:
+            stats = store.queue_stats(connection, assets=assets)
         metadata = health_metadata(stats)
         age = stats.oldest_pending_age_seconds
         draining = age is None or age <= STALE_PENDING_SECONDS

@@ -16,8 +16,7 @@ import dagster as dg
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.selections import served_backfills
 from jobs_platform.orchestration.tags import PARTITION_RANGE_START_TAG, PARTITION_TAG
-from jobs_platform.store import recovery
-from jobs_platform.store.migrate import ready_warehouse
+from jobs_platform.store.handle import ready_store
 
 TICK_SECONDS = 30
 # How long a crashed step's run worker gets to retry the step itself, in lease TTLs.
@@ -29,9 +28,9 @@ def fail_abandoned_runs(
 ) -> list[str]:
     """Record abandoned attempts (at `assets` if given: a code location's backfills) as
     crashes and fail their dead runs; returns the run ids failed."""
-    engine = ready_warehouse(settings.database_url)
-    with engine.begin() as connection:
-        recovery.record_abandoned_attempts_everywhere(connection, assets=assets)
+    store = ready_store(settings.database_url)
+    with store.begin() as connection:
+        store.record_abandoned_attempts_everywhere(connection, assets=assets)
     started = instance.get_runs(
         filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=500
     )
@@ -40,8 +39,8 @@ def fail_abandoned_runs(
         for run in started
         if PARTITION_TAG in run.tags or PARTITION_RANGE_START_TAG in run.tags
     ]
-    with engine.connect() as connection:
-        dead = recovery.runs_whose_worker_died(
+    with store.connect() as connection:
+        dead = store.runs_whose_worker_died(
             connection,
             candidates,
             grace_seconds=settings.lease_seconds * GRACE_LEASES,

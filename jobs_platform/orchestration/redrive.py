@@ -46,7 +46,7 @@ from jobs_platform.orchestration.specs import backfill_specs
 from jobs_platform.settings import Settings
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store import redrive as redrive_store
-from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.handle import Store
 from jobs_platform.store.redrive import EXHAUSTED_EVENT, RedriveReason
 from jobs_platform.store.rows import TableRow
 
@@ -123,21 +123,21 @@ def redrive_tick(
     if settings.max_redrives < 1:
         return dg.SensorResult(skip_reason="JOBS_PLATFORM_MAX_REDRIVES is 0: the redrive is off")
     cursor = RedriveCursor.parse(context.cursor)
-    engine = jobs_platform.ready_warehouse()
+    store = jobs_platform.ready_store()
     with bound_fingerprints(
         specs, context.repository_def, context.log, context.instance
     ) as fingerprints:
         redrives, walked_to = find_redrives(
-            engine, specs, settings, cursor, fingerprints, logger=context.log
+            store, specs, settings, cursor, fingerprints, logger=context.log
         )
-    released = release(engine, redrives)
+    released = release(store, redrives)
     for redrive in released:
         entry = redrive.entry
         context.log.info(
             f"redrove {entry.asset}/{entry.partition} (entry {entry.id}, {entry.error_class}): "
             f"{redrive.reason}"
         )
-    alerted = alert_exhausted(context, engine, alerts, settings, [spec.asset for spec in specs])
+    alerted = alert_exhausted(context, store, alerts, settings, [spec.asset for spec in specs])
     # The sensor requests no run itself (the requeue sensor launches released entries), so
     # every tick is "skipped" in the UI: its message says what it did.
     return dg.SensorResult(
@@ -210,7 +210,7 @@ def bound_fingerprints(
 
 
 def find_redrives(
-    engine: sa.Engine,
+    store: Store,
     specs: Sequence[BackfillSpec],
     settings: Settings,
     cursor: RedriveCursor,
@@ -222,8 +222,7 @@ def find_redrives(
     code_changed, input_changed, cooldown), and how far the input walk got."""
     assets = [spec.asset for spec in specs]
     found: dict[int, Redrive] = {}
-    with engine.connect() as connection:
-        now = DATABASE_CLOCK.now(connection)
+    with store.connect() as connection:
         for spec in specs:
             for entry in redrive_store.code_changed_entries(
                 connection,
@@ -240,13 +239,12 @@ def find_redrives(
             max_redrives=settings.max_redrives,
             limit=FINGERPRINTS_PER_TICK,
         )
-        cooled = redrive_store.cooldown_due_entries(
+        cooled = store.cooldown_due_entries(
             connection,
             assets,
             first_cooldown_seconds=settings.redrive_cooldown_seconds,
             max_redrives=settings.max_redrives,
             limit=REDRIVES_PER_TICK,
-            now=now,
         )
     # The file hashes run with no connection held (on SQLite one would block writers).
     by_asset = {spec.asset: spec for spec in specs}
@@ -259,7 +257,7 @@ def find_redrives(
         if entry.id in found:
             continue
         spec = by_asset[entry.asset]
-        current = input_fingerprint(spec, fingerprints[entry.asset], entry, engine, logger)
+        current = input_fingerprint(spec, fingerprints[entry.asset], entry, store.engine, logger)
         if current is not None and current != entry.fingerprint:
             found[entry.id] = Redrive(entry, RedriveReason.INPUT_CHANGED)
     else:
@@ -296,14 +294,14 @@ def input_fingerprint(
         return None
 
 
-def release(engine: sa.Engine, redrives: Sequence[Redrive]) -> list[Redrive]:
+def release(store: Store, redrives: Sequence[Redrive]) -> list[Redrive]:
     """Release the entries, each with its reason, in one transaction; returns those
     released (one a person or another tick released meanwhile is left out)."""
     released: list[Redrive] = []
-    with engine.begin() as connection:
+    with store.begin() as connection:
         for reason in RedriveReason:
             chosen = {r.entry.id: r for r in redrives if r.reason == reason}
-            for entry in quarantine_store.release_entries(
+            for entry in store.release_entries(
                 connection,
                 [r.entry for r in chosen.values()],
                 by=quarantine_store.RequeuedBy.REDRIVE,
@@ -315,7 +313,7 @@ def release(engine: sa.Engine, redrives: Sequence[Redrive]) -> list[Redrive]:
 
 def alert_exhausted(
     context: dg.SensorEvaluationContext,
-    engine: sa.Engine,
+    store: Store,
     alerts: AlertsResource,
     settings: Settings,
     assets: Sequence[str],
@@ -324,7 +322,7 @@ def alert_exhausted(
     partition's redrives ran out; returns how many were alerted this tick."""
     sinks = alerts.sinks(settings)
     location = location_of_sensor(context)
-    with engine.connect() as connection:
+    with store.connect() as connection:
         exhausted = redrive_store.exhausted_entries_to_alert(
             connection,
             assets,
@@ -342,7 +340,7 @@ def alert_exhausted(
     for alert in pending:
         if time.monotonic() > deadline:
             break  # the rest are alerted next tick: the ledger says who is still due
-        statuses = deliver_once(engine, alert, sinks)
+        statuses = deliver_once(store, alert, sinks)
         context.log.warning(
             f"{alert.asset}/{alert.partition} (entry {alert.entry_id}): redrives exhausted "
             f"after {alert.redrives}; waits for a person. Alerts: "

@@ -63,6 +63,7 @@ from jobs_platform.orchestration.tags import (
 )
 from jobs_platform.orchestration.upstream import downstream_partitions
 from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store.handle import Store
 from jobs_platform.store.rows import TableRow
 
 REQUEUE_TICK_SECONDS = 15
@@ -109,20 +110,20 @@ def _requeue_tick(
     if repository is None or not names:
         return dg.SensorResult(skip_reason="this code location serves no backfill")
     graph = repository.asset_graph
-    engine = jobs_platform.ready_warehouse()
+    store = jobs_platform.ready_store()
     since = (
         dt.datetime.fromisoformat(context.cursor)
         if context.cursor
         else dt.datetime.now(dt.UTC) - FIRST_TICK_LOOKBACK
     )
-    with engine.connect() as connection:
-        entries = entries_awaiting_run(connection, names, REQUEUES_PER_TICK)
+    with store.connect() as connection:
+        entries = entries_awaiting_run(store, connection, names, REQUEUES_PER_TICK)
         resolved = quarantine_store.resolved_since(connection, names, since, REQUEUES_PER_TICK)
     found = list(requeue_runs_found(context.instance, entries))
     if found:
-        with engine.begin() as connection:
+        with store.begin() as connection:
             # The next ticks leave these alone while their runs get to a first attempt.
-            quarantine_store.mark_requeue_launched(connection, found)
+            store.mark_requeue_launched(connection, found)
     unlaunched = [entry for entry in entries if entry.id not in found]
     for entry in unlaunched:
         if entry.requeue_launched_at is not None:
@@ -208,12 +209,12 @@ def _utc(moment: dt.datetime) -> dt.datetime:
 
 
 def entries_awaiting_run(
-    connection: sa.Connection, assets: Sequence[str], limit: int
+    store: Store, connection: sa.Connection, assets: Sequence[str], limit: int
 ) -> list[TableRow]:
     """Requeued entries of `assets` whose run may never have been launched: no attempt in
     the episode their requeue opened, and no launch marked within the grace; never
     launched ones first. Whether a run exists is Dagster's to say (`requeue_runs_found`)."""
-    return quarantine_store.requeues_awaiting_run(
+    return store.requeues_awaiting_run(
         connection, assets, limit, grace=dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS)
     )
 
@@ -252,7 +253,7 @@ def submit_requeue(
     instance: dg.DagsterInstance,
     module: str,
     runs: Sequence[RequeueRun],
-    engine: sa.Engine,
+    store: Store,
     release: Callable[[sa.Connection], list[TableRow]],
 ) -> tuple[list[TableRow], list[dg.DagsterRun]]:
     """Launch `runs` through the instance, as the UI does: create them from a workspace of
@@ -268,11 +269,11 @@ def submit_requeue(
     released: list[TableRow] = []
     try:
         with _created_runs(instance, module, runs) as (workspace, created):
-            with engine.begin() as connection:
+            with store.begin() as connection:
                 released = release(connection)
                 # Tells the requeue sensor these runs are on their way: it leaves them
                 # alone while they wait in the queue, and relaunches any that vanish.
-                quarantine_store.mark_requeue_launched(connection, [e.id for e in released])
+                store.mark_requeue_launched(connection, [e.id for e in released])
             if not released:
                 return [], []
             submitted = []
@@ -359,10 +360,10 @@ def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) 
                 f"{', '.join(sorted(served)) or 'none'}): requeue it in the location that "
                 "serves it"
             )
-        engine = jobs_platform.ready_warehouse()
-        with engine.begin() as connection:
+        store = jobs_platform.ready_store()
+        with store.begin() as connection:
             entries = selection.open_entries(connection, sorted(served))
-            released = quarantine_store.release_entries(
+            released = store.release_entries(
                 connection, entries, by=quarantine_store.RequeuedBy.UI, reason="requested"
             )
         if not released:

@@ -9,6 +9,7 @@ import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform.settings import Settings, configured_database_url, require_shared_warehouse
+from jobs_platform.store.handle import Store, ready_store
 from jobs_platform.store.migrate import ready_warehouse
 
 
@@ -47,6 +48,10 @@ class JobsPlatformResource(dg.ConfigurableResource):
         """The warehouse, ready: its schema at head, or `SchemaNotReady` (no DDL, except
         that the embedded default makes itself ready: `store.migrate.ready_warehouse`)."""
         return ready_warehouse(self.settings().database_url)
+
+    def ready_store(self) -> Store:
+        """The ready warehouse as a `Store`, on the database's clock (`store.handle`)."""
+        return ready_store(self.settings().database_url)
 
     def settings_for_step(self, *, remote: bool) -> Settings:
         """Settings for a step; one that may run on another machine is never given a guess.

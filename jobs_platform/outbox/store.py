@@ -32,6 +32,7 @@ from jobs_platform.outbox.payload import (
     checked_text,
 )
 from jobs_platform.store import outbox as outbox_rows
+from jobs_platform.store.clock import DATABASE_CLOCK
 
 # The claims live with their SQL in the store; the sensor, its health check and the CLI
 # import them from here.
@@ -102,7 +103,8 @@ def request_backfill(
         if correlation_id is None
         else checked_identifier(correlation_id, "correlation_id"),
     }
-    return outbox_rows.insert_request(connection, values)
+    # In the caller's transaction, on the database's clock (`store.clock`).
+    return outbox_rows.insert_request(connection, values, clock=DATABASE_CLOCK)
 
 
 def mark_rejected(connection: sa.Connection, request_id: int, reason: str) -> bool:

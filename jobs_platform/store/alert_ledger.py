@@ -10,7 +10,7 @@ import enum
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import upsert_row
 from jobs_platform.store.schema import alert_ledger
 
@@ -41,7 +41,7 @@ def event_sink(sink: str, event: str) -> str:
 
 
 def claim_delivery(
-    connection: sa.Connection, entry_id: int, sink: str, max_tries: int
+    connection: sa.Connection, entry_id: int, sink: str, max_tries: int, *, clock: Clock
 ) -> tuple[bool, DeliveryStatus]:
     """Mark the delivery `sending` when it is ours to make; (ours?, current status)."""
     row = connection.execute(
@@ -58,7 +58,7 @@ def claim_delivery(
                 "sink": sink,
                 "status": DeliveryStatus.SENDING,
                 "tries": 1,
-                "updated_at": DATABASE_CLOCK.now(connection),
+                "updated_at": clock.now(connection),
             },
         )
         return created is not None, DeliveryStatus.SENDING
@@ -66,34 +66,36 @@ def claim_delivery(
     if status in SETTLED:
         return False, status
     if row.tries >= max_tries:
-        _update(connection, entry_id, sink, status=DeliveryStatus.GAVE_UP)
+        _update(connection, entry_id, sink, clock, status=DeliveryStatus.GAVE_UP)
         return False, DeliveryStatus.GAVE_UP
     # FAILED, or SENDING left by a tick that died: send again, same Idempotency-Key.
-    _update(connection, entry_id, sink, status=DeliveryStatus.SENDING, tries=row.tries + 1)
+    _update(connection, entry_id, sink, clock, status=DeliveryStatus.SENDING, tries=row.tries + 1)
     return True, DeliveryStatus.SENDING
 
 
-def mark_sent(connection: sa.Connection, entry_id: int, sink: str) -> None:
-    _update(connection, entry_id, sink, status=DeliveryStatus.SENT, last_error=None)
+def mark_sent(connection: sa.Connection, entry_id: int, sink: str, *, clock: Clock) -> None:
+    _update(connection, entry_id, sink, clock, status=DeliveryStatus.SENT, last_error=None)
 
 
 def record_failed_send(
-    connection: sa.Connection, entry_id: int, sink: str, error: str, max_tries: int
+    connection: sa.Connection, entry_id: int, sink: str, error: str, max_tries: int, *, clock: Clock
 ) -> tuple[DeliveryStatus, int]:
     """Keep the send's error; the delivery gives up once its tries are spent. (status, tries)"""
     tries = connection.execute(
         sa.select(alert_ledger.c.tries).where(*_of(entry_id, sink))
     ).scalar_one()
     status = DeliveryStatus.GAVE_UP if tries >= max_tries else DeliveryStatus.FAILED
-    _update(connection, entry_id, sink, status=status, last_error=error)
+    _update(connection, entry_id, sink, clock, status=status, last_error=error)
     return status, tries
 
 
-def _update(connection: sa.Connection, entry_id: int, sink: str, **values: object) -> None:
+def _update(
+    connection: sa.Connection, entry_id: int, sink: str, clock: Clock, **values: object
+) -> None:
     connection.execute(
         sa.update(alert_ledger)
         .where(*_of(entry_id, sink))
-        .values(**values, updated_at=DATABASE_CLOCK.now(connection))
+        .values(**values, updated_at=clock.now(connection))
     )
 
 

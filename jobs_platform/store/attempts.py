@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from jobs_platform.errors import Classification
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import attempts
 
@@ -58,7 +58,7 @@ def start_attempt(
     holder: str,
     correlation_id: str | None,
     code_version: str | None = None,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
 ) -> tuple[int, int]:
     """Record a started attempt; returns (attempt id, attempt number in the episode).
 
@@ -111,7 +111,7 @@ def finish_attempt(
     attempt_id: int,
     failure: AttemptFailure | None = None,
     *,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
 ) -> None:
     """Record how an attempt ended (its own worker knows best, so it may correct a crash)."""
     values: dict[str, object] = {"ended_at": clock.now(connection)}
@@ -136,7 +136,7 @@ def finish_attempt(
 
 
 def record_abandoned_attempts(
-    connection: sa.Connection, asset: str, partition: str, before_token: int, now: dt.datetime
+    connection: sa.Connection, asset: str, partition: str, before_token: int, *, clock: Clock
 ) -> int:
     """Mark attempts whose lease was taken over without a result as crashes."""
     return connection.execute(
@@ -147,7 +147,7 @@ def record_abandoned_attempts(
             attempts.c.outcome == AttemptOutcome.RUNNING,
             attempts.c.token < before_token,
         )
-        .values(**crash_values(now))
+        .values(**crash_values(clock.now(connection)))
     ).rowcount
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.schema import backfill_catalog
 
 CATALOG_STALE_AFTER_SECONDS = 15 * 60
@@ -69,7 +69,7 @@ def write_catalog(
     location: str,
     entries: Sequence[CatalogEntry],
     *,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
 ) -> dt.datetime:
     """Replace `location`'s rows with `entries`, in one transaction; returns the time stamped.
 
@@ -107,7 +107,7 @@ def write_catalog(
 
 
 def read_catalog(
-    connection: sa.Connection, location: str, *, clock: LeaseClock = DATABASE_CLOCK
+    connection: sa.Connection, location: str, *, clock: Clock
 ) -> LocationCatalog | None:
     """`location`'s catalog; None when nothing wrote one in this warehouse."""
     rows = connection.execute(

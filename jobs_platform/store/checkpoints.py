@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import upsert_row
 from jobs_platform.store.schema import checkpoints
 
@@ -38,7 +38,7 @@ def record_chunk(
     chunk_hash: str,
     row_count: int,
     token: int,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
 ) -> None:
     """Upsert the checkpoint of one chunk (inside the chunk's transaction)."""
     upsert_row(

@@ -7,6 +7,10 @@ start and end, a quarantine entry, a partition's state, a checkpoint, an alert d
 an outbox request and its claim) is the database's too: another host reads it, ends the
 attempt it started or measures the age of the request. SQLite lives on one host, whose
 clock is the only one. Tests inject a clock of their own, as tenacity injects `sleep`.
+
+Every store function that reads or stamps the time takes its `clock` (no default): the
+process's `Store` (`store.handle`) holds one and passes it to every call, so a stamp
+cannot read another clock than the one injected.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ import sqlalchemy as sa
 from jobs_platform.store.schema import utcnow
 
 
-class LeaseClock(Protocol):
-    """A source of the time for leases and for every timestamp stamped on the framework's rows."""
+class Clock(Protocol):
+    """The source of the time for leases and for every timestamp on the framework's rows."""
 
     def now(self, connection: sa.Connection) -> dt.datetime:
         """The current time, UTC-aware, as every worker sharing `connection`'s database sees it."""
@@ -28,7 +32,8 @@ class LeaseClock(Protocol):
 
 
 class DatabaseClock:
-    """PostgreSQL's `clock_timestamp()` (not the transaction's start); SQLite's host clock."""
+    """The default `Clock`: PostgreSQL's `clock_timestamp()` (not the transaction's start);
+    SQLite's host clock."""
 
     def now(self, connection: sa.Connection) -> dt.datetime:
         if connection.dialect.name == "postgresql":

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.outbox import queue_stats
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.quarantine import QuarantineStatus
@@ -39,7 +39,7 @@ def asset_health(
     connection: sa.Connection,
     partition_keys: Mapping[str, Sequence[str]],
     *,
-    now: dt.datetime | None = None,
+    clock: Clock,
 ) -> dict[str, AssetHealth]:
     """Health of each asset, given every partition key it should have.
 
@@ -47,7 +47,7 @@ def asset_health(
     (10,000 partitions per asset answer in tens of milliseconds; docs/BENCHMARKS.md).
     Leases are judged live or expired on the database's clock, as the workers judge them.
     """
-    now = now or DATABASE_CLOCK.now(connection)
+    now = clock.now(connection)
     return {
         asset: _one_asset(connection, asset, set(keys), now)
         for asset, keys in partition_keys.items()
@@ -120,7 +120,7 @@ def _one_asset(
 
 
 def backfill_status(
-    connection: sa.Connection, partition_keys: Mapping[str, Sequence[str]]
+    connection: sa.Connection, partition_keys: Mapping[str, Sequence[str]], *, clock: Clock
 ) -> dict[str, Any]:
     """The figures of `jobs-platform status` (no window) and of `platform_health`, given
     every partition key each backfill should have: each asset's health, and the location's
@@ -129,8 +129,8 @@ def backfill_status(
     One function for both ways status learns the keys (the catalog, or the loaded code
     location), so that both print the same figures for the same warehouse.
     """
-    assets = asset_health(connection, partition_keys)
-    queue = queue_stats(connection, assets=list(partition_keys))
+    assets = asset_health(connection, partition_keys, clock=clock)
+    queue = queue_stats(connection, assets=list(partition_keys), clock=clock)
     return {
         "assets": assets,
         "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
@@ -142,7 +142,7 @@ def window_health(
     connection: sa.Connection,
     partition_keys: Mapping[str, Sequence[str]],
     *,
-    now: dt.datetime | None = None,
+    clock: Clock,
 ) -> dict[str, AssetHealth]:
     """Health of each asset over exactly the given partition keys (a window of a backfill).
 
@@ -152,7 +152,7 @@ def window_health(
     index) and kept when they are keys of the window, so a window of any length costs one
     read of its own rows, and a key format that does not sort like time stays exact.
     """
-    now = now or DATABASE_CLOCK.now(connection)
+    now = clock.now(connection)
     return {
         asset: _one_asset_in(connection, asset, set(keys), now)
         for asset, keys in partition_keys.items()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from jobs_platform.errors import LeaseLostError
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.holders import holder_is_dead, this_holder
 from jobs_platform.store.rows import upsert_row
 from jobs_platform.store.schema import leases
@@ -77,7 +77,7 @@ def acquire_lease(
     holder: str,
     run_id: str | None,
     ttl_seconds: float,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
 ) -> Grant:
     """Take the partition's lease with a new token, or raise LeaseBusy.
 
@@ -123,9 +123,7 @@ def acquire_lease(
     return Grant(Lease(asset, partition, token, holder), abandoned_by=current.holder)
 
 
-def fence(
-    connection: sa.Connection, lease: Lease, ttl_seconds: float, clock: LeaseClock = DATABASE_CLOCK
-) -> None:
+def fence(connection: sa.Connection, lease: Lease, ttl_seconds: float, clock: Clock) -> None:
     """Prove inside the caller's transaction that `lease` still owns the partition.
 
     Run it last before COMMIT: it locks the lease row until the commit, so a takeover
@@ -142,7 +140,7 @@ def renew_lease(
     engine: sa.Engine,
     lease: Lease,
     ttl_seconds: float,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
     *,
     timeout_seconds: float | None = None,
 ) -> bool:
@@ -188,7 +186,7 @@ def release_lease(connection: sa.Connection, lease: Lease) -> None:
     )
 
 
-def _extend(connection: sa.Connection, lease: Lease, ttl_seconds: float, clock: LeaseClock) -> bool:
+def _extend(connection: sa.Connection, lease: Lease, ttl_seconds: float, clock: Clock) -> bool:
     now = clock.now(connection)
     extended = connection.execute(
         sa.update(leases)

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import outbox
 
@@ -73,7 +73,9 @@ _STORED_REQUEST = [
 ]
 
 
-def insert_request(connection: sa.Connection, request: Mapping[str, object]) -> int:
+def insert_request(
+    connection: sa.Connection, request: Mapping[str, object], *, clock: Clock
+) -> int:
     """Add a checked request as pending, in the caller's transaction; returns its id.
 
     Raises `OutboxNotInstalled` when the warehouse has no `jp_outbox` table.
@@ -81,7 +83,7 @@ def insert_request(connection: sa.Connection, request: Mapping[str, object]) -> 
     values = {
         **request,
         "status": OutboxStatus.PENDING,
-        "created_at": DATABASE_CLOCK.now(connection),
+        "created_at": clock.now(connection),
     }
     try:
         request_id: int = connection.execute(
@@ -103,7 +105,7 @@ def claim_pending(
     limit: int,
     *,
     assets: Sequence[str] | None = None,
-    now: dt.datetime | None = None,
+    clock: Clock,
 ) -> list[ClaimedRequest]:
     """Claim up to `limit` pending requests (for `assets` if given), oldest first.
 
@@ -118,7 +120,7 @@ def claim_pending(
     claimable condition and only the rows it changed count as claimed.
     """
     return _claim(
-        connection, outbox.c.status == OutboxStatus.PENDING, (outbox.c.id,), limit, assets, now
+        connection, outbox.c.status == OutboxStatus.PENDING, (outbox.c.id,), limit, assets, clock
     )
 
 
@@ -127,7 +129,7 @@ def reclaim_unlaunched(
     limit: int,
     *,
     assets: Sequence[str] | None = None,
-    now: dt.datetime | None = None,
+    clock: Clock,
 ) -> list[ClaimedRequest]:
     """Claim again up to `limit` claimed requests (for `assets` if given), the
     longest-claimed first.
@@ -143,19 +145,19 @@ def reclaim_unlaunched(
         (outbox.c.claimed_at, outbox.c.id),
         limit,
         assets,
-        now,
+        clock,
     )
 
 
 def mark_launched(
-    connection: sa.Connection, request_id: int, run_key: str, *, now: dt.datetime | None = None
+    connection: sa.Connection, request_id: int, run_key: str, *, clock: Clock
 ) -> bool:
     """Record that every run of the request exists in Dagster; False if it is not claimed."""
     return _finish_claim(
         connection,
         request_id,
         status=OutboxStatus.LAUNCHED,
-        launched_at=now or DATABASE_CLOCK.now(connection),
+        launched_at=clock.now(connection),
         run_key=run_key,
     )
 
@@ -169,7 +171,7 @@ def queue_stats(
     connection: sa.Connection,
     *,
     assets: Sequence[str] | None = None,
-    now: dt.datetime | None = None,
+    clock: Clock,
 ) -> QueueStats:
     """Requests (for `assets` if given) per status and the age of the oldest pending one,
     in one grouped query."""
@@ -185,7 +187,7 @@ def queue_stats(
             oldest_pending = oldest
     age = None
     if oldest_pending is not None:
-        age = max(0.0, ((now or DATABASE_CLOCK.now(connection)) - oldest_pending).total_seconds())
+        age = max(0.0, (clock.now(connection) - oldest_pending).total_seconds())
     return QueueStats(
         pending=counts[OutboxStatus.PENDING],
         claimed=counts[OutboxStatus.CLAIMED],
@@ -214,13 +216,13 @@ def _claim(
     order_by: tuple[sa.ColumnElement[Any], ...],
     limit: int,
     assets: Sequence[str] | None,
-    now: dt.datetime | None,
+    clock: Clock,
 ) -> list[ClaimedRequest]:
     if limit < 1 or (assets is not None and not assets):
         return []
     if assets is not None:
         claimable = sa.and_(claimable, outbox.c.asset.in_(list(assets)))
-    now = now or DATABASE_CLOCK.now(connection)
+    now = clock.now(connection)
     candidates = connection.execute(
         sa.select(*_STORED_REQUEST)
         .where(claimable)

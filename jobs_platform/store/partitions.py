@@ -6,7 +6,7 @@ import enum
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import partitions
 
@@ -77,7 +77,7 @@ def set_partition_status(
     status: PartitionStatus,
     *,
     episode: int | None = None,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
     **details: object,
 ) -> None:
     """Upsert the partition's row (idempotent: the same call twice leaves the same row)."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from jobs_platform.store.attempts import budget_state, failing_streak
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.partitions import PartitionStatus, set_partition_status
 from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import attempts, partitions, quarantine, requeues
@@ -52,7 +52,7 @@ def quarantine_partition(
     partition: str,
     episode: int,
     *,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
 ) -> int:
     """Quarantine the partition's episode from its history; returns the entry id."""
     existing = _entry_id_for_episode(connection, asset, partition, episode)
@@ -204,7 +204,7 @@ def requeue_partition(
     *,
     by: RequeuedBy = RequeuedBy.CLI,
     reason: str = "requested",
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
 ) -> TableRow:
     """Release the open entry: the partition starts a new episode with a fresh budget.
 
@@ -222,7 +222,7 @@ def release_entries(
     *,
     by: RequeuedBy,
     reason: str,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
 ) -> list[TableRow]:
     """Release these open entries together; returns those released (an entry released
     meanwhile by someone else is left out, so each is released once).
@@ -321,7 +321,7 @@ def requeue_log(connection: sa.Connection, asset: str, partition: str) -> list[T
 
 
 def mark_requeue_launched(
-    connection: sa.Connection, entry_ids: Sequence[int], *, now: dt.datetime | None = None
+    connection: sa.Connection, entry_ids: Sequence[int], *, clock: Clock
 ) -> None:
     """Record that the CLI started launching these requeues' runs, or a sensor found them
     (the lost-launch rules: `orchestration.requeue`)."""
@@ -329,7 +329,7 @@ def mark_requeue_launched(
         connection.execute(
             sa.update(quarantine)
             .where(quarantine.c.id.in_(list(entry_ids)))
-            .values(requeue_launched_at=now or DATABASE_CLOCK.now(connection))
+            .values(requeue_launched_at=clock.now(connection))
         )
 
 
@@ -339,15 +339,14 @@ def requeues_awaiting_run(
     limit: int,
     *,
     grace: dt.timedelta,
-    now: dt.datetime | None = None,
+    clock: Clock,
 ) -> list[TableRow]:
     """Requeued entries of `assets` whose run may never have been launched, never-launched
     first: no attempt in the episode the requeue opened, and no launch marked within
-    `grace` of `now`. The query only: the rules are `orchestration.requeue`'s."""
+    `grace` of now (on `clock`). The query only: the rules are `orchestration.requeue`'s."""
     if not assets:
         return []
-    now = now or DATABASE_CLOCK.now(connection)
-    recent = now - grace
+    recent = clock.now(connection) - grace
     launched_at = quarantine.c.requeue_launched_at
     return list(
         connection.execute(
@@ -386,9 +385,7 @@ def _awaiting_run() -> sa.ColumnElement[bool]:
     return sa.and_(quarantine.c.status == QuarantineStatus.REQUEUED, ~started)
 
 
-def resolve_requeued(
-    connection: sa.Connection, asset: str, partition: str, *, clock: LeaseClock = DATABASE_CLOCK
-) -> int:
+def resolve_requeued(connection: sa.Connection, asset: str, partition: str, *, clock: Clock) -> int:
     """Mark requeued entries of the partition resolved once it has succeeded."""
     return connection.execute(
         sa.update(quarantine)

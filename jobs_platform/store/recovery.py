@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import AttemptOutcome, crash_values
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.holders import holder_is_dead
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import attempts, leases
@@ -23,7 +23,7 @@ from jobs_platform.store.schema import attempts, leases
 
 def record_abandoned_attempts_everywhere(
     connection: sa.Connection,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
     *,
     assets: Sequence[str] | None = None,
 ) -> list[TableRow]:
@@ -67,7 +67,7 @@ def record_abandoned_attempts_everywhere(
 
 
 def runs_with_live_attempts(
-    connection: sa.Connection, run_ids: list[str], clock: LeaseClock = DATABASE_CLOCK
+    connection: sa.Connection, run_ids: list[str], clock: Clock
 ) -> set[str]:
     """Which of these runs still have an attempt running under a live lease."""
     if not run_ids:
@@ -96,7 +96,7 @@ def runs_whose_worker_died(
     connection: sa.Connection,
     run_ids: list[str],
     grace_seconds: float,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock,
     *,
     assets: Sequence[str] | None = None,
 ) -> set[str]:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from jobs_platform.store.alert_ledger import SETTLED, event_sink
+from jobs_platform.store.clock import Clock
 from jobs_platform.store.quarantine import QuarantineStatus, RequeuedBy
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import alert_ledger, quarantine, requeues
@@ -112,10 +113,10 @@ def cooldown_due_entries(
     first_cooldown_seconds: float,
     max_redrives: int,
     limit: int,
-    now: dt.datetime,
+    clock: Clock,
 ) -> list[TableRow]:
     """Open entries of `assets` that used up their attempts on an outage
-    (`COOLDOWN_CLASSES`) and whose cool-down has passed by `now` (the database's clock),
+    (`COOLDOWN_CLASSES`) and whose cool-down has passed (on `clock`, the database's),
     with redrives left; oldest first.
 
     The cool-down grows with the partition's earlier cool-down redrives, of which there are
@@ -125,6 +126,7 @@ def cooldown_due_entries(
     if not assets or max_redrives < 1:
         return []
     earlier = redrives_of_partition(RedriveReason.COOLDOWN)
+    now = clock.now(connection)
     due = sa.or_(
         *(
             sa.and_(

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.errors import LeaseLostError
-from jobs_platform.store.clock import DATABASE_CLOCK, LeaseClock
+from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.holders import HolderIdentity
 from jobs_platform.store.leases import (
@@ -53,7 +53,7 @@ def acquire(
     holder: str,
     ttl: float = TTL,
     partition=PARTITION,
-    clock: LeaseClock = DATABASE_CLOCK,
+    clock: Clock = DATABASE_CLOCK,
 ) -> Grant:
     return acquire_lease(
         engine, ASSET, partition, holder=holder, run_id=None, ttl_seconds=ttl, clock=clock
