@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import AttemptFailure, finish_attempt, start_attempt
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import current_episode
 from jobs_platform.store.quarantine import QuarantineStatus, quarantine_partition
 from jobs_platform.store.schema import quarantine
@@ -166,11 +167,15 @@ def quarantine_entry(
                 token=number + 1,
                 holder="test",
                 correlation_id=None,
+                clock=DATABASE_CLOCK,
             )
             finish_attempt(
-                connection, attempt_id, AttemptFailure(error_class, "ConnectionError", message)
+                connection,
+                attempt_id,
+                AttemptFailure(error_class, "ConnectionError", message),
+                clock=DATABASE_CLOCK,
             )
-        return quarantine_partition(connection, asset, partition, episode)
+        return quarantine_partition(connection, asset, partition, episode, clock=DATABASE_CLOCK)
 
 
 def bulk_quarantine_entries(engine: sa.Engine, count: int, asset: str = "orders") -> int:

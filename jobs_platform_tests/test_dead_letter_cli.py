@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import mark_requeue_launched, requeue_partition
 from jobs_platform_tests.commands import run_cli
@@ -109,8 +110,8 @@ def quarantined_day(env) -> None:
 def requeue_then_die(engine) -> sa.Row:
     """What `dead-letter requeue` commits before it launches, when it is killed right after."""
     with engine.begin() as connection:
-        entry = requeue_partition(connection, "orders", PARTITION)
-        mark_requeue_launched(connection, [entry.id])
+        entry = requeue_partition(connection, "orders", PARTITION, clock=DATABASE_CLOCK)
+        mark_requeue_launched(connection, [entry.id], clock=DATABASE_CLOCK)
     return entry
 
 

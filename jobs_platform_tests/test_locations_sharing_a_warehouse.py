@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from jobs_platform import request_backfill
 from jobs_platform.deploy import stack
 from jobs_platform.outbox.store import queue_stats
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import latest_entry, requeue_partition
 from jobs_platform.store.schema import attempts, create_user_tables, outbox
@@ -195,7 +196,7 @@ def test_each_locations_outbox_sensor_claims_only_requests_for_its_own_assets(en
     assert (status_of(engine, ads), status_of(engine, unserved)) == ("claimed", "pending")
     # Never rejected by a location that does not serve it; counted while it waits.
     with engine.connect() as connection:
-        assert queue_stats(connection).pending == 1
+        assert queue_stats(connection, clock=DATABASE_CLOCK).pending == 1
 
 
 def test_each_locations_dead_letter_sensor_alerts_and_shows_only_its_own_entries(
@@ -240,7 +241,9 @@ def test_each_locations_requeue_job_and_sensor_release_and_relaunch_only_its_own
     assert run_requeue(SALES[2]).success
     with engine.begin() as connection:
         assert latest_entry(connection, ADS[2], PARTITION).status == "quarantined"
-        requeue_partition(connection, ADS[2], PARTITION)  # released by the ads team
+        requeue_partition(
+            connection, ADS[2], PARTITION, clock=DATABASE_CLOCK
+        )  # released by the ads team
 
     [relaunch] = tick(SALES, "requeue_sensor", instance).run_requests
 

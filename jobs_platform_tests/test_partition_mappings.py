@@ -24,6 +24,7 @@ from jobs_platform.orchestration.tags import (
     downstream_run_key,
 )
 from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.schema import create_user_tables
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import attempts_of
@@ -145,7 +146,9 @@ def test_a_day_with_a_poison_hour_is_blocked_then_relaunched_by_the_hours_requeu
 
     # The hour is fixed and requeued; its requeue run succeeds.
     with engine.begin() as connection:
-        entry = quarantine_store.requeue_partition(connection, "mapped/events", POISON_HOUR)
+        entry = quarantine_store.requeue_partition(
+            connection, "mapped/events", POISON_HOUR, clock=DATABASE_CLOCK
+        )
     assert run(events.key, partition_key=POISON_HOUR).success
 
     # The requeue sensor launches the day that reads the fixed hour, once.

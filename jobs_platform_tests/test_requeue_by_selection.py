@@ -37,6 +37,7 @@ from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.quarantine import entries_by_id, mark_requeue_launched, open_entries
 from jobs_platform.store.schema import attempts, quarantine, requeues
 from jobs_platform_tests.alert_fixtures import quarantine_entry
+from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import (
@@ -285,7 +286,7 @@ def test_the_requeue_sensor_finds_the_queued_ranged_run_of_a_selection_and_launc
     with engine.begin() as connection:
         # Past the grace the sensor gives a launch under way: it asks Dagster for the run.
         long_ago = DATABASE_CLOCK.now(connection) - dt.timedelta(hours=1)
-        mark_requeue_launched(connection, terminal, now=long_ago)
+        mark_requeue_launched(connection, terminal, clock=ManualClock(long_ago))
     from jobs_platform.definitions import defs
 
     with dg.DagsterInstance.get() as instance:

@@ -23,6 +23,7 @@ from jobs_platform.store.catalog import (
     read_catalog,
     write_catalog,
 )
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import backfill_catalog
 from jobs_platform_tests.commands import ACME, DAGSTER, JOBS_PLATFORM, run_cli
@@ -255,6 +256,7 @@ def test_concurrent_writers_of_one_location_each_replace_its_rows_whole(pg_url):
                     engine,
                     "shop",
                     [CatalogEntry("a", "static", keys), CatalogEntry("b", "static", keys)],
+                    clock=DATABASE_CLOCK,
                 )
         except BaseException as error:  # reported by the assertion below
             errors.append(error)
@@ -267,7 +269,7 @@ def test_concurrent_writers_of_one_location_each_replace_its_rows_whole(pg_url):
 
     assert errors == []
     with engine.connect() as connection:
-        catalog = read_catalog(connection, "shop")
+        catalog = read_catalog(connection, "shop", clock=DATABASE_CLOCK)
     assert catalog is not None
     assert [entry.asset for entry in catalog.entries] == ["a", "b"]
     assert catalog.entries[0].partition_keys == catalog.entries[1].partition_keys

@@ -17,7 +17,9 @@ from jobs_platform.alerts import (
     load_alert,
 )
 from jobs_platform.errors import Classification
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.handle import Store
 from jobs_platform.store.schema import alert_ledger
 from jobs_platform_tests.alert_fixtures import http_receiver, quarantine_entry
 
@@ -79,8 +81,8 @@ class AlwaysFails:
 def test_alert_is_sent_once_per_entry_however_often_it_is_delivered(engine, receiver):
     alert = alert_of(engine, quarantine_entry(engine))
 
-    first = deliver_once(engine, alert, [LogSink(), webhook(receiver)])
-    second = deliver_once(engine, alert, [LogSink(), webhook(receiver)])
+    first = deliver_once(Store(engine, DATABASE_CLOCK), alert, [LogSink(), webhook(receiver)])
+    second = deliver_once(Store(engine, DATABASE_CLOCK), alert, [LogSink(), webhook(receiver)])
 
     assert first == {"log": DeliveryStatus.SENT, "webhook": DeliveryStatus.SENT}
     assert second == first
@@ -95,7 +97,7 @@ def test_each_entry_gets_its_own_alert(engine, receiver):
     second = alert_of(engine, quarantine_entry(engine, partition="2024-01-06"))
 
     for alert in (first, second, first, second):
-        deliver_once(engine, alert, [webhook(receiver)])
+        deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver)])
 
     assert receiver.keys() == [str(first.entry_id), str(second.entry_id)]
 
@@ -104,10 +106,10 @@ def test_failed_delivery_is_recorded_and_retried_on_the_next_call(engine, receiv
     alert = alert_of(engine, quarantine_entry(engine))
     receiver.fail_next(503, times=3)
 
-    failed = deliver_once(engine, alert, [webhook(receiver, max_tries=3)])
+    failed = deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver, max_tries=3)])
     with engine.connect() as connection:
         [row] = delivery_rows(connection, alert.entry_id)
-    retried = deliver_once(engine, alert, [webhook(receiver, max_tries=3)])
+    retried = deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver, max_tries=3)])
 
     assert failed == {"webhook": DeliveryStatus.FAILED}
     assert (row.status, row.tries) == ("failed", 1)
@@ -119,12 +121,12 @@ def test_failed_delivery_is_recorded_and_retried_on_the_next_call(engine, receiv
 def test_delivery_left_sending_by_a_dead_tick_is_resent_with_the_same_key(engine, receiver):
     alert = alert_of(engine, quarantine_entry(engine))
     with pytest.raises(SystemExit):
-        deliver_once(engine, alert, [DiesAfterSending(webhook(receiver))])
+        deliver_once(Store(engine, DATABASE_CLOCK), alert, [DiesAfterSending(webhook(receiver))])
     with engine.connect() as connection:
         [left] = delivery_rows(connection, alert.entry_id)
 
-    resent = deliver_once(engine, alert, [webhook(receiver)])
-    again = deliver_once(engine, alert, [webhook(receiver)])
+    resent = deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver)])
+    again = deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver)])
 
     assert left.status == DeliveryStatus.SENDING
     assert resent == again == {"webhook": DeliveryStatus.SENT}
@@ -135,7 +137,10 @@ def test_delivery_gives_up_after_the_try_bound(engine):
     alert = alert_of(engine, quarantine_entry(engine))
     sink = AlwaysFails()
 
-    statuses = [deliver_once(engine, alert, [sink], max_tries=3)["flaky"] for _ in range(5)]
+    statuses = [
+        deliver_once(Store(engine, DATABASE_CLOCK), alert, [sink], max_tries=3)["flaky"]
+        for _ in range(5)
+    ]
 
     assert statuses == ["failed", "failed", "gave_up", "gave_up", "gave_up"]
     assert sink.calls == 3
@@ -148,8 +153,8 @@ def test_one_failing_sink_does_not_resend_the_others(engine, receiver):
     alert = alert_of(engine, quarantine_entry(engine))
     flaky = AlwaysFails()
 
-    deliver_once(engine, alert, [webhook(receiver), flaky])
-    deliver_once(engine, alert, [webhook(receiver), flaky])
+    deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver), flaky])
+    deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver), flaky])
 
     assert flaky.calls == 2
     assert receiver.keys() == [str(alert.entry_id)]

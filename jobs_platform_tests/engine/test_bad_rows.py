@@ -19,6 +19,7 @@ from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRun
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput, RejectRows
 from jobs_platform.errors import Classification
 from jobs_platform.settings import Settings
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import latest_entry, requeue_partition
 from jobs_platform.store.rejects import RejectedRow, partition_rejects
@@ -276,7 +277,7 @@ def test_fixing_the_input_of_a_quarantined_partition_and_requeueing_converges(se
     attempt(runner, chunk_rows=100)  # chunk 0 (rows 1-100, 10 bad) passes the limit
     source.lines[DAY] = good_lines()
     with runner.engine.begin() as connection:
-        requeue_partition(connection, ASSET, DAY, reason="input fixed")
+        requeue_partition(connection, ASSET, DAY, reason="input fixed", clock=DATABASE_CLOCK)
 
     report = attempt(runner, chunk_rows=100)
 

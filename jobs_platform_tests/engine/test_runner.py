@@ -24,6 +24,7 @@ from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import AttemptInterrupted, Classification, RetryableError, TerminalError
 from jobs_platform.settings import Settings
 from jobs_platform.store.attempts import attempt_history
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.holders import HolderIdentity
 from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
@@ -324,7 +325,7 @@ def test_requeue_starts_a_new_episode_and_a_later_success_resolves_the_entry(run
     items_input.errors.append(TerminalError("bad input"))
     attempt(runner)
     with runner.engine.begin() as connection:
-        requeue_partition(connection, ASSET, DAY)
+        requeue_partition(connection, ASSET, DAY, clock=DATABASE_CLOCK)
 
     report = attempt(runner)
 
@@ -338,7 +339,7 @@ def test_requeue_starts_a_new_episode_and_a_later_success_resolves_the_entry(run
 def test_requeued_partition_has_a_fresh_attempt_budget(runner, items_input):
     fail_until_quarantined(runner, items_input)
     with runner.engine.begin() as connection:
-        requeue_partition(connection, ASSET, DAY)
+        requeue_partition(connection, ASSET, DAY, clock=DATABASE_CLOCK)
     items_input.errors.append(RetryableError("one more outage"))
 
     failed = attempt(runner)
@@ -401,7 +402,13 @@ def test_worker_whose_lease_was_taken_over_cannot_commit_and_snoozes(runner, ite
     here = HolderIdentity.parse(this_holder())
     stale_holder = str(dataclasses.replace(here, start_ticks="0"))
     items_input.before_chunk[1] = lambda: acquire_lease(
-        runner.engine, ASSET, DAY, holder="worker-b", run_id=None, ttl_seconds=60
+        runner.engine,
+        ASSET,
+        DAY,
+        holder="worker-b",
+        run_id=None,
+        ttl_seconds=60,
+        clock=DATABASE_CLOCK,
     )
 
     failed = runner.attempt(DAY, Attempter(holder=stale_holder), chunk_rows=2)

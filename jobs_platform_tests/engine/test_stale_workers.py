@@ -20,7 +20,9 @@ from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import Classification, RetryableError, TerminalError
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.handle import Store
 from jobs_platform.store.leases import acquire_lease
 from jobs_platform.store.quarantine import list_entries
 from jobs_platform.store.schema import leases
@@ -101,7 +103,15 @@ def test_worker_that_lost_its_lease_cannot_mark_a_done_partition_failed(items_in
 
 def test_worker_that_lost_its_lease_does_not_release_the_new_holders_lease(items_input, settings):
     stale = StaleWorker(items_input, settings)
-    grant = acquire_lease(stale.runner.engine, ASSET, DAY, holder="w2", run_id=None, ttl_seconds=60)
+    grant = acquire_lease(
+        stale.runner.engine,
+        ASSET,
+        DAY,
+        holder="w2",
+        run_id=None,
+        ttl_seconds=60,
+        clock=DATABASE_CLOCK,
+    )
 
     stale.wake_up_failing_with(RetryableError("upstream timed out"))
 
@@ -117,7 +127,15 @@ def test_worker_past_its_deadline_that_lost_its_lease_still_spends_an_attempt(
     # A partition that hangs every worker must still reach its ceiling: the hung worker
     # that wakes up late records a timed-out (counted) attempt, not a free lease loss.
     stale = StaleWorker(items_input, replace(settings, attempt_timeout_seconds=1e-6))
-    acquire_lease(stale.runner.engine, ASSET, DAY, holder="w2", run_id=None, ttl_seconds=60)
+    acquire_lease(
+        stale.runner.engine,
+        ASSET,
+        DAY,
+        holder="w2",
+        run_id=None,
+        ttl_seconds=60,
+        clock=DATABASE_CLOCK,
+    )
 
     failed = stale.wake_up_failing_with(RetryableError("upstream timed out"))
 
@@ -166,11 +184,14 @@ def test_unchanged_later_chunk_still_wins_over_a_changed_earlier_chunk(settings)
 
 def test_heartbeat_thread_stops_even_when_its_renewal_hangs_in_the_database(upgraded_pg_url):
     engine = warehouse_engine(upgraded_pg_url)
-    grant = acquire_lease(engine, ASSET, DAY, holder="w", run_id=None, ttl_seconds=1.5)
+    grant = acquire_lease(
+        engine, ASSET, DAY, holder="w", run_id=None, ttl_seconds=1.5, clock=DATABASE_CLOCK
+    )
     blocker = engine.connect()
     transaction = blocker.begin()
     blocker.execute(sa.select(leases).where(leases.c.partition == DAY).with_for_update())
-    heartbeat = Heartbeat(engine, grant.lease, 1.5, deadline=time.monotonic() + 3600)
+    store = Store(engine, DATABASE_CLOCK)
+    heartbeat = Heartbeat(store, grant.lease, 1.5, deadline=time.monotonic() + 3600)
     try:
         with heartbeat:
             wait_for(lambda: _renewal_waits_on_a_lock(engine), timeout=30, what="blocked renewal")

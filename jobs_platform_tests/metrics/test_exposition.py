@@ -19,6 +19,7 @@ from jobs_platform.metrics.exposition import (
 )
 from jobs_platform.metrics.reader import read_metrics
 from jobs_platform.metrics.server import bind, metrics_app
+from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.store.factories import (
     AT,
     SECOND,
@@ -29,6 +30,7 @@ from jobs_platform_tests.store.factories import (
 from jobs_platform_tests.waiting import wait_for
 
 NOW = AT + 3600 * SECOND
+CLOCK = ManualClock(NOW)  # the database's clock, fixed: every reading is at NOW
 KEYS = {"items": ["2024-01-01", "2024-01-02"]}
 ALLOWED_LABELS = {"asset", "status", "outcome", "error_class", "reason", "le"}
 
@@ -40,7 +42,7 @@ def exposed(reading) -> dict[str, list]:
 
 
 def test_the_families_are_the_contracts_names(connection):
-    reading = read_metrics(connection, KEYS, now=NOW)
+    reading = read_metrics(connection, KEYS, clock=CLOCK)
 
     names = [family.name for family in metric_families(reading)]
 
@@ -59,7 +61,7 @@ def test_partition_keys_are_never_labels(connection):
         a_partition(connection, partition=day, status="done", row_count=10)
         an_attempt(connection, partition=day, outcome="succeeded")
 
-    families = exposed(read_metrics(connection, KEYS, now=NOW))
+    families = exposed(read_metrics(connection, KEYS, clock=CLOCK))
 
     labels = {name for samples in families.values() for s in samples for name in s.labels}
     assert labels <= ALLOWED_LABELS
@@ -74,7 +76,7 @@ def test_the_exposition_reads_back_the_figures(connection):
     an_attempt(connection, partition="2024-01-01", outcome="succeeded")
     an_attempt(connection, partition="2024-01-02", outcome="failed", error_class="terminal")
 
-    families = exposed(read_metrics(connection, KEYS, now=NOW))
+    families = exposed(read_metrics(connection, KEYS, clock=CLOCK))
 
     partitions = {s.labels["status"]: s.value for s in families["jobs_platform_partitions"]}
     assert partitions == {"done": 1, "failed": 0, "quarantined": 0, "missing": 1, "in_flight": 0}
@@ -196,7 +198,9 @@ def test_quarantine_groups_is_one_unlabelled_gauge_of_the_open_causes(connection
     a_quarantine_entry(connection, partition="2024-01-02", last_error="line 9: not valid JSON")
     a_quarantine_entry(connection, partition="2024-01-03", last_error="no input")
 
-    (sample,) = exposed(read_metrics(connection, KEYS, now=NOW))["jobs_platform_quarantine_groups"]
+    (sample,) = exposed(read_metrics(connection, KEYS, clock=CLOCK))[
+        "jobs_platform_quarantine_groups"
+    ]
 
     assert (sample.labels, sample.value) == ({}, 2)
 
@@ -210,7 +214,7 @@ def test_rows_rejected_are_counted_per_asset_without_partition_labels(connection
             connection, asset="items", partition=day, chunk_index=0, rejects=rejected, at=NOW
         )
 
-    samples = exposed(read_metrics(connection, KEYS, now=NOW))["jobs_platform_rows_rejected"]
+    samples = exposed(read_metrics(connection, KEYS, clock=CLOCK))["jobs_platform_rows_rejected"]
 
     assert [(s.name, s.labels, s.value) for s in samples] == [
         ("jobs_platform_rows_rejected_total", {"asset": "items"}, 4.0)

@@ -22,6 +22,7 @@ from jobs_platform.orchestration.dead_letter import (
 )
 from jobs_platform.orchestration.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, requeue_sensor
 from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.quarantine import (
     QuarantineStatus,
     latest_entry,
@@ -34,6 +35,7 @@ from jobs_platform_tests.alert_fixtures import (
     http_receiver,
     quarantine_entry,
 )
+from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.runs import materialize, record_requested_run
 
@@ -394,8 +396,8 @@ def test_requeue_sensor_relaunches_a_cli_launch_whose_run_never_appeared(engine,
     entry_id = quarantine_entry(engine, partition=PARTITION)
     with engine.begin() as connection:
         # What `dead-letter requeue` commits before it launches, then it died.
-        requeue_partition(connection, "orders", PARTITION)
-        mark_requeue_launched(connection, [entry_id], now=utcnow() - CLI_LAUNCH_WAIT)
+        requeue_partition(connection, "orders", PARTITION, clock=DATABASE_CLOCK)
+        mark_requeue_launched(connection, [entry_id], clock=ManualClock(utcnow() - CLI_LAUNCH_WAIT))
 
     [request] = tick(instance, requeue_sensor).run_requests
 
@@ -405,8 +407,10 @@ def test_requeue_sensor_relaunches_a_cli_launch_whose_run_never_appeared(engine,
 def test_requeue_sensor_leaves_a_launch_the_cli_just_started_to_the_cli(engine, instance):
     entry_id = quarantine_entry(engine, partition=PARTITION)
     with engine.begin() as connection:
-        requeue_partition(connection, "orders", PARTITION)
-        mark_requeue_launched(connection, [entry_id])  # its run is being created
+        requeue_partition(connection, "orders", PARTITION, clock=DATABASE_CLOCK)
+        mark_requeue_launched(
+            connection, [entry_id], clock=DATABASE_CLOCK
+        )  # its run is being created
 
     assert tick(instance, requeue_sensor).run_requests == []
 
@@ -423,7 +427,7 @@ def test_requeue_sensor_leaves_a_requeue_whose_partition_has_started_again(engin
 def test_requeue_sensor_leaves_entries_of_assets_this_code_location_lacks(engine, instance):
     quarantine_entry(engine, "retired_backfill", partition=PARTITION)
     with engine.begin() as connection:  # released elsewhere (`dead-letter requeue --no-launch`)
-        requeue_partition(connection, "retired_backfill", PARTITION)
+        requeue_partition(connection, "retired_backfill", PARTITION, clock=DATABASE_CLOCK)
 
     result = tick(instance, requeue_sensor)
 

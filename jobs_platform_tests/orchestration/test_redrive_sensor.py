@@ -305,7 +305,9 @@ def test_a_day_is_redriven_at_most_max_redrives_times_then_alerted_exactly_once_
         assert redrives(engine, "orders", PARTITION) == [("redrive", "input_changed")] * 3
         with engine.connect() as connection:
             last = latest_entry(connection, "orders", PARTITION)
-            reading = read_metrics(connection, {"orders": [PARTITION]}, max_redrives=3)
+            reading = read_metrics(
+                connection, {"orders": [PARTITION]}, max_redrives=3, clock=DATABASE_CLOCK
+            )
         assert last.status == "quarantined"
         assert receiver.keys() == [f"{last.id}:redrives_exhausted"]
     assert exhausted_alert_rows(engine) == [(last.id, "log:redrives_exhausted"),

@@ -33,6 +33,7 @@ from jobs_platform.orchestration.tags import (
     entry_ids_of,
     tagged_entry_ids,
 )
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.quarantine import (
     QuarantineStatus,
     RequeuedBy,
@@ -79,7 +80,11 @@ def released_by_redrive(engine: sa.Engine, partitions: list[str]) -> list[int]:
     ids = [quarantine_entry(engine, partition=day, failures=1) for day in partitions]
     with engine.begin() as connection:
         release_entries(
-            connection, entries_by_id(connection, ids), by=RequeuedBy.REDRIVE, reason="cooldown"
+            connection,
+            entries_by_id(connection, ids),
+            by=RequeuedBy.REDRIVE,
+            reason="cooldown",
+            clock=DATABASE_CLOCK,
         )
     return ids
 

@@ -10,8 +10,10 @@ import sqlalchemy as sa
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.health import asset_health, window_health
 from jobs_platform.store.schema import leases, partitions, quarantine
+from jobs_platform_tests.clocks import ManualClock
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
+CLOCK = ManualClock(NOW)  # the database's clock, fixed: every reading is at NOW
 EXPECTED = [f"2024-01-{day:02d}" for day in range(1, 11)]
 
 
@@ -75,7 +77,7 @@ def test_health_counts_states_percentiles_and_leases_of_a_known_scenario(warehou
     a_known_scenario(warehouse)
 
     with warehouse.connect() as connection:
-        health = asset_health(connection, {"orders": EXPECTED}, now=NOW)["orders"]
+        health = asset_health(connection, {"orders": EXPECTED}, clock=CLOCK)["orders"]
 
     assert (health.done, health.failed, health.quarantined) == (6, 1, 2)
     # 10 expected: 5 done, 2 failed (one of them quarantined), 1 quarantined -> 2 missing.
@@ -89,7 +91,7 @@ def test_health_counts_states_percentiles_and_leases_of_a_known_scenario(warehou
 
 def test_health_of_an_asset_with_no_state_is_all_missing(warehouse):
     with warehouse.connect() as connection:
-        health = asset_health(connection, {"orders": EXPECTED}, now=NOW)["orders"]
+        health = asset_health(connection, {"orders": EXPECTED}, clock=CLOCK)["orders"]
 
     assert (health.done, health.failed, health.quarantined, health.missing) == (0, 0, 0, 10)
     assert health.duration_p50_seconds is None and health.rows_per_second is None
@@ -111,7 +113,7 @@ def test_a_window_counts_only_its_own_partitions(warehouse):
     window = [key for key in EXPECTED if key != EXPECTED[4]]
 
     with warehouse.connect() as connection:
-        health = window_health(connection, {"orders": window}, now=NOW)["orders"]
+        health = window_health(connection, {"orders": window}, clock=CLOCK)["orders"]
 
     assert (health.done, health.failed, health.quarantined) == (4, 1, 2)
     assert health.missing == 2  # the 9th and 10th: leased, no state yet
@@ -125,8 +127,8 @@ def test_a_window_of_every_key_reads_as_the_whole_asset(warehouse):
     a_known_scenario(warehouse, outside=False)
 
     with warehouse.connect() as connection:
-        whole = asset_health(connection, {"orders": EXPECTED}, now=NOW)
-        window = window_health(connection, {"orders": EXPECTED}, now=NOW)
+        whole = asset_health(connection, {"orders": EXPECTED}, clock=CLOCK)
+        window = window_health(connection, {"orders": EXPECTED}, clock=CLOCK)
 
     assert window == whole
 
@@ -135,7 +137,7 @@ def test_an_empty_window_counts_nothing(warehouse):
     a_known_scenario(warehouse)
 
     with warehouse.connect() as connection:
-        health = window_health(connection, {"orders": []}, now=NOW)["orders"]
+        health = window_health(connection, {"orders": []}, clock=CLOCK)["orders"]
 
     assert (health.done, health.missing, health.in_flight, health.rows_per_second) == (
         0, 0, 0, None,

@@ -158,7 +158,7 @@ def test_fence_succeeds_for_the_owner_and_extends_the_lease(warehouse):
     grant = acquire(warehouse, "worker-a", ttl=TTL)
 
     with warehouse.begin() as connection:
-        fence(connection, grant.lease, LONG_TTL)
+        fence(connection, grant.lease, LONG_TTL, DATABASE_CLOCK)
 
     assert TTL < expires_in(warehouse) <= LONG_TTL
 
@@ -166,7 +166,7 @@ def test_fence_succeeds_for_the_owner_and_extends_the_lease(warehouse):
 def test_renew_extends_the_lease_of_its_owner(warehouse):
     grant = acquire(warehouse, "worker-a", ttl=TTL)
 
-    renewed = renew_lease(warehouse, grant.lease, LONG_TTL)
+    renewed = renew_lease(warehouse, grant.lease, LONG_TTL, DATABASE_CLOCK)
 
     assert renewed is True
     assert TTL < expires_in(warehouse) <= LONG_TTL

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 from jobs_platform.store.recovery import record_abandoned_attempts_everywhere
@@ -134,7 +135,13 @@ def stop(worker: subprocess.Popen) -> None:
 
 def acquire_here(engine: sa.Engine, ttl: float = 60):
     return acquire_lease(
-        engine, ASSET, PARTITION, holder=this_holder(), run_id=None, ttl_seconds=ttl
+        engine,
+        ASSET,
+        PARTITION,
+        holder=this_holder(),
+        run_id=None,
+        ttl_seconds=ttl,
+        clock=DATABASE_CLOCK,
     )
 
 
@@ -220,7 +227,7 @@ def test_recovery_does_not_record_a_live_attempt_in_another_pid_namespace_as_a_c
         assert report.outcome == "acquired"
 
         with warehouse.begin() as connection:
-            crashed = record_abandoned_attempts_everywhere(connection)
+            crashed = record_abandoned_attempts_everywhere(connection, clock=DATABASE_CLOCK)
         with warehouse.connect() as connection:
             outcomes = connection.execute(sa.select(attempts.c.outcome)).scalars().all()
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import (
     PartitionStatus,
     current_episode,
@@ -40,7 +41,13 @@ def test_only_a_done_partition_has_a_done_record_with_its_fingerprint(connection
 def test_setting_the_same_status_twice_leaves_the_same_row(connection):
     def set_done() -> None:
         set_partition_status(
-            connection, ASSET, PARTITION, PartitionStatus.DONE, fingerprint="f-1", row_count=42
+            connection,
+            ASSET,
+            PARTITION,
+            PartitionStatus.DONE,
+            fingerprint="f-1",
+            row_count=42,
+            clock=DATABASE_CLOCK,
         )
 
     set_done()
@@ -66,9 +73,11 @@ def test_setting_the_same_status_twice_leaves_the_same_row(connection):
 def test_setting_a_status_keeps_the_episode_unless_one_is_given(connection):
     a_partition(connection, status="quarantined", episode=2)
 
-    set_partition_status(connection, ASSET, PARTITION, PartitionStatus.FAILED)
+    set_partition_status(connection, ASSET, PARTITION, PartitionStatus.FAILED, clock=DATABASE_CLOCK)
     kept = the_row(connection).episode
-    set_partition_status(connection, ASSET, PARTITION, PartitionStatus.FAILED, episode=3)
+    set_partition_status(
+        connection, ASSET, PARTITION, PartitionStatus.FAILED, episode=3, clock=DATABASE_CLOCK
+    )
 
     assert (kept, the_row(connection).episode) == (2, 3)
 
@@ -76,7 +85,9 @@ def test_setting_a_status_keeps_the_episode_unless_one_is_given(connection):
 def test_marking_a_done_partition_done_again_keeps_its_fingerprint_and_row_count(connection):
     a_partition(connection, status="done", fingerprint="f-1", row_count=42, run_id="run-1")
 
-    set_partition_status(connection, ASSET, PARTITION, PartitionStatus.DONE, run_id="run-2")
+    set_partition_status(
+        connection, ASSET, PARTITION, PartitionStatus.DONE, run_id="run-2", clock=DATABASE_CLOCK
+    )
 
     row = the_row(connection)
     assert (row.fingerprint, row.row_count, row.run_id) == ("f-1", 42, "run-2")

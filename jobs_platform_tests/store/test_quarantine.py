@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from jobs_platform.store.attempts import attempt_history, budget_state, record_fingerprint
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import current_episode, partition_rows
 from jobs_platform.store.quarantine import (
     UNREAD_INPUT,
@@ -24,6 +25,7 @@ from jobs_platform.store.quarantine import (
 )
 from jobs_platform.store.schema import quarantine
 from jobs_platform.store.signature import failure_signature
+from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.store.factories import (
     ASSET,
     AT,
@@ -41,8 +43,12 @@ def test_releasing_entries_logs_who_and_why_and_releases_each_once(connection):
     an_attempt(connection, error_class="terminal")
     opened = entry(connection, quarantine_it(connection))
 
-    first = release_entries(connection, [opened], by=RequeuedBy.REDRIVE, reason="input_changed")
-    again = release_entries(connection, [opened], by=RequeuedBy.CLI, reason="requested")
+    first = release_entries(
+        connection, [opened], by=RequeuedBy.REDRIVE, reason="input_changed", clock=DATABASE_CLOCK
+    )
+    again = release_entries(
+        connection, [opened], by=RequeuedBy.CLI, reason="requested", clock=DATABASE_CLOCK
+    )
 
     assert [released.id for released in first] == [opened.id]
     assert again == []
@@ -53,7 +59,7 @@ def test_releasing_entries_logs_who_and_why_and_releases_each_once(connection):
 
 
 def quarantine_it(connection: sa.Connection, episode: int = 1) -> int:
-    return quarantine_partition(connection, ASSET, PARTITION, episode)
+    return quarantine_partition(connection, ASSET, PARTITION, episode, clock=DATABASE_CLOCK)
 
 
 def entry(connection: sa.Connection, entry_id: int) -> sa.Row:
@@ -164,7 +170,7 @@ def test_requeueing_releases_the_entry_and_starts_a_new_episode(connection):
     an_attempt(connection, error_class="terminal")
     entry_id = quarantine_it(connection)
 
-    released = requeue_partition(connection, ASSET, PARTITION)
+    released = requeue_partition(connection, ASSET, PARTITION, clock=DATABASE_CLOCK)
 
     row = entry(connection, entry_id)
     assert (released.id, row.status) == (entry_id, "requeued")
@@ -178,7 +184,7 @@ def test_a_requeued_partition_starts_with_a_fresh_budget_and_keeps_its_history(c
         an_attempt(connection, episode=1)
     quarantine_it(connection, episode=1)
 
-    requeue_partition(connection, ASSET, PARTITION)
+    requeue_partition(connection, ASSET, PARTITION, clock=DATABASE_CLOCK)
 
     assert budget_state(connection, ASSET, PARTITION, episode=2).counted_failures == 0
     assert [row.episode for row in attempt_history(connection, ASSET, PARTITION)] == [1, 1, 1]
@@ -187,7 +193,7 @@ def test_a_requeued_partition_starts_with_a_fresh_budget_and_keeps_its_history(c
 def test_a_new_episode_after_requeue_has_its_own_entry(connection):
     an_attempt(connection, episode=1, error_class="terminal")
     first = quarantine_it(connection, episode=1)
-    requeue_partition(connection, ASSET, PARTITION)
+    requeue_partition(connection, ASSET, PARTITION, clock=DATABASE_CLOCK)
     an_attempt(connection, episode=2, error_class="crash")
     an_attempt(connection, episode=2, error_class="crash")
 
@@ -204,7 +210,7 @@ def test_resolving_closes_requeued_entries_and_leaves_open_ones(connection):
     open_entry = a_quarantine_entry(connection, episode=2, status="quarantined")
     elsewhere = a_quarantine_entry(connection, partition="2024-01-02", status="requeued")
 
-    resolved = resolve_requeued(connection, ASSET, PARTITION)
+    resolved = resolve_requeued(connection, ASSET, PARTITION, clock=DATABASE_CLOCK)
 
     statuses = [entry(connection, i).status for i in (requeued, open_entry, elsewhere)]
     assert (resolved, statuses) == (1, ["resolved", "quarantined", "requeued"])
@@ -217,7 +223,7 @@ def test_a_requeue_awaits_its_run_until_its_new_episode_records_an_attempt(conne
     an_attempt(connection, partition="2024-01-02", episode=2)
     a_quarantine_entry(connection, asset="orders", status="requeued")  # not asked about
 
-    awaiting = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, now=AT)
+    awaiting = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, clock=ManualClock(AT))
 
     assert [row.id for row in awaiting] == [waiting]
     assert started not in [row.id for row in awaiting]
@@ -226,8 +232,12 @@ def test_a_requeue_awaits_its_run_until_its_new_episode_records_an_attempt(conne
 def test_a_launch_started_within_the_grace_is_left_to_its_launcher(connection):
     launched = a_quarantine_entry(connection, status="requeued", requeue_launched_at=AT)
 
-    within = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, now=AT + GRACE - SECOND)
-    after = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, now=AT + GRACE + SECOND)
+    within = requeues_awaiting_run(
+        connection, [ASSET], 10, grace=GRACE, clock=ManualClock(AT + GRACE - SECOND)
+    )
+    after = requeues_awaiting_run(
+        connection, [ASSET], 10, grace=GRACE, clock=ManualClock(AT + GRACE + SECOND)
+    )
 
     assert (within, [row.id for row in after]) == ([], [launched])
 
@@ -239,7 +249,7 @@ def test_never_launched_requeues_come_before_relaunches(connection):
     fresh = a_quarantine_entry(connection, partition="2024-01-02", status="requeued")
 
     later = AT + 2 * GRACE
-    awaiting = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, now=later)
+    awaiting = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, clock=ManualClock(later))
 
     assert [row.id for row in awaiting] == [fresh, relaunch]
 

@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from jobs_platform.store.alert_ledger import claim_delivery, event_sink, mark_sent
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.quarantine import RequeuedBy, entries_by_id, release_entries
 from jobs_platform.store.redrive import (
     EXHAUSTED_EVENT,
@@ -20,18 +21,11 @@ from jobs_platform.store.redrive import (
     fingerprinted_entries,
     redrives_by_reason,
 )
+from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.store.factories import AT, SECOND, a_quarantine_entry
 
 ASSET = "items"
 MINUTES_15 = 900.0
-
-
-class FixedClock:
-    def __init__(self, at: dt.datetime):
-        self.at = at
-
-    def now(self, connection) -> dt.datetime:
-        return self.at
 
 
 def redriven_before(connection, partition: str, reasons: list[RedriveReason]) -> None:
@@ -43,7 +37,7 @@ def redriven_before(connection, partition: str, reasons: list[RedriveReason]) ->
             entries_by_id(connection, [entry_id]),
             by=RequeuedBy.REDRIVE,
             reason=str(reason),
-            clock=FixedClock(AT),
+            clock=ManualClock(AT),
         )
 
 
@@ -71,7 +65,7 @@ def test_an_outage_entry_is_due_once_its_first_cool_down_has_passed(connection):
                 first_cooldown_seconds=MINUTES_15,
                 max_redrives=3,
                 limit=10,
-                now=AT + seconds * SECOND,
+                clock=ManualClock(AT + seconds * SECOND),
             )
         )
 
@@ -84,7 +78,12 @@ def test_each_outage_class_is_redriven_by_cool_down(connection, error_class):
     entry = a_quarantine_entry(connection, error_class=error_class)
 
     due = cooldown_due_entries(
-        connection, [ASSET], first_cooldown_seconds=1, max_redrives=3, limit=10, now=AT + SECOND
+        connection,
+        [ASSET],
+        first_cooldown_seconds=1,
+        max_redrives=3,
+        limit=10,
+        clock=ManualClock(AT + SECOND),
     )
 
     assert ids(due) == [entry]
@@ -99,7 +98,7 @@ def test_a_terminal_entry_is_never_due_by_cool_down(connection):
         first_cooldown_seconds=1,
         max_redrives=3,
         limit=10,
-        now=AT + dt.timedelta(days=3650),
+        clock=ManualClock(AT + dt.timedelta(days=3650)),
     )
 
     assert due == []
@@ -117,7 +116,7 @@ def test_the_second_cool_down_is_four_times_the_first_counted_across_episodes(co
                 first_cooldown_seconds=MINUTES_15,
                 max_redrives=3,
                 limit=10,
-                now=AT + seconds * SECOND,
+                clock=ManualClock(AT + seconds * SECOND),
             )
         )
 
@@ -135,7 +134,7 @@ def test_redrives_for_other_reasons_do_not_grow_the_cool_down(connection):
         first_cooldown_seconds=MINUTES_15,
         max_redrives=3,
         limit=10,
-        now=AT + 900 * SECOND,
+        clock=ManualClock(AT + 900 * SECOND),
     )
 
     assert ids(due) == [entry]
@@ -150,8 +149,8 @@ def test_a_partition_redriven_max_times_is_due_for_no_reason(connection):
     late = AT + dt.timedelta(days=3650)
 
     assert cooldown_due_entries(
-        connection, [ASSET], first_cooldown_seconds=1, max_redrives=3, limit=10, now=late
-    ) == []  # fmt: skip
+        connection, [ASSET], first_cooldown_seconds=1, max_redrives=3, limit=10,
+        clock=ManualClock(late)) == []  # fmt: skip
     assert code_changed_entries(connection, ASSET, "2", max_redrives=3, limit=10) == []
     assert fingerprinted_entries(connection, [ASSET], after_id=0, max_redrives=3, limit=10) == []
 
@@ -206,8 +205,10 @@ def test_an_exhausted_entry_is_to_alert_until_every_sink_has_settled_its_alert(c
 
     before = to_alert()
     for sink in ("log", "webhook"):
-        claim_delivery(connection, entry, event_sink(sink, EXHAUSTED_EVENT), max_tries=5)
-        mark_sent(connection, entry, event_sink(sink, EXHAUSTED_EVENT))
+        claim_delivery(
+            connection, entry, event_sink(sink, EXHAUSTED_EVENT), max_tries=5, clock=DATABASE_CLOCK
+        )
+        mark_sent(connection, entry, event_sink(sink, EXHAUSTED_EVENT), clock=DATABASE_CLOCK)
         if sink == "log":
             halfway = to_alert()
 

@@ -14,6 +14,7 @@ from jobs_platform.store.checkpoints import (
     forget_other_inputs,
     record_chunk,
 )
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import checkpoints
 from jobs_platform.store.sweep import SWEEP_BATCH, sweep_partition
@@ -83,6 +84,7 @@ def record(engine: sa.Engine, partition: str, fingerprint: str, index: int, chun
             chunk_hash=chunk_hash,
             row_count=10,
             token=1,
+            clock=DATABASE_CLOCK,
         )
 
 
@@ -230,6 +232,7 @@ def test_rolled_back_chunk_transaction_leaves_neither_rows_nor_checkpoint(wareho
             chunk_hash="h",
             row_count=2,
             token=1,
+            clock=DATABASE_CLOCK,
         )
         raise RuntimeError("the worker fails before COMMIT")
 
@@ -252,6 +255,7 @@ def test_committed_chunk_transaction_leaves_both_rows_and_checkpoint(warehouse, 
             chunk_hash="h",
             row_count=2,
             token=1,
+            clock=DATABASE_CLOCK,
         )
 
     assert ids_by_part(warehouse, items) == {"a": [1, 2]}
