@@ -25,20 +25,21 @@ _WORKER = textwrap.dedent(
     import sys
     from jobs_platform.errors import Classification
     from jobs_platform.outbox import request_backfill
-    from jobs_platform.store.attempts import AttemptFailure, finish_attempt, start_attempt
+    from jobs_platform.store.attempts import AttemptFailure
+    from jobs_platform.store.clock import DATABASE_CLOCK
     from jobs_platform.store.db import warehouse_engine
-    from jobs_platform.store.quarantine import quarantine_partition
+    from jobs_platform.store.handle import Store
     from jobs_platform.store.schema import utcnow
 
-    engine = warehouse_engine(sys.argv[1])
-    with engine.begin() as connection:
-        attempt_id, _ = start_attempt(
+    store = Store(warehouse_engine(sys.argv[1]), DATABASE_CLOCK)  # as a worker builds it
+    with store.begin() as connection:
+        attempt_id, _ = store.start_attempt(
             connection, asset="items", partition="2024-01-03", episode=1, run_id="r",
             step_retry=0, token=1, holder="fast-host", correlation_id=None,
         )
         failure = AttemptFailure(Classification.TERMINAL, "ValueError", "a poison row")
-        finish_attempt(connection, attempt_id, failure)
-        quarantine_partition(connection, "items", "2024-01-03", 1)
+        store.finish_attempt(connection, attempt_id, failure)
+        store.quarantine_partition(connection, "items", "2024-01-03", 1)
         request_backfill(connection, "items", ["2024-01-03"], reason="late rows")
     print(utcnow().isoformat(), flush=True)
     """

@@ -36,22 +36,23 @@ TEN_MINUTES = dt.timedelta(minutes=10)
 _WORKER = textwrap.dedent(
     """
     import os, sys, time
-    from jobs_platform.store.attempts import start_attempt
+    from jobs_platform.store.clock import DATABASE_CLOCK
     from jobs_platform.store.db import warehouse_engine
-    from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
+    from jobs_platform.store.handle import Store
+    from jobs_platform.store.leases import LeaseBusy, this_holder
 
     print(time.time(), os.readlink("/proc/self/ns/pid"), flush=True)
-    engine = warehouse_engine(sys.argv[1])
+    store = Store(warehouse_engine(sys.argv[1]), DATABASE_CLOCK)  # as a worker builds it
     try:
-        grant = acquire_lease(
-            engine, "items", "2024-01-03", holder=this_holder(), run_id=None,
+        grant = store.acquire_lease(
+            "items", "2024-01-03", holder=this_holder(), run_id=None,
             ttl_seconds=float(sys.argv[2]),
         )
     except LeaseBusy:
         print("busy", flush=True)
         sys.exit(0)
-    with engine.begin() as connection:
-        start_attempt(
+    with store.begin() as connection:
+        store.start_attempt(
             connection, asset="items", partition="2024-01-03", episode=1, run_id="r",
             step_retry=0, token=grant.lease.token, holder=grant.lease.holder,
             correlation_id=None,
