@@ -8,7 +8,8 @@ import sqlalchemy as sa
 
 
 class ManualClock:
-    """A lease clock that a test moves by hand (`advance`), so nothing sleeps for expiry."""
+    """A `Clock` (`store.clock`) that a test sets, and moves by hand (`advance`): leases
+    expire without sleeping, and every stamp of a `Store` built with it is its time."""
 
     def __init__(self, start: dt.datetime | None = None):
         self._now = start or dt.datetime.now(dt.UTC)
