@@ -26,6 +26,7 @@ from jobs_platform.orchestration.redrive import dead_letter_redrive_sensor
 from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.handle import Store
 from jobs_platform.store.quarantine import active_entry, latest_entry, requeue_log
 from jobs_platform.store.schema import alert_ledger, quarantine
 from jobs_platform_tests.alert_fixtures import http_receiver
@@ -98,8 +99,15 @@ class ShiftedClock:
 
 @pytest.fixture
 def time_passes(monkeypatch):
+    """Moves the clock of the redrive sensor's judgement only (`find_redrives`, the cool-down
+    comparison): the runs, hooks and releases keep the database's."""
+    find_redrives = redrive_module.find_redrives
+
     def to(ahead: dt.timedelta) -> None:
-        monkeypatch.setattr(redrive_module, "DATABASE_CLOCK", ShiftedClock(ahead))
+        def on_shifted_clock(store: Store, *args, **kwargs):
+            return find_redrives(Store(store.engine, ShiftedClock(ahead)), *args, **kwargs)
+
+        monkeypatch.setattr(redrive_module, "find_redrives", on_shifted_clock)
 
     return to
 
