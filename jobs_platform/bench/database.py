@@ -204,6 +204,7 @@ def copy_rows(connection: sa.Connection, table: sa.Table, rows: Iterable[Mapping
     quote = connection.dialect.identifier_preparer.quote
     statement = f"COPY {quote(table.name)} ({', '.join(quote(name) for name in names)}) FROM STDIN"
     raw = connection.connection.driver_connection
+    assert raw is not None, "a connection in use has its driver's connection"
     count = 0
     with raw.cursor() as cursor, cursor.copy(statement) as copy:
         for row in itertools.chain([first], iterator):

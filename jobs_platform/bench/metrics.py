@@ -33,7 +33,7 @@ def run_metrics_bench(
 ) -> dict:
 
     from jobs_platform.location import load_definitions
-    from jobs_platform.orchestration.health import backfill_partition_keys
+    from jobs_platform.orchestration.health import backfill_expected_keys
     from jobs_platform.orchestration.tags import BACKFILL_TAG
 
     specs = load_definitions().resolve_all_asset_specs()
@@ -51,7 +51,7 @@ def run_metrics_bench(
             body = scrape(address)  # warm: the engine connected, the schema checked
             results = {"scrape_http_cold_cache": _timed(repeats, lambda: scrape(address))}
         results["read_metrics_in_process"] = _in_process(url, home, specs, repeats,
-                                                         backfill_partition_keys)  # fmt: skip
+                                                         backfill_expected_keys)  # fmt: skip
     best = results["scrape_http_cold_cache"]["best_seconds"]
     return {
         "partitions_per_asset": partition_count,
@@ -104,7 +104,7 @@ def scrape(url: str) -> bytes:
         return response.read()
 
 
-def _in_process(url, home, specs, repeats, backfill_partition_keys) -> dict:
+def _in_process(url, home, specs, repeats, backfill_expected_keys) -> dict:
     import dagster as dg
 
     from jobs_platform.metrics.reader import read_metrics
@@ -115,7 +115,7 @@ def _in_process(url, home, specs, repeats, backfill_partition_keys) -> dict:
 
         def read():
             with engine.connect() as connection:
-                return read_metrics(connection, backfill_partition_keys(specs, instance))
+                return read_metrics(connection, backfill_expected_keys(specs, instance))
 
         read()
         return _timed(repeats, read)
