@@ -28,7 +28,15 @@ from jobs_platform.orchestration.recovery import abandoned_run_sensor
 from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.settings import embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
-from jobs_platform.store.migrate import head_revision, schema_state, upgrade_warehouse
+from jobs_platform.store.migrate import (
+    HEAD_REVISION,
+    SchemaNotReady,
+    alembic_config,
+    check_schema,
+    head_revision,
+    schema_state,
+    upgrade_warehouse,
+)
 from jobs_platform.store.schema import attempts
 from jobs_platform_tests.databases import prepare_warehouse
 from jobs_platform_tests.environments import engine_from, enter_environment, platform_environment
@@ -296,3 +304,29 @@ def test_no_module_of_the_package_calls_create_all():
     ]
 
     assert callers == []
+
+
+def test_the_head_the_schema_check_knows_is_the_packaged_migrations_head():
+    """`check_schema` compares the version table with HEAD_REVISION (no Alembic): a new
+    migration must move it."""
+    assert head_revision() == HEAD_REVISION
+
+
+def test_the_schema_check_refuses_a_warehouse_one_revision_behind(warehouse_url):
+    from alembic import command
+
+    engine = sa.create_engine(normalize_url(warehouse_url), poolclass=sa.pool.NullPool)
+    upgrade_warehouse(engine)
+    command.downgrade(alembic_config(warehouse_url), "0006_backfill_catalog")
+
+    with pytest.raises(SchemaNotReady, match="0006_backfill_catalog"):
+        check_schema(engine)
+    upgrade_warehouse(engine)
+    check_schema(engine)  # at head again: passes
+
+
+def test_the_schema_check_refuses_an_empty_warehouse(warehouse_url):
+    engine = sa.create_engine(normalize_url(warehouse_url), poolclass=sa.pool.NullPool)
+
+    with pytest.raises(SchemaNotReady, match="db upgrade"):
+        check_schema(engine)

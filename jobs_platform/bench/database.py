@@ -8,9 +8,10 @@ Each measurement then gets its own schema (selected through the connection's
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -189,3 +190,24 @@ def new_row_versions(engine: sa.Engine, table: str, key: str) -> int:
         ).scalar_one()
         connection.execute(sa.text(f"DROP TABLE {quote(SNAPSHOT_TABLE)}"))
     return changed
+
+
+def copy_rows(connection: sa.Connection, table: sa.Table, rows: Iterable[Mapping]) -> int:
+    """Stream `rows` (dicts naming the same columns) into `table` with one COPY; returns
+    how many. A row at a time through psycopg's COPY writer, nothing held: seeding a large
+    warehouse costs a pass over its rows, not a list of them and an INSERT per batch."""
+    iterator = iter(rows)
+    first = next(iterator, None)
+    if first is None:
+        return 0
+    names = list(first)
+    quote = connection.dialect.identifier_preparer.quote
+    statement = f"COPY {quote(table.name)} ({', '.join(quote(name) for name in names)}) FROM STDIN"
+    raw = connection.connection.driver_connection
+    assert raw is not None, "a connection in use has its driver's connection"
+    count = 0
+    with raw.cursor() as cursor, cursor.copy(statement) as copy:
+        for row in itertools.chain([first], iterator):
+            copy.write_row([row[name] for name in names])
+            count += 1
+    return count

@@ -13,11 +13,13 @@ process too. Prints JSON; seconds, the best and every one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from jobs_platform.bench.database import bench_database, server_facts
@@ -31,7 +33,7 @@ def run_metrics_bench(
 ) -> dict:
 
     from jobs_platform.location import load_definitions
-    from jobs_platform.orchestration.health import backfill_partition_keys
+    from jobs_platform.orchestration.health import backfill_expected_keys
     from jobs_platform.orchestration.tags import BACKFILL_TAG
 
     specs = load_definitions().resolve_all_asset_specs()
@@ -45,20 +47,11 @@ def run_metrics_bench(
         env,
         build_seconds,
     ):
-        server = subprocess.Popen(
-            [str(Path(sys.executable).with_name("jobs-platform")), "metrics", "serve",
-             "--port", "0", "--cache-seconds", "0"],
-            env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        try:
-            address = _served_address(server)
-            body = _scrape(address)  # warm: the engine connected, the schema checked
-            results = {"scrape_http_cold_cache": _timed(repeats, lambda: _scrape(address))}
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+        with served_metrics(env, folder) as address:
+            body = scrape(address)  # warm: the engine connected, the schema checked
+            results = {"scrape_http_cold_cache": _timed(repeats, lambda: scrape(address))}
         results["read_metrics_in_process"] = _in_process(url, home, specs, repeats,
-                                                         backfill_partition_keys)  # fmt: skip
+                                                         backfill_expected_keys)  # fmt: skip
     best = results["scrape_http_cold_cache"]["best_seconds"]
     return {
         "partitions_per_asset": partition_count,
@@ -77,6 +70,25 @@ def run_metrics_bench(
     }
 
 
+@contextlib.contextmanager
+def served_metrics(env: dict[str, str], folder: str, module: str | None = None) -> Iterator[str]:
+    """`jobs-platform metrics serve --cache-seconds 0` in a subprocess, as an operator runs
+    it (of `module`, else the environment's location): yields its /metrics URL, then
+    stops it."""
+    command = [str(Path(sys.executable).with_name("jobs-platform")), "metrics", "serve",
+               "--port", "0", "--cache-seconds", "0"]  # fmt: skip
+    if module:
+        command += ["-m", module]
+    server = subprocess.Popen(
+        command, env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        yield _served_address(server)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def _served_address(server: subprocess.Popen) -> str:
     line = (
         server.stdout.readline() if server.stdout else ""
@@ -86,12 +98,13 @@ def _served_address(server: subprocess.Popen) -> str:
     return line.split()[-1]
 
 
-def _scrape(url: str) -> bytes:
+def scrape(url: str) -> bytes:
+    """One GET of /metrics (cold when the server's cache is off): the exposition's bytes."""
     with urllib.request.urlopen(url, timeout=30) as response:
         return response.read()
 
 
-def _in_process(url, home, specs, repeats, backfill_partition_keys) -> dict:
+def _in_process(url, home, specs, repeats, backfill_expected_keys) -> dict:
     import dagster as dg
 
     from jobs_platform.metrics.reader import read_metrics
@@ -104,7 +117,7 @@ def _in_process(url, home, specs, repeats, backfill_partition_keys) -> dict:
         def read():
             with engine.connect() as connection:
                 return read_metrics(
-                    connection, backfill_partition_keys(specs, instance), clock=DATABASE_CLOCK
+                    connection, backfill_expected_keys(specs, instance), clock=DATABASE_CLOCK
                 )
 
         read()

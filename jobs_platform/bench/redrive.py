@@ -54,16 +54,26 @@ def _file_fingerprint(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def bench_location(asset_count: int, landing: str, database_url: str) -> dg.Definitions:
-    """A code location of `asset_count` backfills, as a team would build it."""
+def bench_location(
+    asset_count: int,
+    landing: str,
+    database_url: str | None,
+    *,
+    partitions_def: dg.PartitionsDefinition | None = None,
+    names: list[str] | None = None,
+) -> dg.Definitions:
+    """A code location of `asset_count` backfills, as a team would build it: each with a
+    `code_version` and a `fingerprint=` hashing its partition's landing file (daily from
+    `FIRST_DAY` unless `partitions_def`; named `names`, else `bench_redrive_<n>`). Its
+    warehouse is `database_url`, else the environment's."""
     metadata = sa.MetaData()
     backfills = []
-    for n in range(asset_count):
+    for name in names or [f"bench_redrive_{n}" for n in range(asset_count)]:
         table = sa.Table(
-            f"bench_redrive_{n}",
+            name,
             metadata,
             sa.Column("id", sa.Integer, primary_key=True),
-            sa.Column("day", sa.Date, nullable=False),
+            sa.Column("partition", sa.String(32), nullable=False),
         )
 
         def fingerprint(source: PartitionInput, bench_landing: BenchLanding) -> str:
@@ -72,11 +82,12 @@ def bench_location(asset_count: int, landing: str, database_url: str) -> dg.Defi
 
         @backfill_asset(
             table=table,
-            partitions_def=dg.DailyPartitionsDefinition(start_date=FIRST_DAY.isoformat()),
-            partition_scope=lambda t, p: t.c.day == dt.date.fromisoformat(p),
+            partitions_def=partitions_def
+            or dg.DailyPartitionsDefinition(start_date=FIRST_DAY.isoformat()),
+            partition_scope=lambda t, p: t.c.partition == p,
             code_version=CURRENT_VERSION,
             fingerprint=fingerprint,
-            name=f"bench_redrive_{n}",
+            name=name,
         )
         def read(source: PartitionInput, bench_landing: BenchLanding) -> Iterator[pd.DataFrame]:
             yield pd.DataFrame()  # never run: the benchmark only ticks the sensor
@@ -84,10 +95,20 @@ def bench_location(asset_count: int, landing: str, database_url: str) -> dg.Defi
         backfills.append(read)
     return dg.Definitions.merge(
         platform_definitions(
-            backfills, jobs_platform=JobsPlatformResource(database_url=database_url)
+            backfills,
+            jobs_platform=JobsPlatformResource(database_url=database_url) if database_url else None,
         ),
         dg.Definitions(resources={"bench_landing": BenchLanding(root=landing)}),
     )
+
+
+def landing_file(landing: Path, asset: str, partition: str) -> str:
+    """Write the partition's landing file; its fingerprint as an entry that read it keeps
+    it (the hash and the code version)."""
+    path = landing / asset / f"{partition}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{asset} {partition} input\n" * 20)
+    return f"{_file_fingerprint(path)}@{CURRENT_VERSION}"
 
 
 def seed(url: str, landing: Path, assets: list[str], entries: int, *, busy: bool) -> float:
@@ -102,14 +123,10 @@ def seed(url: str, landing: Path, assets: list[str], entries: int, *, busy: bool
     now = dt.datetime.now(dt.UTC)
     rows = []
     for position, asset in enumerate(assets):
-        folder = landing / asset
-        folder.mkdir(parents=True, exist_ok=True)
         share = entries // len(assets) + (position < entries % len(assets))
         for day in range(share):
             partition = (FIRST_DAY + dt.timedelta(days=day)).isoformat()
-            path = folder / f"{partition}.txt"
-            path.write_text(f"{asset} {partition} input\n" * 20)
-            fingerprint = f"{_file_fingerprint(path)}@{CURRENT_VERSION}"
+            fingerprint = landing_file(landing, asset, partition)
             version, error_class, at = CURRENT_VERSION, "terminal", now
             if busy and position % 3 == 0:
                 version = "1"  # code_changed
@@ -185,6 +202,14 @@ def run_redrive_bench(database_url: str, entries: int, asset_count: int, repeats
 
 
 def _ticks(location: dg.Definitions, instance: dg.DagsterInstance, repeats: int) -> dict:
+    figures = wall_seconds(repeats, sensor_tick(location, instance))
+    figures["ticks_said"] = figures.pop("results")
+    return figures
+
+
+def sensor_tick(location: dg.Definitions, instance: dg.DagsterInstance) -> Callable[[], str | None]:
+    """One tick of the location's redrive sensor as the daemon ticks it, the cursor kept
+    from tick to tick; returns what the tick said when it skipped."""
     from jobs_platform.orchestration.redrive import dead_letter_redrive_sensor
 
     sensor = location.get_sensor_def(dead_letter_redrive_sensor.name)
@@ -201,9 +226,7 @@ def _ticks(location: dg.Definitions, instance: dg.DagsterInstance, repeats: int)
         cursor[0] = result.cursor
         return result.skip_message
 
-    figures = wall_seconds(repeats, tick)
-    figures["ticks_said"] = figures.pop("results")
-    return figures
+    return tick
 
 
 def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) -> dict[str, float]:

@@ -29,12 +29,12 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.bench.database import copy_rows, fresh_schema, server_facts
 from jobs_platform.bench.timing import alternated_wall_seconds, run_command
 from jobs_platform.store.db import dispose_engines, normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
@@ -44,7 +44,6 @@ FIRST_DAY = dt.date(2024, 1, 1)
 CUSTOMER_PARTITIONS = "customers"
 FAILED_EVERY = 50  # one partition in 50 failed and waiting for a retry
 IN_FLIGHT = 3  # partitions per asset with a live lease
-INSERT_BATCH = 5_000
 
 
 def run_status_bench(
@@ -81,14 +80,14 @@ def run_status_bench(
         env,
         build_seconds,
     ):
-        _write_catalog(url, home, module, defs)
+        write_catalog_as_deployed(url, home, module, defs)
         cli = str(Path(sys.executable).with_name("jobs-platform"))
         status = [cli, "status", "-m", module, "--json"]
         results = alternated_wall_seconds(
             repeats,
             {
-                "status_cli_catalog": lambda: _answered_from(status, "catalog", env, folder),
-                "status_cli_load_location": lambda: _answered_from(
+                "status_cli_catalog": lambda: answered_from(status, "catalog", env, folder),
+                "status_cli_load_location": lambda: answered_from(
                     [*status, "--load-location"], "location", env, folder
                 ),
             },
@@ -138,7 +137,7 @@ def seeded_warehouse(
         yield url, folder, home, env, build_seconds
 
 
-def _write_catalog(url: str, home: Path, module: str, defs) -> None:
+def write_catalog_as_deployed(url: str, home: Path, module: str, defs) -> None:
     """The location's catalog, as `jobs-platform db upgrade -m MODULE` writes it."""
     import dagster as dg
 
@@ -155,11 +154,15 @@ def _write_catalog(url: str, home: Path, module: str, defs) -> None:
         engine.dispose()
 
 
-def _answered_from(command: list[str], source: str, env: dict, folder: str) -> None:
+def answered_from(command: list[str], source: str, env: dict, folder: str) -> dict:
+    """Run `status --json`; its report, which must have come from `source`."""
     finished = run_command(command, env, folder)
-    answered = json.loads(finished.stdout)["source"]
-    if answered != source:
-        raise RuntimeError(f"{' '.join(command[1:])} answered from the {answered}, not {source}")
+    report = json.loads(finished.stdout)
+    if report["source"] != source:
+        raise RuntimeError(
+            f"{' '.join(command[1:])} answered from the {report['source']}, not {source}"
+        )
+    return report
 
 
 def _partition_keys(count: int) -> dict[str, list[str]]:
@@ -179,60 +182,82 @@ def _build_warehouse(
             for position, asset in enumerate(assets):
                 asset_keys = keys["dynamic" if asset == "customer_order_history" else "daily"]
                 share = quarantined // len(assets) + (position < quarantined % len(assets))
-                _asset_rows(connection, asset, asset_keys[:count], share, now)
+                seed_partitions(connection, asset, asset_keys[:count], share, now)
     finally:
         engine.dispose()
     return time.perf_counter() - began
 
 
-def _asset_rows(
-    connection: sa.Connection, asset: str, keys: list[str], quarantined: int, now: dt.datetime
+EntryFactory = Callable[[str, str, int, dt.datetime], dict]
+"""(asset, partition, its position, when it failed) -> the open quarantine entry's row."""
+
+
+def seed_partitions(
+    connection: sa.Connection,
+    asset: str,
+    keys: Sequence[str],
+    quarantined: int,
+    now: dt.datetime,
+    entry: EntryFactory | None = None,
 ) -> None:
-    poisoned = set(keys[len(keys) - quarantined :]) if quarantined else set()
-    partition_rows, attempt_rows, quarantine_rows, lease_rows = [], [], [], []
-    for n, key in enumerate(keys):
-        at = now - dt.timedelta(minutes=len(keys) - n)
-        if key in poisoned:
-            status = "quarantined"
-            for attempt in (1, 2, 3):
-                attempt_rows.append(_attempt(asset, key, attempt, at, "terminal"))
-            quarantine_rows.append(
-                {
-                    "asset": asset, "partition": key, "episode": 1, "status": "quarantined",
-                    "attempts": 3, "error_class": "terminal", "error_type": "InputValidationError",
-                    "last_error": f"line {n % 997 + 1}: malformed JSON in {asset}/{key}",
-                    "first_failed_at": at, "last_failed_at": at, "quarantined_at": at,
-                }
-            )  # fmt: skip
-        elif n % FAILED_EVERY == 7:
-            status = "failed"
-            attempt_rows.append(_attempt(asset, key, 1, at, "retryable"))
-        else:
-            status = "done"
-            attempt_rows.append(_attempt(asset, key, 1, at, None))
-        partition_rows.append(
-            {
-                "asset": asset, "partition": key, "status": status, "episode": 1,
+    """A long-lived backfill's state, streamed with COPY: a partition row per key (the
+    last `quarantined` quarantined, one in `FAILED_EVERY` failed, the rest done, with
+    durations and row counts), its attempts, an open quarantine entry per quarantined
+    key (`entry` builds it; by default one malformed-JSON cause), and `IN_FLIGHT` live
+    leases. Partition n was updated `len(keys) - n` minutes before `now`."""
+    first_poisoned = len(keys) - quarantined
+
+    def state(n: int) -> str:
+        if n >= first_poisoned:
+            return "quarantined"
+        return "failed" if n % FAILED_EVERY == 7 else "done"
+
+    def at(n: int) -> dt.datetime:
+        return now - dt.timedelta(minutes=len(keys) - n)
+
+    def partition_rows() -> Iterator[dict]:
+        for n, key in enumerate(keys):
+            yield {
+                "asset": asset, "partition": key, "status": state(n), "episode": 1,
                 "fingerprint": f"sha256:{n:064x}"[:71], "row_count": 10_000 + n % 1_000,
                 "duration_seconds": 0.5 + (n % 100) / 40, "run_id": f"run-{n // 30:08d}",
-                "updated_at": at,
-            }
-        )  # fmt: skip
-    for key in keys[:IN_FLIGHT]:
-        lease_rows.append(
-            {
-                "asset": asset, "partition": key, "token": 2, "holder": "bench:1",
-                "run_id": "run-live", "acquired_at": now, "expires_at": now + dt.timedelta(hours=1),
-            }
-        )  # fmt: skip
-    for table, rows in (
-        (partitions, partition_rows),
-        (attempts, attempt_rows),
-        (quarantine, quarantine_rows),
-        (leases, lease_rows),
-    ):
-        for start in range(0, len(rows), INSERT_BATCH):
-            connection.execute(sa.insert(table), rows[start : start + INSERT_BATCH])
+                "updated_at": at(n),
+            }  # fmt: skip
+
+    def attempt_rows() -> Iterator[dict]:
+        for n, key in enumerate(keys):
+            kind = state(n)
+            if kind == "quarantined":
+                for number in (1, 2, 3):
+                    yield _attempt(asset, key, number, at(n), "terminal")
+            else:
+                yield _attempt(asset, key, 1, at(n), "retryable" if kind == "failed" else None)
+
+    quarantine_rows = (
+        (entry or _malformed_json_entry)(asset, key, n, at(n))
+        for n, key in enumerate(keys)
+        if n >= first_poisoned
+    )
+    lease_rows = (
+        {
+            "asset": asset, "partition": key, "token": 2, "holder": "bench:1",
+            "run_id": "run-live", "acquired_at": now, "expires_at": now + dt.timedelta(hours=1),
+        }
+        for key in keys[:IN_FLIGHT]
+    )  # fmt: skip
+    copy_rows(connection, partitions, partition_rows())
+    copy_rows(connection, attempts, attempt_rows())
+    copy_rows(connection, quarantine, quarantine_rows)
+    copy_rows(connection, leases, lease_rows)
+
+
+def _malformed_json_entry(asset: str, key: str, n: int, at: dt.datetime) -> dict:
+    return {
+        "asset": asset, "partition": key, "episode": 1, "status": "quarantined",
+        "attempts": 3, "error_class": "terminal", "error_type": "InputValidationError",
+        "last_error": f"line {n % 997 + 1}: malformed JSON in {asset}/{key}",
+        "first_failed_at": at, "last_failed_at": at, "quarantined_at": at,
+    }  # fmt: skip
 
 
 def _attempt(asset: str, key: str, number: int, at: dt.datetime, error_class: str | None) -> dict:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.bench.database import copy_rows, fresh_schema, server_facts
 from jobs_platform.bench.timing import run_command, wall_seconds
 from jobs_platform.store.db import normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
@@ -41,7 +41,6 @@ from jobs_platform.store.signature import failure_signature
 ASSETS = ("orders", "daily_revenue", "acme/events")
 FIRST_DAY = dt.date(2015, 1, 1)
 RESOLVED_SHARE = 0.2  # resolved entries per open one: history the grouping must skip
-INSERT_BATCH = 5_000
 TARGET_SECONDS = 1.0
 
 _SQLALCHEMY_LINK = "(Background on this error at: https://sqlalche.me/e/20/{code})"
@@ -126,6 +125,32 @@ CAUSES: tuple[Cause, ...] = (
     Cause("terminal", "InputValidationError", lambda r, a, p: (
         f"line {_line(r)}: not valid UTF-8 (invalid start byte)")),
 )  # fmt: skip
+
+
+class CauseMix:
+    """Dead-letter entries from the mix of `CAUSES`, drawn with weight 1/rank (a few
+    large causes, many small), each message with its own variable parts, signed as
+    `quarantine_partition` signs them. Seeded: the same entries every time."""
+
+    def __init__(self, seed: int = 24) -> None:
+        self.rng = random.Random(seed)
+        self.weights = [1 / rank for rank in range(1, len(CAUSES) + 1)]
+
+    def entry(self, asset: str, partition: str, at: dt.datetime, *, resolved: bool = False) -> dict:
+        """One entry's row (episode 1), open unless `resolved`, failed at `at`."""
+        cause = self.rng.choices(CAUSES, self.weights)[0]
+        message = cause.message(self.rng, asset, partition)
+        return {
+            "asset": asset, "partition": partition, "episode": 1,
+            "status": "resolved" if resolved else "quarantined",
+            "attempts": 1 if cause.error_class == "terminal" else 5,
+            "error_class": cause.error_class, "error_type": cause.error_type,
+            "last_error": message, "first_failed_at": at, "last_failed_at": at,
+            "quarantined_at": at,
+            "signature": failure_signature(
+                cause.error_class, cause.error_type, message, asset=asset, partition=partition
+            ),
+        }  # fmt: skip
 
 
 @dataclass
@@ -221,38 +246,24 @@ def seeded_dead_letter(database_url: str, entries: int) -> Iterator[DeadLetterBe
 
 
 def _build(url: str, entries: int) -> int:
-    """Insert the entries (signed as `quarantine_partition` signs them); returns how many
+    """Stream the entries in (signed as `quarantine_partition` signs them); returns how many
     resolved entries were added."""
-    rng = random.Random(24)
-    weights = [1 / rank for rank in range(1, len(CAUSES) + 1)]
+    draw = CauseMix()
     resolved = int(entries * RESOLVED_SHARE)
     now = dt.datetime.now(dt.UTC)
-    rows = []
-    for n in range(entries + resolved):
-        asset = ASSETS[n % len(ASSETS)]
-        partition = (FIRST_DAY + dt.timedelta(days=n // len(ASSETS))).isoformat()
-        cause = rng.choices(CAUSES, weights)[0]
-        message = cause.message(rng, asset, partition)
-        at = now - dt.timedelta(minutes=entries + resolved - n)
-        rows.append(
-            {
-                "asset": asset, "partition": partition, "episode": 1,
-                "status": "quarantined" if n < entries else "resolved",
-                "attempts": 1 if cause.error_class == "terminal" else 5,
-                "error_class": cause.error_class, "error_type": cause.error_type,
-                "last_error": message, "first_failed_at": at, "last_failed_at": at,
-                "quarantined_at": at,
-                "signature": failure_signature(
-                    cause.error_class, cause.error_type, message, asset=asset, partition=partition
-                ),
-            }
-        )  # fmt: skip
+
+    def rows() -> Iterator[dict]:
+        for n in range(entries + resolved):
+            asset = ASSETS[n % len(ASSETS)]
+            partition = (FIRST_DAY + dt.timedelta(days=n // len(ASSETS))).isoformat()
+            at = now - dt.timedelta(minutes=entries + resolved - n)
+            yield draw.entry(asset, partition, at, resolved=n >= entries)
+
     engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
     try:
         upgrade_warehouse(engine)
         with engine.begin() as connection:
-            for start in range(0, len(rows), INSERT_BATCH):
-                connection.execute(sa.insert(quarantine), rows[start : start + INSERT_BATCH])
+            copy_rows(connection, quarantine, rows())
             connection.execute(sa.text("ANALYZE jp_quarantine"))
     finally:
         engine.dispose()

@@ -1,4 +1,4 @@
-"""`jobs-platform bench upsert|merge|staging|rerun|backfill|memory|status|triage`: measure
+"""`jobs-platform bench upsert|merge|staging|rerun|backfill|memory|status|triage|scale`: measure
 the writer, a backfill and the operator commands on PostgreSQL."""
 
 from __future__ import annotations
@@ -152,6 +152,19 @@ def register(commands) -> None:
                         help="times each is timed (default 5)")  # fmt: skip
     _common_arguments(triage)
     triage.set_defaults(handler=run_triage)
+
+    scale = kinds.add_parser(
+        "scale",
+        help="status, a metrics scrape, dead-letter groups and a redrive tick on an hourly "
+        "backfill of 100,000 partitions",
+    )
+    scale.add_argument("--partitions", type=int, default=100_000, metavar="N",
+                       help="hourly partitions of the backfill (default 100,000)")  # fmt: skip
+    scale.add_argument("--entries", type=int, default=10_000, metavar="E",
+                       help="open dead-letter entries (default 10,000)")  # fmt: skip
+    _repeats_argument(scale)
+    _common_arguments(scale)
+    scale.set_defaults(handler=run_scale)
 
 
 def _common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -341,6 +354,39 @@ def _print_triage(figures: dict) -> None:
     for name, result in figures["results"].items():
         median = result["median_seconds"]
         print(f"  {_verdict(median < target)}  {name} < {target} s (median): {median:.3f} s")
+
+
+def run_scale(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.scale import run_scale_bench
+
+    def bench(url: str) -> dict:
+        return run_scale_bench(url, args.partitions, args.entries, args.repeats, args.warmup)
+
+    return _run(args, bench, _print_scale)
+
+
+def _print_scale(figures: dict) -> None:
+    notes = figures["notes"]
+    seeded = notes["seed_seconds"]
+    print(
+        f"\n{figures['asset']}: {figures['partitions']:,} hourly partitions from "
+        f"{figures['first_partition']}, {figures['entries']:,} open dead-letter entries; "
+        f"seeded in {seeded['copy']} s (COPY) + {seeded['analyze']} s (ANALYZE) + "
+        f"{seeded['catalog']} s (catalog)"
+    )
+    print(f"status says: {notes['status_figures']}\n")
+    print(f"  {'':<26} {'median s':>9} {'min-max s':>15} {'load':>6}")
+    for name, result in figures["results"].items():
+        spread = f"{result['min_seconds']:.3f}-{result['max_seconds']:.3f}"
+        print(f"  {name:<26} {result['seconds']:>9.3f} {spread:>15} {result['load_average']:>6}")
+    load = notes["load_average_1m"]
+    print(f"\n  load average (1 min): {load['before']} -> {load['after']}\ntargets")
+    target = figures["target_seconds"]
+    for name, result in figures["results"].items():
+        print(
+            f"  {_verdict(figures['met'][name])}  {name} < {target:g} s (median): "
+            f"{result['seconds']:.3f} s"
+        )
 
 
 def _run(args: argparse.Namespace, bench, show) -> int:

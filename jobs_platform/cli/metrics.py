@@ -47,7 +47,7 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     from jobs_platform.metrics.reader import read_metrics
     from jobs_platform.metrics.server import bind, metrics_app
-    from jobs_platform.orchestration.health import backfill_partition_keys
+    from jobs_platform.orchestration.health import backfill_expected_keys
 
     cache_seconds = DEFAULT_CACHE_SECONDS if args.cache_seconds is None else args.cache_seconds
     if cache_seconds < 0:
@@ -63,7 +63,7 @@ def run_serve(args: argparse.Namespace) -> int:
         def read():
             # The expected keys are the code location's as of now: a new day, or a new
             # dynamic key, is missing from the next reading on.
-            keys = backfill_partition_keys(specs, instance)
+            keys = backfill_expected_keys(specs, instance)
             with store.connect() as connection:
                 return read_metrics(
                     connection, keys, clock=store.clock, max_redrives=settings.max_redrives

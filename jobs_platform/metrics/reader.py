@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from jobs_platform.settings import DEFAULT_MAX_REDRIVES
 from jobs_platform.store import redrive, tallies
 from jobs_platform.store.clock import Clock
-from jobs_platform.store.health import AssetHealth, asset_health
+from jobs_platform.store.health import AssetHealth, ExpectedKeys, asset_health
 from jobs_platform.store.outbox import QueueStats, queue_stats
 from jobs_platform.store.rejects import rejected_counts
 from jobs_platform.store.triage import open_signature_count
@@ -63,12 +63,13 @@ class MetricsReading:
 
 def read_metrics(
     connection: sa.Connection,
-    partition_keys: Mapping[str, Sequence[str]],
+    partition_keys: Mapping[str, ExpectedKeys],
     *,
     clock: Clock,
     max_redrives: int = DEFAULT_MAX_REDRIVES,
 ) -> MetricsReading:
-    """Read every figure; `partition_keys` are each backfill asset's expected keys;
+    """Read every figure; `partition_keys` are each backfill asset's expected keys (or
+    its window: `store.health.KeyWindow`);
     `max_redrives` is the location's `JOBS_PLATFORM_MAX_REDRIVES` (when redrives ran out).
 
     Assets of the code location appear in every per-asset figure (zero when nothing

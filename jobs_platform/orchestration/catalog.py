@@ -6,6 +6,8 @@ materialization, so that `jobs-platform status` answers without loading the loca
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Iterable
 
 import dagster as dg
@@ -14,13 +16,66 @@ from jobs_platform.orchestration.specs import specs_of
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.store.catalog import CatalogEntry
 from jobs_platform.store.handle import Store
+from jobs_platform.store.health import ExpectedKeys, KeyWindow
+
+# The fields of a key that sorts as its time does: zero-padded, from the year down.
+_TIME_FIELDS = ("%Y", "%m", "%d", "%H", "%M", "%S")
+_SUB_DAILY = frozenset({"%H", "%M", "%S"})
+_UTC_NAMES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z"})
+
+
+def key_window(
+    partitions_def: dg.PartitionsDefinition | None, now: dt.datetime | None = None
+) -> KeyWindow | None:
+    """The window of a time-window partitions definition whose keys sort as their times
+    do and are all of one length (`KeyWindow`), as of `now`; None for any other.
+
+    Its format must be zero-padded fields from the year down with fixed text between
+    (`%Y-%m-%d`, `%Y-%m-%d-%H:%M`, `%Y%m`), its clock free of daylight saving time when
+    a key names an hour (a repeated hour would repeat a key), with no exclusions. The
+    first and last key and the count come from the definition (Dagster's arithmetic),
+    not from listing 100,000 keys.
+    """
+    if not isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+        return None
+    if getattr(partitions_def, "exclusions", None):
+        return None
+    fields = re.findall(r"%.", partitions_def.fmt)
+    if not fields or fields[0] != "%Y" or any(field not in _TIME_FIELDS for field in fields):
+        return None
+    order = [_TIME_FIELDS.index(field) for field in fields]
+    if order != sorted(set(order)):
+        return None  # a field twice, or out of order (`%d-%m-%Y` does not sort as time)
+    if _SUB_DAILY & set(fields) and str(partitions_def.timezone) not in _UTC_NAMES:
+        return None
+    with dg.partition_loading_context(now or dt.datetime.now(dt.UTC)):
+        first = partitions_def.get_first_partition_key()
+        last = partitions_def.get_last_partition_key()
+        count = partitions_def.get_num_partitions()
+    if first is None or last is None or count == 0:
+        return KeyWindow(first="", last="", count=0)
+    if len(first) != len(last):
+        return None  # not of one length after all: every key, listed
+    return KeyWindow(first, last, count)
+
+
+def expected_keys(
+    partitions_def: dg.PartitionsDefinition, instance: dg.DagsterInstance
+) -> ExpectedKeys:
+    """Every key a backfill should have as of now: its window when it has one (cheap at
+    any length), else every key listed (dynamic ones read from `instance`)."""
+    window = key_window(partitions_def)
+    if window is not None:
+        return window
+    return tuple(partitions_def.get_partition_keys(dynamic_partitions_store=instance))
 
 
 def catalog_entries(
     assets_defs: Iterable[dg.AssetsDefinition], instance: dg.DagsterInstance
 ) -> list[CatalogEntry]:
     """One entry per partitioned backfill among `assets_defs`, with every partition key it
-    has now (dynamic ones read from `instance`, as status reads them), by asset key.
+    has now (dynamic ones read from `instance`, as status reads them) or its window
+    (`key_window`), by asset key.
 
     Sorted, so that every writer (a deploy, a `platform_health` run) writes one order: a
     location's asset graph holds its assets in an order that changes between processes.
@@ -31,19 +86,20 @@ def catalog_entries(
         for spec in assets_def.specs:
             if spec.tags.get(BACKFILL_TAG) == "true" and spec.partitions_def is not None:
                 found.append((spec, assets_def.backfill_policy, tables))
-    entries = {
-        spec.key.to_user_string(): CatalogEntry(
-            asset=spec.key.to_user_string(),
+    entries = {}
+    for spec, policy, tables in found:
+        if spec.partitions_def is None:
+            continue
+        keys = expected_keys(spec.partitions_def, instance)
+        asset = spec.key.to_user_string()
+        entries[asset] = CatalogEntry(
+            asset=asset,
             partitions_kind=_kind(spec.partitions_def),
-            partition_keys=tuple(
-                spec.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
-            ),
+            partition_keys=() if isinstance(keys, KeyWindow) else tuple(keys),
             max_partitions_per_run=policy.max_partitions_per_run if policy else None,
-            target_table=tables.get(spec.key.to_user_string()),
+            target_table=tables.get(asset),
+            window=keys if isinstance(keys, KeyWindow) else None,
         )
-        for spec, policy, tables in found
-        if spec.partitions_def is not None
-    }
     return [entries[asset] for asset in sorted(entries)]
 
 

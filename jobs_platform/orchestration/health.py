@@ -6,13 +6,13 @@ from collections.abc import Iterable, Sequence
 import dagster as dg
 
 from jobs_platform.dead_letter_view import groups_markdown
-from jobs_platform.orchestration.catalog import write_location_catalog
+from jobs_platform.orchestration.catalog import expected_keys, write_location_catalog
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
 from jobs_platform.store.handle import ready_store
-from jobs_platform.store.health import AssetHealth
+from jobs_platform.store.health import AssetHealth, ExpectedKeys
 from jobs_platform.store.migrate import ready_warehouse
 from jobs_platform.store.triage import signature_groups
 
@@ -31,6 +31,19 @@ def backfill_partition_keys(
     return keys
 
 
+def backfill_expected_keys(
+    specs: Iterable[dg.AssetSpec], instance: dg.DagsterInstance
+) -> dict[str, ExpectedKeys]:
+    """What each backfill asset among `specs` should have as of now: a time-window
+    backfill's window (`catalog.key_window`: no key listed, whatever its length), else
+    every key. What `status` and `/metrics` count `missing` against."""
+    return {
+        spec.key.to_user_string(): expected_keys(spec.partitions_def, instance)
+        for spec in specs
+        if spec.tags.get(BACKFILL_TAG) == "true" and spec.partitions_def is not None
+    }
+
+
 def status_report(
     specs: Iterable[dg.AssetSpec],
     instance: dg.DagsterInstance,
@@ -46,11 +59,12 @@ def status_report(
     """
     specs = list(specs)
     store = ready_store(settings.database_url)
+    if window is None:
+        with store.connect() as connection:
+            return store.backfill_status(connection, backfill_expected_keys(specs, instance))
     keys = backfill_partition_keys(specs, instance)
-    windowed = keys_in_window(specs, keys, window) if window is not None else {}
+    windowed = keys_in_window(specs, keys, window)
     with store.connect() as connection:
-        if window is None:
-            return store.backfill_status(connection, keys)
         assets = store.window_health(connection, windowed)
         queue = store.queue_stats(connection, assets=list(keys))
     return {

@@ -3,11 +3,13 @@
 `jobs-platform status` needs, per backfill of a location, its partition keys (to count
 the missing ones) and little else; loading the location to learn them imports Dagster and
 the user's code, seconds before the first query. The catalog holds them instead, one row
-per (location, backfill), written when the location is deployed (`jobs-platform db
-upgrade`) and by each `platform_health` materialization (every 10 minutes by default), so
-status answers from the warehouse alone. The keys are as of `updated_at`: a catalog older
-than `CATALOG_STALE_AFTER_SECONDS` is reported stale (a daily backfill may have gained a
-day since, or the location changed its backfills).
+per (location, backfill): every key, or for a time-window backfill whose keys sort as
+their times do only its window (first and last key, and the count: `store.health.KeyWindow`,
+counted in the database however long the backfill). It is written when the location is
+deployed (`jobs-platform db upgrade`) and by each `platform_health` materialization (every
+10 minutes by default), so status answers from the warehouse alone. The keys are as of
+`updated_at`: a catalog older than `CATALOG_STALE_AFTER_SECONDS` is reported stale (a
+daily backfill may have gained a day since, or the location changed its backfills).
 
 Rows are built from a loaded location by `orchestration.catalog`; this module is plain SQL.
 """
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from jobs_platform.store.clock import Clock
+from jobs_platform.store.health import ExpectedKeys, KeyWindow
 from jobs_platform.store.schema import backfill_catalog
 
 CATALOG_STALE_AFTER_SECONDS = 15 * 60
@@ -40,9 +43,20 @@ class CatalogEntry:
     partitions_kind: str
     """`time_window`, `dynamic`, `static` or `multi` (informative)."""
     partition_keys: tuple[str, ...]
+    """Every key; empty when `window` says them."""
     max_partitions_per_run: int | None = None
     """Its backfill policy's bound; None for `single_run()` or no policy."""
     target_table: str | None = None
+    window: KeyWindow | None = None
+    """A time-window backfill's keys, when they sort as their times do."""
+
+    @property
+    def expected_keys(self) -> ExpectedKeys:
+        return self.window if self.window is not None else self.partition_keys
+
+    @property
+    def partition_count(self) -> int:
+        return self.window.count if self.window is not None else len(self.partition_keys)
 
 
 @dataclass(frozen=True)
@@ -59,9 +73,9 @@ class LocationCatalog:
     def stale(self) -> bool:
         return self.age_seconds > CATALOG_STALE_AFTER_SECONDS
 
-    def partition_keys(self) -> dict[str, list[str]]:
-        """Every partition key of each backfill, in the location's order."""
-        return {entry.asset: list(entry.partition_keys) for entry in self.entries}
+    def partition_keys(self) -> dict[str, ExpectedKeys]:
+        """Every partition key of each backfill (or its window), in the location's order."""
+        return {entry.asset: entry.expected_keys for entry in self.entries}
 
 
 def write_catalog(
@@ -93,8 +107,12 @@ def write_catalog(
                 "asset": entry.asset,
                 "position": position,
                 "partitions_kind": entry.partitions_kind,
-                "partition_count": len(entry.partition_keys),
-                "partition_keys": json.dumps(list(entry.partition_keys), separators=(",", ":")),
+                "partition_count": entry.partition_count,
+                "partition_keys": json.dumps(
+                    [] if entry.window else list(entry.partition_keys), separators=(",", ":")
+                ),
+                "first_key": entry.window.first if entry.window else None,
+                "last_key": entry.window.last if entry.window else None,
                 "max_partitions_per_run": entry.max_partitions_per_run,
                 "target_table": entry.target_table,
                 "updated_at": now,
@@ -109,9 +127,18 @@ def write_catalog(
 def read_catalog(
     connection: sa.Connection, location: str, *, clock: Clock
 ) -> LocationCatalog | None:
-    """`location`'s catalog; None when nothing wrote one in this warehouse."""
+    """`location`'s catalog; None when nothing wrote one in this warehouse.
+
+    A windowed backfill's keys column (an empty array) is not read: one with every key
+    is, and parsed.
+    """
+    columns = backfill_catalog.c
+    windowed = columns.first_key.is_not(None)
     rows = connection.execute(
-        sa.select(backfill_catalog)
+        sa.select(
+            *(column for column in columns if column.name != "partition_keys"),
+            sa.case((windowed, None), else_=columns.partition_keys).label("partition_keys"),
+        )
         .where(backfill_catalog.c.location == location)
         .order_by(backfill_catalog.c.position)
     ).all()
@@ -123,9 +150,14 @@ def read_catalog(
         CatalogEntry(
             asset=row.asset,
             partitions_kind=row.partitions_kind,
-            partition_keys=tuple(json.loads(row.partition_keys)),
+            partition_keys=tuple(json.loads(row.partition_keys)) if row.first_key is None else (),
             max_partitions_per_run=row.max_partitions_per_run,
             target_table=row.target_table,
+            window=(
+                KeyWindow(row.first_key, row.last_key, row.partition_count)
+                if row.first_key is not None
+                else None
+            ),
         )
         for row in rows
     )

@@ -275,7 +275,7 @@ class Store:
     # Health and the catalog (`store.health`, `store.catalog`).
 
     def asset_health(
-        self, connection: sa.Connection, partition_keys: Mapping[str, Sequence[str]]
+        self, connection: sa.Connection, partition_keys: Mapping[str, health.ExpectedKeys]
     ) -> dict[str, health.AssetHealth]:
         return health.asset_health(connection, partition_keys, clock=self.clock)
 
@@ -285,7 +285,7 @@ class Store:
         return health.window_health(connection, partition_keys, clock=self.clock)
 
     def backfill_status(
-        self, connection: sa.Connection, partition_keys: Mapping[str, Sequence[str]]
+        self, connection: sa.Connection, partition_keys: Mapping[str, health.ExpectedKeys]
     ) -> dict[str, Any]:
         return health.backfill_status(connection, partition_keys, clock=self.clock)
 

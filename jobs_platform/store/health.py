@@ -35,13 +35,35 @@ class AssetHealth:
     rows_rejected: int = 0  # input rows set aside under `bad_rows=RejectRows(...)`
 
 
+@dataclass(frozen=True)
+class KeyWindow:
+    """Every partition key of a time-window backfill, without listing them: `count` keys
+    from `first` to `last` (inclusive), all of `first`'s length, sorting as their times do
+    (a format of zero-padded fields from the year down: `2024-01-31`, `2024-01-31-05:00`).
+
+    `missing` is then counted in the database, by the key's range on the primary key's
+    index, instead of sending or fetching 100,000 keys. A row within the range whose key
+    has another length (a daily key left under an hourly backfill) is no key of the
+    window; one of the same length and another cadence (a half hour under hourly) would
+    pass for one: the window assumes the rows in it were written under its cadence.
+    """
+
+    first: str
+    last: str
+    count: int
+
+
+ExpectedKeys = Sequence[str] | KeyWindow
+"""What a backfill should have: every key, or (a time-window backfill) its window."""
+
+
 def asset_health(
     connection: sa.Connection,
-    partition_keys: Mapping[str, Sequence[str]],
+    partition_keys: Mapping[str, ExpectedKeys],
     *,
     clock: Clock,
 ) -> dict[str, AssetHealth]:
-    """Health of each asset, given every partition key it should have.
+    """Health of each asset, given every partition key it should have (or its window).
 
     Set-based: a handful of aggregate queries per asset, whatever its partition count
     (10,000 partitions per asset answer in tens of milliseconds; docs/BENCHMARKS.md).
@@ -49,13 +71,54 @@ def asset_health(
     """
     now = clock.now(connection)
     return {
-        asset: _one_asset(connection, asset, set(keys), now)
-        for asset, keys in partition_keys.items()
+        asset: _one_asset(connection, asset, keys, now) for asset, keys in partition_keys.items()
     }
 
 
+def _missing(
+    connection: sa.Connection, asset: str, expected: ExpectedKeys, quarantined: set[str]
+) -> int:
+    """The expected keys with no state at all: neither done, failed nor quarantined."""
+    known_status = partitions.c.status.in_([str(PartitionStatus.DONE), str(PartitionStatus.FAILED)])
+    if not isinstance(expected, KeyWindow):
+        # Only keys are fetched, one column.
+        known = set(
+            connection.execute(
+                sa.select(partitions.c.partition).where(partitions.c.asset == asset, known_status)
+            ).scalars()
+        )
+        return len(set(expected) - known - quarantined)
+    if expected.count == 0:
+        return 0
+    length = len(expected.first)
+
+    def in_window(table: sa.Table) -> sa.ColumnElement[bool]:
+        return sa.and_(
+            table.c.asset == asset,
+            table.c.partition.between(expected.first, expected.last),
+            sa.func.length(table.c.partition) == length,
+        )
+
+    known_count = connection.execute(
+        sa.select(sa.func.count()).where(in_window(partitions), known_status)
+    ).scalar_one()
+    # Open entries of the window without a done or failed row (those are counted above).
+    quarantined_only = connection.execute(
+        sa.select(sa.func.count(sa.distinct(quarantine.c.partition))).where(
+            in_window(quarantine),
+            quarantine.c.status == QuarantineStatus.QUARANTINED,
+            ~sa.exists().where(
+                partitions.c.asset == asset,
+                partitions.c.partition == quarantine.c.partition,
+                known_status,
+            ),
+        )
+    ).scalar_one()
+    return max(expected.count - known_count - quarantined_only, 0)
+
+
 def _one_asset(
-    connection: sa.Connection, asset: str, expected: set[str], now: dt.datetime
+    connection: sa.Connection, asset: str, expected: ExpectedKeys, now: dt.datetime
 ) -> AssetHealth:
     of_asset = partitions.c.asset == asset
     done = sa.and_(of_asset, partitions.c.status == PartitionStatus.DONE)
@@ -81,15 +144,6 @@ def _one_asset(
     quarantined = set(
         connection.execute(sa.select(quarantine.c.partition).where(open_entry)).scalars()
     )
-    # Missing = expected keys with no state at all; only keys are fetched, one column.
-    known = set(
-        connection.execute(
-            sa.select(partitions.c.partition).where(
-                of_asset,
-                partitions.c.status.in_([str(PartitionStatus.DONE), str(PartitionStatus.FAILED)]),
-            )
-        ).scalars()
-    )
     live = leases.c.expires_at > now
     in_flight, held, oldest_live = connection.execute(
         sa.select(
@@ -102,7 +156,7 @@ def _one_asset(
         done=done_count,
         failed=failed,
         quarantined=len(quarantined),
-        missing=len(expected - known - quarantined),
+        missing=_missing(connection, asset, expected, quarantined),
         in_flight=in_flight,
         oldest_lease_age_seconds=(
             round((now - oldest_live).total_seconds(), 3) if oldest_live is not None else None
@@ -120,11 +174,11 @@ def _one_asset(
 
 
 def backfill_status(
-    connection: sa.Connection, partition_keys: Mapping[str, Sequence[str]], *, clock: Clock
+    connection: sa.Connection, partition_keys: Mapping[str, ExpectedKeys], *, clock: Clock
 ) -> dict[str, Any]:
     """The figures of `jobs-platform status` (no window) and of `platform_health`, given
-    every partition key each backfill should have: each asset's health, and the location's
-    pending backfill requests (those for its backfills only).
+    every partition key each backfill should have (or its window): each asset's health,
+    and the location's pending backfill requests (those for its backfills only).
 
     One function for both ways status learns the keys (the catalog, or the loaded code
     location), so that both print the same figures for the same warehouse.

@@ -13,13 +13,9 @@ import functools
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.schema import CreateIndex, CreateTable, ExecutableDDLElement
 
 from jobs_platform.errors import TerminalError
@@ -27,6 +23,18 @@ from jobs_platform.settings import embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
 from jobs_platform.store.quarantine import sign_unsigned_entries
 from jobs_platform.store.schema import VERSION_TABLE, create_user_tables, in_creation_order
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+# Alembic is imported where it is used: a read command's schema check (`check_schema`)
+# reads the version table with one query, and importing Alembic (and Mako, Pygments) would
+# cost it more than that, on every command.
+
+HEAD_REVISION = "0007_catalog_windows"
+"""The packaged migrations' head, known without reading them (`check_schema`'s one query).
+A new migration changes it: a test compares it with Alembic's head."""
 
 # The schema 0.1.0 created with `create_all`, before the framework had migrations.
 BASELINE_REVISION = "0001_schema_0_1_0"
@@ -93,6 +101,8 @@ class SchemaState:
 
 def alembic_config(url: str | sa.URL | None = None) -> Config:
     """Alembic's configuration of the packaged migrations (no alembic.ini needed)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", "jobs_platform.store:migrations")
     config.set_main_option("version_table", VERSION_TABLE)
@@ -107,6 +117,8 @@ def alembic_config(url: str | sa.URL | None = None) -> Config:
 
 @functools.cache
 def _script() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config())
 
 
@@ -129,6 +141,8 @@ def schema_state(engine: sa.Engine) -> SchemaState:
 
 
 def _state(connection: sa.Connection) -> SchemaState:
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
     revision = context.get_current_revision()
     unversioned = revision is None and _has_baseline_tables(connection)
@@ -164,6 +178,8 @@ def upgrade_warehouse(engine: sa.Engine) -> Upgrade:
     very connection the migrations run on, serialises upgraders (the second then finds the
     warehouse at head); on SQLite the transaction's BEGIN IMMEDIATE does.
     """
+    from alembic import command
+
     with engine.connect() as connection:
         postgresql = connection.dialect.name == "postgresql"
         if postgresql:
@@ -198,6 +214,8 @@ def write_upgrade_sql(engine: sa.Engine, out: TextIO) -> SchemaState:
 
     The starting point is read from the warehouse, so the script holds only what it lacks.
     """
+    from alembic import command
+
     state = schema_state(engine)
     if not state.known:
         raise SchemaNotReady(state.not_ready_message())
@@ -281,11 +299,31 @@ def check_schema(engine: sa.Engine) -> None:
     key = engine.url.render_as_string(hide_password=False)
     if key in _checked:
         return
-    state = schema_state(engine)
+    if _version_table_at_head(engine):
+        with _ready_lock:
+            _checked.add(key)
+        return
+    state = schema_state(engine)  # Alembic's reading, for the message (or a surprise)
     if not state.at_head:
         raise SchemaNotReady(state.not_ready_message())
     with _ready_lock:
         _checked.add(key)
+
+
+def _version_table_at_head(engine: sa.Engine) -> bool:
+    """Whether the version table holds exactly `HEAD_REVISION`: one plain query, no
+    Alembic. False when it cannot tell (no version table, another revision, several)."""
+    version = sa.table(VERSION_TABLE, sa.column("version_num"))
+    try:
+        with engine.connect() as connection:
+            revisions = connection.execute(sa.select(version.c.version_num)).scalars().all()
+    except sa.exc.ProgrammingError:  # no version table: an empty or 0.1.0 warehouse
+        return False
+    except sa.exc.OperationalError as error:
+        if engine.dialect.name == "sqlite" and "no such table" in str(error.orig):
+            return False
+        raise
+    return revisions == [HEAD_REVISION]
 
 
 def ensure_embedded_schema(engine: sa.Engine, tables: Iterable[sa.Table] = ()) -> bool:

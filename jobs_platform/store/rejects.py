@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -74,9 +74,14 @@ def shown_values(values: Mapping[str, object] | None) -> dict[str, str] | None:
     """A row's values as text, each cut to SHOWN_VALUE_CHARS, at most SHOWN_COLUMNS of them."""
     if values is None:
         return None
+    # A numpy scalar (a DataFrame's value) shows as its Python value. numpy is not imported
+    # for this: the CLI's read commands import this module and never need it, and a value
+    # cannot be a numpy scalar unless numpy was imported.
+    numpy = sys.modules.get("numpy")
     shown = {}
     for name, value in list(values.items())[:SHOWN_COLUMNS]:
-        value = value.item() if isinstance(value, np.generic) else value
+        if numpy is not None and isinstance(value, numpy.generic):
+            value = value.item()
         text = "null" if value is None else str(value)
         if len(text) > SHOWN_VALUE_CHARS:
             text = text[: SHOWN_VALUE_CHARS - 3] + "..."

@@ -211,8 +211,13 @@ backfill_catalog = sa.Table(
     sa.Column("partitions_kind", sa.String(32), nullable=False),
     sa.Column("partition_count", sa.Integer, nullable=False),
     # A JSON array of every partition key, as of `updated_at`: `missing` is exact with it
-    # (10,000 daily keys are ~130 kB, read in milliseconds).
+    # (10,000 daily keys are ~130 kB, read in milliseconds). Empty for a time-window
+    # backfill whose keys sort as their times do: its window says them (below).
     sa.Column("partition_keys", sa.Text, nullable=False),
+    # The window of a time-window backfill (`store.health.KeyWindow`), as of `updated_at`:
+    # its `partition_count` keys run from `first_key` to `last_key`. Null otherwise.
+    sa.Column("first_key", sa.String(255)),
+    sa.Column("last_key", sa.String(255)),
     sa.Column("max_partitions_per_run", sa.Integer),
     sa.Column("target_table", sa.String(255)),
     sa.Column("updated_at", UtcDateTime, nullable=False),

@@ -208,6 +208,32 @@ def test_bench_status_times_status_dead_letter_list_and_platform_health(pg_url, 
     assert bench_schemas(pg_url) == []
 
 
+def test_bench_scale_times_the_four_on_an_hourly_backfill_it_seeds(pg_url, tmp_path):
+    figures = bench(
+        ["scale", "--partitions", "300", "--entries", "30", "--repeats", "1", "--warmup", "0",
+         "--database-url", pg_url],
+        {},
+        tmp_path,
+    )  # fmt: skip
+
+    assert (figures["partitions"], figures["entries"], figures["asset"]) == (300, 30, "events")
+    assert set(figures["results"]) == set(figures["met"]) == {
+        "status_cli", "metrics_scrape_cold", "dead_letter_groups_cli", "redrive_tick",
+    }  # fmt: skip
+    for result in figures["results"].values():
+        assert set(result) >= FIGURES and len(result["runs_seconds"]) == 1
+    # Status counted the seeded backfill whole, from its catalog's window: every
+    # partition has a state (one in 50 failed, the last 30 quarantined).
+    said = figures["notes"]["status_figures"]
+    assert (said["done"] + said["failed"], said["quarantined"], said["missing"]) == (270, 30, 0)
+    # The redrive sensor found nothing to release: every entry current.
+    assert figures["notes"]["redrive_ticks_said"] == [
+        "no dead-letter entry whose cause is gone, none newly out of redrives"
+    ]
+    assert set(figures["notes"]["seed_seconds"]) == {"copy", "analyze", "catalog"}
+    assert bench_schemas(pg_url) == []
+
+
 def test_bench_memory_reports_the_peak_rss_of_one_partition(pg_url, tmp_path):
     figures = bench(
         ["memory", "--rows", "3000", "--chunk-rows", "1000", "--database-url", pg_url],

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.health import asset_health, window_health
+from jobs_platform.store.health import KeyWindow, asset_health, window_health
 from jobs_platform.store.schema import leases, partitions, quarantine
 from jobs_platform_tests.clocks import ManualClock
 
@@ -142,3 +142,41 @@ def test_an_empty_window_counts_nothing(warehouse):
     assert (health.done, health.missing, health.in_flight, health.rows_per_second) == (
         0, 0, 0, None,
     )  # fmt: skip
+
+
+def test_a_key_window_counts_what_the_list_of_its_keys_counts(warehouse):
+    """A time-window backfill's window (first key, last key, count) gives the figures its
+    listed keys give: rows outside the range, and rows inside it of another key length
+    (a format the backfill had before), are no keys of it."""
+    a_known_scenario(warehouse)  # a done day before the window too
+    with warehouse.begin() as connection:
+        connection.execute(
+            sa.insert(partitions),
+            [
+                partition("2024-01-11", "done", 1.0, 10),  # after the window
+                partition("2024-01-05-10:00", "done", 1.0, 10),  # inside, another format
+                partition("2024-01-03-00:00", "failed"),
+            ],
+        )
+        connection.execute(
+            sa.insert(quarantine),
+            [entry(EXPECTED[9]), entry("2024-01-04-00:00"), entry("2024-01-12")],
+        )
+    window = KeyWindow(EXPECTED[0], EXPECTED[-1], len(EXPECTED))
+
+    with warehouse.connect() as connection:
+        listed = asset_health(connection, {"orders": EXPECTED}, clock=CLOCK)["orders"]
+        windowed = asset_health(connection, {"orders": window}, clock=CLOCK)["orders"]
+
+    assert windowed == listed
+    # 10 days: 5 done, 2 failed (one quarantined), 2 quarantined only (the 8th, the 10th).
+    assert listed.missing == 1  # the 9th: leased, no state yet
+
+
+def test_an_empty_key_window_misses_nothing(warehouse):
+    a_known_scenario(warehouse)
+
+    with warehouse.connect() as connection:
+        health = asset_health(connection, {"orders": KeyWindow("", "", 0)}, clock=CLOCK)["orders"]
+
+    assert health.missing == 0 and health.done == 6
