@@ -54,6 +54,9 @@ _STRINGS = {TEXT, VARCHAR, BPCHAR}
 # PostgreSQL counts timestamps in microseconds from 2000-01-01T00:00:00Z.
 _POSTGRES_EPOCH_US = 946_684_800_000_000
 _MICROSECONDS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}
+# A column whose first _SAMPLED_STRINGS values hold at most _FEW_DISTINCT strings has its
+# distinct strings encoded once, not each row's.
+_SAMPLED_STRINGS, _FEW_DISTINCT = 1_000, 64
 # The widest microsecond count of a pandas timestamp that still fits in int64 below.
 _MICROS_LIMIT = 2**62
 
@@ -62,12 +65,16 @@ _MICROS_LIMIT = 2**62
 class _Column:
     """One column of the frame, ready to be packed block by block.
 
-    `fixed`: the whole column's fields as an (n, width) uint8 array (NULLs zero-filled);
-    `strings`: the column's strings (NULLs as ""), encoded block by block; `missing`:
+    Its fields come from one of: `fixed`, the whole column's fields as an (n, width) uint8
+    array (NULLs zero-filled); `codes` into `distinct`, the bytes and lengths of a column
+    of few distinct strings, each encoded once (-1, a NULL, picks the last, empty);
+    `strings`, the column's strings (NULLs as ""), encoded block by block. `missing`:
     where the NULLs are, or None when there is none.
     """
 
     fixed: np.ndarray | None = None
+    codes: np.ndarray | None = None
+    distinct: tuple[np.ndarray, np.ndarray] | None = None
     strings: np.ndarray | None = None
     missing: np.ndarray | None = None
     encoding: str = "utf-8"
@@ -76,13 +83,10 @@ class _Column:
         """Rows `start:stop` as (bytes per row, each row's length or None if fixed)."""
         if self.fixed is not None:
             return self.fixed[start:stop], None
-        strings = cast("np.ndarray", self.strings)[start:stop]
-        try:
-            raw = strings.astype(np.bytes_)  # ASCII: the same bytes in every encoding
-        except UnicodeEncodeError:
-            raw = np.array([value.encode(self.encoding) for value in strings], dtype=np.bytes_)
-        lengths = np.char.str_len(raw).astype(np.int64)
-        return raw.view(np.uint8).reshape(stop - start, raw.dtype.itemsize), lengths
+        if self.codes is not None and self.distinct is not None:
+            codes = self.codes[start:stop]
+            return self.distinct[0][codes], self.distinct[1][codes]
+        return _encoded(cast("np.ndarray", self.strings)[start:stop], self.encoding)
 
 
 @dataclass(frozen=True)
@@ -155,8 +159,11 @@ def _column(
     encoding: str,
 ) -> _Column | None:
     dtype = series.dtype
-    missing = series.isna().to_numpy()
-    nulls = missing if missing.any() else None
+    if (pd.api.types.is_object_dtype(dtype) or isinstance(dtype, pd.StringDtype)) and (
+        oid in _STRINGS
+    ):
+        return _strings(series, encoding) if _plain(column_type, dialect, flags=False) else None
+    nulls = _nulls(series)
     if isinstance(dtype, pd.DatetimeTZDtype):
         if oid == TIMESTAMPTZ and holds_instants(column_type, dialect):
             return _instants(series, nulls)
@@ -172,10 +179,6 @@ def _column(
         return _integers(series, _INTEGERS[oid], nulls)
     if pd.api.types.is_float_dtype(dtype) and oid == FLOAT8:
         return _fixed(series.to_numpy(dtype=np.float64, na_value=0.0), np.dtype(">f8"), nulls)
-    if (pd.api.types.is_object_dtype(dtype) or isinstance(dtype, pd.StringDtype)) and (
-        oid in _STRINGS
-    ):
-        return _strings(series, nulls, encoding)
     return None  # float4 (text rounds once, a cast twice), dates, numerics, …: text
 
 
@@ -217,15 +220,55 @@ def _instants(series: pd.Series, missing: np.ndarray | None) -> _Column | None:
     return _fixed(micros - _POSTGRES_EPOCH_US, np.dtype(">i8"), missing)
 
 
-def _strings(series: pd.Series, missing: np.ndarray | None, encoding: str) -> _Column | None:
-    if pd.api.types.infer_dtype(series, skipna=True) not in ("string", "empty"):
+def _strings(series: pd.Series, encoding: str) -> _Column | None:
+    values = series.to_numpy(dtype=object)
+    sample = values[:_SAMPLED_STRINGS]
+    if pd.api.types.infer_dtype(sample, skipna=True) not in ("string", "empty"):
+        return None  # (and nothing unhashable reaches `unique`)
+    if len(pd.unique(sample)) <= _FEW_DISTINCT:
+        return _few_strings(values, encoding)
+    if pd.api.types.infer_dtype(values, skipna=False) == "string":
+        nulls = None  # every value a string: no NULL to look for
+    elif pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+        nulls = _nulls(series)
+        values = values if nulls is None else np.where(nulls, "", values)
+    else:
         return None
-    strings = series.to_numpy(dtype=object)
-    if missing is not None:
-        strings = np.where(missing, "", strings)
-    if "\x00" in "".join(strings.tolist()):
+    if "\x00" in "".join(values.tolist()):
         return None  # PostgreSQL stores no NUL: the text path lets the server refuse it
-    return _Column(strings=strings, missing=missing, encoding=encoding)
+    return _Column(strings=values, missing=nulls, encoding=encoding)
+
+
+def _few_strings(values: np.ndarray, encoding: str) -> _Column | None:
+    """A column of few distinct strings (a currency, a status): each encoded once."""
+    codes, distinct = pd.factorize(values)  # a NULL (None, NaN, NA) gets code -1
+    if pd.api.types.infer_dtype(distinct, skipna=False) not in ("string", "empty"):
+        return None
+    spelled = [*distinct.tolist(), ""]  # the last, for code -1
+    if "\x00" in "".join(spelled):
+        return None  # PostgreSQL stores no NUL: the text path lets the server refuse it
+    missing = codes < 0
+    return _Column(
+        codes=codes,
+        distinct=_encoded(np.array(spelled, dtype=object), encoding),
+        missing=missing if missing.any() else None,
+    )
+
+
+def _encoded(strings: np.ndarray, encoding: str) -> tuple[np.ndarray, np.ndarray]:
+    """The strings' bytes, one row each at the widest one's width, and their lengths."""
+    try:
+        raw = strings.astype(np.bytes_)  # ASCII: the same bytes in every encoding
+    except UnicodeEncodeError:
+        raw = np.array([value.encode(encoding) for value in strings], dtype=np.bytes_)
+    # No NUL in the strings (checked): the trailing NULs that pad them are not theirs.
+    lengths = np.char.str_len(raw).astype(np.int64)
+    return raw.view(np.uint8).reshape(len(strings), raw.dtype.itemsize), lengths
+
+
+def _nulls(series: pd.Series) -> np.ndarray | None:
+    missing = series.isna().to_numpy()
+    return missing if missing.any() else None
 
 
 def _big_endian(value: int, wire: str) -> np.ndarray:

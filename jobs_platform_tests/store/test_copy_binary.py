@@ -174,3 +174,37 @@ def test_too_long_string_is_refused_in_binary_naming_its_row_and_column(pg_url, 
 
     assert copies.binary == 1
     assert str(refused.value) == "row 1, column 'label': 'abcde' is too long for VARCHAR(4)"
+
+
+@pytest.mark.parametrize("distinct", [3, 500], ids=["few distinct strings", "many"])
+def test_strings_with_nulls_are_stored_as_the_text_copy_stores_them(pg_url, monkeypatch, distinct):
+    engine = warehouse_engine(pg_url)
+    binary, text = every_kind_table("binary"), every_kind_table("text")
+    binary.create(engine)
+    text.create(engine)
+    spellings = [f"ünï {number}" if number % 7 else f"n{number}" for number in range(distinct)]
+    names = [None if row % 11 == 0 else spellings[row % distinct] for row in range(3_000)]
+    frame = pd.DataFrame({"id": np.arange(3_000, dtype=np.int64), "name": names})
+
+    with monkeypatch.context() as patch:
+        copies = BinaryCopies(patch)
+        upsert(engine, binary, frame)
+    with monkeypatch.context() as patch:
+        BinaryCopies(patch, allowed=False)
+        upsert(engine, text, frame)
+
+    assert copies.binary == 1
+    assert stored(engine, binary) == stored(engine, text)
+    assert [row[1] for row in stored(engine, binary)] == names
+
+
+def test_column_of_other_objects_takes_the_text_path(pg_url, monkeypatch):
+    engine = warehouse_engine(pg_url)
+    table = every_kind_table("items")
+    table.create(engine)
+    copies = BinaryCopies(monkeypatch)
+
+    upsert(engine, table, pd.DataFrame({"id": [1, 2], "name": ["a", 5]}))
+
+    assert copies.text == 1
+    assert [row[1] for row in stored(engine, table)] == ["a", "5"]
