@@ -14,8 +14,10 @@ PostgreSQL paths, fastest first (figures and how they were measured: docs/BENCHM
   straight into the table, as fast as a plain COPY (no key exists: none is duplicated);
 - otherwise the merge skips rows equal to the stored ones without locking them, and
   reports its inserted/updated split itself, without a second pass over the stage;
-- the COPY text of common column kinds is built a column at a time (`copy_text`),
-  not a row at a time.
+- a chunk whose columns and values all allow it goes as binary COPY, built a column at a
+  time with numpy (`copy_binary`): no text to build on the client, none to parse on the
+  server; otherwise the COPY text of common column kinds is built a column at a time
+  (`copy_text`), and only what neither covers goes row by row.
 
 A value the warehouse refuses (not of its column's type, too long, a NULL in a NOT NULL
 column) raises `RefusedValue`, terminal, naming the row of the caller's frame, the column
