@@ -59,15 +59,22 @@ def _field(value) -> str:
 
 def copy_floor(dsn: str, table: str, columns: Sequence[str], texts: list[bytes]) -> float:
     """Seconds to COPY the prepared texts, one transaction per chunk."""
+    with psycopg.connect(dsn) as connection:
+        return copy_floor_on(connection, table, columns, texts)
+
+
+def copy_floor_on(
+    connection: psycopg.Connection, table: str, columns: Sequence[str], texts: list[bytes]
+) -> float:
+    """`copy_floor` on an open connection (whose server process can then be watched)."""
     statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns))
     )
-    with psycopg.connect(dsn) as connection:
-        began = time.perf_counter()
-        for text in texts:
-            with connection.transaction(), connection.cursor().copy(statement) as copy:
-                copy.write(text)
-        return time.perf_counter() - began
+    began = time.perf_counter()
+    for text in texts:
+        with connection.transaction(), connection.cursor().copy(statement) as copy:
+            copy.write(text)
+    return time.perf_counter() - began
 
 
 def write_copy_files(texts: list[bytes], folder: Path) -> list[Path]:
@@ -87,19 +94,26 @@ def server_copy_floor(dsn: str, table: str, columns: Sequence[str], paths: list[
     """Seconds for the server to COPY the files into `table`, one transaction per chunk
     (needs a server on this host, and superuser or `pg_read_server_files`)."""
     with psycopg.connect(dsn) as connection:
-        statements = [
-            sql.SQL("COPY {} ({}) FROM {}").format(
-                sql.Identifier(table),
-                sql.SQL(", ").join(map(sql.Identifier, columns)),
-                sql.Literal(os.fspath(path)),
-            )
-            for path in paths
-        ]
-        began = time.perf_counter()
-        for statement in statements:
-            with connection.transaction():
-                connection.execute(statement)
-        return time.perf_counter() - began
+        return server_copy_floor_on(connection, table, columns, paths)
+
+
+def server_copy_floor_on(
+    connection: psycopg.Connection, table: str, columns: Sequence[str], paths: list[Path]
+) -> float:
+    """`server_copy_floor` on an open connection."""
+    statements = [
+        sql.SQL("COPY {} ({}) FROM {}").format(
+            sql.Identifier(table),
+            sql.SQL(", ").join(map(sql.Identifier, columns)),
+            sql.Literal(os.fspath(path)),
+        )
+        for path in paths
+    ]
+    began = time.perf_counter()
+    for statement in statements:
+        with connection.transaction():
+            connection.execute(statement)
+    return time.perf_counter() - began
 
 
 def plain_script(

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from jobs_platform.store.schema import UtcDateTime
 
-__all__ = ["copy_text"]
+__all__ = ["copy_text", "holds_instants"]
 
 NULL = "\\N"
 # COPY's text format: these four would end a field or a line, or start an escape.
@@ -51,7 +51,7 @@ def _column_text(
 ) -> list[str] | None:
     dtype = series.dtype
     if isinstance(dtype, pd.DatetimeTZDtype):
-        return _timestamps(series) if _holds_instants(column_type, dialect) else None
+        return _timestamps(series) if holds_instants(column_type, dialect) else None
     if pd.api.types.is_bool_dtype(dtype) and isinstance(column_type, sa.Boolean):
         # Boolean's bind processing only checks that values are booleans: these are.
         return _numbers(series, np.bool_, lambda flag: "t" if flag else "f")
@@ -68,7 +68,7 @@ def _column_text(
     return None
 
 
-def _holds_instants(column_type: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> bool:
+def holds_instants(column_type: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> bool:
     """A zone-aware column type: any representation of the same instant stores the same value.
 
     UtcDateTime's bind processing only converts to UTC, which the text below already is.

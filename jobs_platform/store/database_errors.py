@@ -183,8 +183,11 @@ def recorded_error(exc: BaseException, verdict: Verdict) -> BaseException:
 
 
 # PostgreSQL's context of a failed COPY: the line of its input (one per row of the frame
-# it was given) and, for a value it could not convert, the column.
-_COPY_CONTEXT = re.compile(r"^COPY [^,]+, line (?P<line>\d+)(?:, column (?P<column>.+?): )?")
+# it was given) and, for a value it could not convert, the column: followed by the value
+# in text (`column unit: "kilo"`), alone in binary (`column unit`).
+_COPY_CONTEXT = re.compile(
+    r"^COPY [^,]+, line (?P<line>\d+)(?:, column (?P<column>.+?)(?:: |$))?", re.M
+)
 _SQLITE_NOT_NULL = re.compile(r"^NOT NULL constraint failed: \S+\.(?P<column>\S+)$")
 # PostgreSQL's DETAIL of a refused merge: the failing row of a check or not-null violation
 # ("Failing row contains (7, 1, -5, USD)."), the missing key of a foreign-key violation

@@ -14,8 +14,10 @@ PostgreSQL paths, fastest first (figures and how they were measured: docs/BENCHM
   straight into the table, as fast as a plain COPY (no key exists: none is duplicated);
 - otherwise the merge skips rows equal to the stored ones without locking them, and
   reports its inserted/updated split itself, without a second pass over the stage;
-- the COPY text of common column kinds is built a column at a time (`copy_text`),
-  not a row at a time.
+- a chunk whose columns and values all allow it goes as binary COPY, built a column at a
+  time with numpy (`copy_binary`): no text to build on the client, none to parse on the
+  server; otherwise the COPY text of common column kinds is built a column at a time
+  (`copy_text`), and only what neither covers goes row by row.
 
 A value the warehouse refuses (not of its column's type, too long, a NULL in a NOT NULL
 column) raises `RefusedValue`, terminal, naming the row of the caller's frame, the column
@@ -35,6 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from jobs_platform.errors import TerminalError
+from jobs_platform.store.copy_binary import binary_copy
 from jobs_platform.store.copy_text import copy_text
 from jobs_platform.store.database_errors import refusal_of
 from jobs_platform.store.failing_row import failing_row_position
@@ -42,6 +45,7 @@ from jobs_platform.store.schema import STAGE_PREFIX
 
 if TYPE_CHECKING:  # imported where COPY runs: a SQLite warehouse never loads psycopg
     import psycopg
+    import psycopg.sql
 
 _SHOWN_VALUE_CHARS = 60
 # Rows turned into COPY text at a time: small enough that the server is kept busy from
@@ -330,14 +334,22 @@ def _copied_as_new_rows(
     column, values = table.c[key[0]], frame[key[0]]
     if not isinstance(column.type, sa.Integer) or not _whole_keys(values):
         return False
-    in_range = column.between(int(values.min()), int(values.max()))
-    if connection.execute(sa.select(sa.exists().where(in_range))).scalar_one():
-        return False
+    from psycopg import sql
     from psycopg.errors import UniqueViolation
 
+    # One round trip tells both whether the range holds a row and the columns' server
+    # types (the binary COPY's formats): a row of the range, or none, and its description.
+    probe = sql.SQL("SELECT {} FROM {} WHERE {} BETWEEN %s AND %s LIMIT 1").format(
+        _column_list(columns), _table_name(table), sql.Identifier(column.name)
+    )
+    with _driver(connection).cursor() as cursor:
+        cursor.execute(probe, (int(values.min()), int(values.max())))
+        if cursor.fetchone() is not None:
+            return False
+        oids = _type_oids(cursor)
     try:
         with connection.begin_nested():
-            _copy_into(connection, table, columns, frame)
+            _copy_into(connection, table, columns, frame, oids)
     except UniqueViolation:
         return False
     return True
@@ -348,20 +360,36 @@ def _whole_keys(values: pd.Series) -> bool:
 
 
 def _copy_into(
-    connection: sa.Connection, target: sa.Table, columns: Sequence[str], frame: pd.DataFrame
+    connection: sa.Connection,
+    target: sa.Table,
+    columns: Sequence[str],
+    frame: pd.DataFrame,
+    oids: Sequence[int] | None = None,
 ) -> None:
+    """COPY `frame` into `target`: binary when every column and value allows it
+    (`copy_binary`), else column-wise text (`copy_text`), else row by row.
+
+    `oids`: the server types of `columns` in `target`, when the caller has read them.
+    """
     from psycopg import sql
 
-    name = (target.schema, target.name) if target.schema else (target.name,)
-    copy_statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier(*name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
-    )
+    driver_connection = _driver(connection)
     dialect = connection.dialect
     selected = frame[list(columns)]
     types = [target.c[name].type for name in columns]
-    # COPY is psycopg 3's: the driver of every PostgreSQL warehouse (`db.normalize_url`).
-    driver_connection = cast("psycopg.Connection[Any]", connection.connection.driver_connection)
+    if oids is None:
+        oids = _server_types(driver_connection, target, columns)
+    binary = binary_copy(selected, types, oids, dialect, driver_connection.info.encoding)
+    copy_statement = sql.SQL("COPY {} ({}) FROM STDIN{}").format(
+        _table_name(target),
+        _column_list(columns),
+        sql.SQL(" (FORMAT BINARY)" if binary is not None else ""),
+    )
     with driver_connection.cursor() as cursor, cursor.copy(copy_statement) as copy:
+        if binary is not None:
+            for data in binary.blocks(COPY_BLOCK_ROWS):
+                copy.write(data)
+            return
         # Block by block, so the server stores one block while the next is turned into
         # text: the two overlap instead of adding up (docs/BENCHMARKS.md). One COPY, so
         # its line numbers are still the frame's rows.
@@ -372,6 +400,42 @@ def _copy_into(
                 copy.write(text)
             else:
                 _write_rows(copy, target, columns, block, dialect)
+
+
+def _driver(connection: sa.Connection) -> psycopg.Connection[Any]:
+    # COPY is psycopg 3's: the driver of every PostgreSQL warehouse (`db.normalize_url`).
+    return cast("psycopg.Connection[Any]", connection.connection.driver_connection)
+
+
+def _table_name(table: sa.Table) -> psycopg.sql.Identifier:
+    from psycopg import sql
+
+    return sql.Identifier(table.schema, table.name) if table.schema else sql.Identifier(table.name)
+
+
+def _column_list(columns: Sequence[str]) -> psycopg.sql.Composed:
+    from psycopg import sql
+
+    return sql.SQL(", ").join(sql.Identifier(name) for name in columns)
+
+
+def _server_types(
+    driver_connection: psycopg.Connection[Any], table: sa.Table, columns: Sequence[str]
+) -> list[int]:
+    """The type OIDs of `columns` as the server has them in `table` (no row read)."""
+    from psycopg import sql
+
+    describe = sql.SQL("SELECT {} FROM {} LIMIT 0").format(
+        _column_list(columns), _table_name(table)
+    )
+    with driver_connection.cursor() as cursor:
+        cursor.execute(describe)
+        return _type_oids(cursor)
+
+
+def _type_oids(cursor: psycopg.Cursor[Any]) -> list[int]:
+    # A domain's column is described by its base type, which is what its COPY reads.
+    return [column.type_code for column in cursor.description or ()]
 
 
 def _write_rows(
