@@ -91,11 +91,13 @@ class DaemonBenchFailed(RuntimeError):
     """The UI-path backfill did not complete as it should, so its time means nothing."""
 
 
-def ui_backfill_params(days: list[str], run_config: dict | None) -> dict:
+def ui_backfill_params(
+    days: list[str], run_config: dict | None, assets: tuple[str, ...] = ASSETS
+) -> dict:
     """What the UI sends for "Materialize" on a partition selection in the asset graph."""
     params: dict = {
         "tags": [],
-        "assetSelection": [{"path": [asset]} for asset in ASSETS],
+        "assetSelection": [{"path": [asset]} for asset in assets],
         "partitionNames": days,
         "fromFailure": False,
     }
@@ -252,12 +254,18 @@ def wait_for_backfill(stack: DagsterStack, backfill_id: str, timeout: float):
             time.sleep(POLL_SECONDS)
 
 
-def timed_ui_backfill(stack: DagsterStack, days: list[str], run_config: dict | None) -> dict:
-    """Launch the backfill through GraphQL and wait for it; its timeline in seconds."""
+def timed_ui_backfill(
+    stack: DagsterStack,
+    days: list[str],
+    run_config: dict | None,
+    assets: tuple[str, ...] = ASSETS,
+) -> dict:
+    """Launch the backfill of `assets` over `days` (partition keys) through GraphQL and
+    wait for it; its timeline in seconds."""
     from jobs_platform.orchestration._compat import backfill_succeeded
 
     launched_at = time.time()
-    backfill_id = stack.launch_backfill(ui_backfill_params(days, run_config))
+    backfill_id = stack.launch_backfill(ui_backfill_params(days, run_config, assets))
     backfill, records, done_at = wait_for_backfill(stack, backfill_id, stack_timeout(days))
     failed = [r.dagster_run.run_id for r in records if not r.dagster_run.is_success]
     if not backfill_succeeded(backfill) or failed or not records:
