@@ -109,7 +109,15 @@ def ui_backfill_params(
 class DagsterStack:
     """A webserver and a daemon on a scratch instance, stopped (process groups) on exit."""
 
-    def __init__(self, folder: Path, env: dict[str, str], module: str = LOCATION_MODULE):
+    def __init__(
+        self,
+        folder: Path,
+        env: dict[str, str],
+        module: str = LOCATION_MODULE,
+        extra_yaml: str = "",
+    ):
+        """`extra_yaml`: more of the instance's settings, appended to its dagster.yaml
+        (e.g. a `storage: postgres:` block)."""
         self.folder = folder
         self.module = module
         self.home = folder / "dagster_home"
@@ -118,6 +126,9 @@ class DagsterStack:
             shutil.copy(REPO_DAGSTER_YAML, self.home / "dagster.yaml")
         else:
             (self.home / "dagster.yaml").write_text(FALLBACK_DAGSTER_YAML)
+        if extra_yaml:
+            with open(self.home / "dagster.yaml", "a") as settings:
+                settings.write("\n" + extra_yaml)
         self.env = {**_clean_environ(), **env, "DAGSTER_HOME": str(self.home)}
         self.port = _free_port()
         self.processes: list[subprocess.Popen] = []
@@ -217,7 +228,7 @@ class DagsterStack:
             with urllib.request.urlopen(request, timeout=60) as response:
                 answer = json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            raise DaemonBenchFailed(f"GraphQL HTTP {exc.code}: {exc.read()[:500]!r}") from None
+            raise DaemonBenchFailed(f"GraphQL HTTP {exc.code}: {exc.read()[:3000]!r}") from None
         if answer.get("errors"):
             raise DaemonBenchFailed(f"GraphQL errors: {answer['errors']}")
         return answer["data"]

@@ -23,6 +23,8 @@ streaming (`hourly_events.seed_events`: one pass, one buffered write per file).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import tempfile
 import time
 from collections import Counter
@@ -37,6 +39,7 @@ from jobs_platform.bench.daemon import BACKFILL_TAG, DagsterStack, timed_ui_back
 from jobs_platform.bench.database import (
     fresh_schema,
     new_row_versions,
+    scratch_database,
     server_facts,
     snapshot_row_versions,
 )
@@ -58,6 +61,7 @@ HOURLY_MODULE = "jobs_platform.bench.hourly_location"
 HOURLY_ASSETS = ("hourly_events",)
 POLICY_VARIABLE = "JOBS_PLATFORM_BENCH_HOURLY_POLICY"  # hourly_location reads it
 DEFAULT_POLICIES = ("single_run",)
+DAGSTER_STORAGES = ("postgres", "sqlite")
 # The plain script's batches: hours per transaction (None: the whole range in one).
 PLAIN_BATCHES: dict[str, int | None] = {"per_hour": 1, "per_day": 24, "whole_range": None}
 # Dagster events that mark a run's phases, in the order a run meets them.
@@ -76,12 +80,19 @@ def run_hourly_bench(
     repeats: int = 3,
     warmup: int = 1,
     profile: Path | None = None,
+    dagster_storage: str = "postgres",
 ) -> dict:
     """The plain scripts alternated, then one UI-path backfill per policy (JSON figures).
 
     `via="process"`: instead of the UI path, one in-process run over the range (the
     single-run step without the daemon and the processes), under cProfile with `profile`
-    (the stats file written there)."""
+    (the stats file written there).
+
+    `dagster_storage`: the Dagster instance's storage, `postgres` (a scratch database on
+    the bench's server: what a deployment uses, README "Production") or `sqlite` (what
+    `dagster dev` and the daily bench use). On SQLite Dagster writes one
+    ASSET_MATERIALIZATION_PLANNED event per partition of a run, one transaction each,
+    before the run starts; on PostgreSQL one per run (its partitions as a subset)."""
     from jobs_platform.bench.hourly_location import backfill_policy
 
     if partitions < 1 or rows_per_partition < 1:
@@ -91,91 +102,132 @@ def run_hourly_bench(
     load_before = _load_average()
     keys = hour_keys(partitions)
     expected = partitions * rows_per_partition
+    if dagster_storage not in DAGSTER_STORAGES:
+        raise ValueError(f"--dagster-storage must be one of {', '.join(DAGSTER_STORAGES)}")
+    with contextlib.ExitStack() as cleanup:
+        storage_yaml = ""
+        if dagster_storage == "postgres":
+            dagster_db = cleanup.enter_context(scratch_database(database_url))
+            storage_yaml = postgres_storage_yaml(dagster_db)
+        folder = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="jp_bench_hourly_"))
+        return _measure(
+            database_url, partitions, rows_per_partition, keys, expected, Path(folder),
+            policies, via, chunk_rows, rerun, repeats, warmup, profile, storage_yaml,
+            dagster_storage, load_before,
+        )  # fmt: skip
+
+
+def postgres_storage_yaml(url: str) -> str:
+    """The instance's `storage: postgres:` block for the database at `url` (psycopg2, as
+    deploy/templates/dagster.yaml says why)."""
+    address = normalize_url(url).set(drivername="postgresql+psycopg2")
+    rendered = address.render_as_string(hide_password=False)
+    return f"storage:\n  postgres:\n    postgres_url: {json.dumps(rendered)}\n"
+
+
+def _measure(
+    database_url: str,
+    partitions: int,
+    rows_per_partition: int,
+    keys: list[str],
+    expected: int,
+    folder: Path,
+    policies: tuple[str, ...],
+    via: str,
+    chunk_rows: int | None,
+    rerun: bool,
+    repeats: int,
+    warmup: int,
+    profile: Path | None,
+    storage_yaml: str,
+    dagster_storage: str,
+    load_before: float,
+) -> dict:
     run_config = {"ops": {"hourly_events": {"config": {"chunk_rows": chunk_rows}}}}
-    with tempfile.TemporaryDirectory(prefix="jp_bench_hourly_") as folder:
-        landing = str(Path(folder) / "landing")
-        began = time.perf_counter()
-        seeded_bytes = seed_events(landing, partitions, rows_per_partition)
-        seed_seconds = time.perf_counter() - began
+    landing = str(Path(folder) / "landing")
+    began = time.perf_counter()
+    seeded_bytes = seed_events(landing, partitions, rows_per_partition)
+    seed_seconds = time.perf_counter() - began
 
-        def plain(batch: int | None):
-            def method() -> float:
-                with fresh_schema(database_url, "plain") as url:
-                    seconds = plain_script(url, landing, keys, batch)
-                    _expect_rows(url, expected, "plain script")
-                return seconds
+    def plain(batch: int | None):
+        def method() -> float:
+            with fresh_schema(database_url, "plain") as url:
+                seconds = plain_script(url, landing, keys, batch)
+                _expect_rows(url, expected, "plain script")
+            return seconds
 
-            return method
+        return method
 
-        timed = alternated(
-            {name: plain(batch) for name, batch in PLAIN_BATCHES.items()}, repeats, warmup
+    timed = alternated(
+        {name: plain(batch) for name, batch in PLAIN_BATCHES.items()}, repeats, warmup
+    )
+    plain_figures = {name: runs.figures(expected) for name, runs in timed.items()}
+    best = min(plain_figures, key=lambda name: plain_figures[name]["seconds"])
+    best_seconds = plain_figures[best]["seconds"]
+
+    ui: dict[str, dict] = {}
+    in_process = None
+    if via == "process":
+        with fresh_schema(database_url, "process") as url:
+            in_process = in_process_backfill(
+                url, landing, keys, Path(folder) / "dagster_home", chunk_rows, profile,
+                storage_yaml,
+            )  # fmt: skip
+            _expect_rows(url, expected, "in-process backfill")
+        in_process["ratio"] = round(in_process["seconds"] / best_seconds, 3)
+        in_process["ratio_to_per_hour_plain_script"] = round(
+            in_process["seconds"] / plain_figures["per_hour"]["seconds"], 3
         )
-        plain_figures = {name: runs.figures(expected) for name, runs in timed.items()}
-        best = min(plain_figures, key=lambda name: plain_figures[name]["seconds"])
-        best_seconds = plain_figures[best]["seconds"]
-
-        ui: dict[str, dict] = {}
-        in_process = None
-        if via == "process":
-            with fresh_schema(database_url, "process") as url:
-                in_process = in_process_backfill(
-                    url, landing, keys, Path(folder) / "dagster_home", chunk_rows, profile
-                )
-                _expect_rows(url, expected, "in-process backfill")
-            in_process["ratio"] = round(in_process["seconds"] / best_seconds, 3)
-            in_process["ratio_to_per_hour_plain_script"] = round(
-                in_process["seconds"] / plain_figures["per_hour"]["seconds"], 3
-            )
-            policies = ()
-        for number, policy in enumerate(policies):
-            with fresh_schema(database_url, "daemon") as url:
-                # What a deploy does before the first run, outside the timed part.
-                warehouse = warehouse_engine(url)
-                upgrade_warehouse(warehouse)
-                create_user_tables(warehouse, events_table)
-                env = {
-                    "JOBS_PLATFORM_DATABASE_URL": url,
-                    "JOBS_PLATFORM_LANDING": landing,
-                    POLICY_VARIABLE: policy,
-                }
-                stack_folder = Path(folder) / f"daemon_{number}"
-                stack_folder.mkdir()
-                load_at_launch = _load_average()
-                with DagsterStack(stack_folder, env, HOURLY_MODULE) as stack:
-                    first = timed_ui_backfill(
-                        stack, keys, run_config if chunk_rows else None, HOURLY_ASSETS
-                    )
-                    breakdown = run_breakdown(stack.home, first["backfill_id"])
-                    again = None
-                    if rerun:
-                        engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
-                        try:
-                            snapshot_row_versions(engine, events_table.name, "event_id")
-                            again = timed_ui_backfill(
-                                stack, keys, run_config if chunk_rows else None, HOURLY_ASSETS
-                            )
-                            again["new_row_versions"] = new_row_versions(
-                                engine, events_table.name, "event_id"
-                            )
-                        finally:
-                            engine.dispose()
-                _expect_rows(url, expected, "UI-path backfill")
-            window = first["first_run_created_to_last_run_ended_seconds"]
-            ui[policy] = {
-                **first,
-                "last_run_ended_to_backfill_complete_seconds": round(
-                    first["end_to_end_seconds"] - first["launch_to_last_run_ended_seconds"], 3
-                ),
-                "ratio": round(window / best_seconds, 3),
-                "ratio_to_per_hour_plain_script": round(
-                    window / plain_figures["per_hour"]["seconds"], 3
-                ),
-                "framework_seconds_per_partition": round(window / partitions, 5),
-                "breakdown": breakdown,
-                "rerun_unchanged": again,
-                "peak_rss_mib": stack.rss.peaks_mib(),
-                "load_average_1m": {"at_launch": load_at_launch, "after": _load_average()},
+        policies = ()
+    for number, policy in enumerate(policies):
+        with fresh_schema(database_url, "daemon") as url:
+            # What a deploy does before the first run, outside the timed part.
+            warehouse = warehouse_engine(url)
+            upgrade_warehouse(warehouse)
+            create_user_tables(warehouse, events_table)
+            env = {
+                "JOBS_PLATFORM_DATABASE_URL": url,
+                "JOBS_PLATFORM_LANDING": landing,
+                POLICY_VARIABLE: policy,
             }
+            stack_folder = Path(folder) / f"daemon_{number}"
+            stack_folder.mkdir()
+            load_at_launch = _load_average()
+            with DagsterStack(stack_folder, env, HOURLY_MODULE, storage_yaml) as stack:
+                first = timed_ui_backfill(
+                    stack, keys, run_config if chunk_rows else None, HOURLY_ASSETS
+                )
+                breakdown = run_breakdown(stack.home, first["backfill_id"])
+                again = None
+                if rerun:
+                    engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+                    try:
+                        snapshot_row_versions(engine, events_table.name, "event_id")
+                        again = timed_ui_backfill(
+                            stack, keys, run_config if chunk_rows else None, HOURLY_ASSETS
+                        )
+                        again["new_row_versions"] = new_row_versions(
+                            engine, events_table.name, "event_id"
+                        )
+                    finally:
+                        engine.dispose()
+            _expect_rows(url, expected, "UI-path backfill")
+        window = first["first_run_created_to_last_run_ended_seconds"]
+        ui[policy] = {
+            **first,
+            "last_run_ended_to_backfill_complete_seconds": round(
+                first["end_to_end_seconds"] - first["launch_to_last_run_ended_seconds"], 3
+            ),
+            "ratio": round(window / best_seconds, 3),
+            "ratio_to_per_hour_plain_script": round(
+                window / plain_figures["per_hour"]["seconds"], 3
+            ),
+            "framework_seconds_per_partition": round(window / partitions, 5),
+            "breakdown": breakdown,
+            "rerun_unchanged": again,
+            "peak_rss_mib": stack.rss.peaks_mib(),
+            "load_average_1m": {"at_launch": load_at_launch, "after": _load_average()},
+        }
     return {
         "shape": "hourly",
         "partitions": partitions,
@@ -197,6 +249,7 @@ def run_hourly_bench(
         "ui": ui,
         "in_process": in_process,
         "notes": {
+            "dagster_storage": dagster_storage,
             "chunk_rows": chunk_rows or "the backfill's default",
             "repeats": repeats,
             "order": "seed, then the plain scripts alternated (each run in a fresh schema), "
@@ -355,6 +408,7 @@ def in_process_backfill(
     dagster_home: Path,
     chunk_rows: int | None = None,
     profile: Path | None = None,
+    storage_yaml: str = "",
 ) -> dict:
     """`hourly_events` over `keys` in ONE in-process run (what a single-run backfill's step
     does, without the daemon and the processes); with `profile`, under cProfile (its
@@ -373,7 +427,7 @@ def in_process_backfill(
     )
 
     dagster_home.mkdir(parents=True, exist_ok=True)
-    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + storage_yaml)
     warehouse = warehouse_engine(url)
     upgrade_warehouse(warehouse)
     create_user_tables(warehouse, events_table)

@@ -143,6 +143,14 @@ def register(commands) -> None:
         help="with --shape hourly --via process: run the step under cProfile, its stats "
         "written to FILE, and report where each partition's time goes",
     )
+    backfill.add_argument(
+        "--dagster-storage",
+        choices=("postgres", "sqlite"),
+        default="postgres",
+        help="with --shape hourly: the Dagster instance's storage, postgres (default: a "
+        "scratch database on the bench's server, as a deployment has) or sqlite (as "
+        "`dagster dev` has; it writes a planned event per partition before a run starts)",
+    )
     _repeats_argument(backfill)  # the in-process path; the UI path runs once
     _common_arguments(backfill)
     backfill.set_defaults(handler=run_backfill)
@@ -333,6 +341,7 @@ def _run_hourly(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             warmup=args.warmup,
             profile=args.profile,
+            dagster_storage=args.dagster_storage,
         )
 
     return _run(args, bench, _print_hourly)
@@ -635,7 +644,8 @@ def _print_hourly(figures: dict) -> None:
         met = ui["ratio"] <= HOURLY_TARGET
         print(f"    {_verdict(met)}  run window <= {HOURLY_TARGET} x the best plain script")
     load = figures["notes"]["load_average_1m"]
-    print(f"\n  load average (1 min): {load['before']} -> {load['after']}")
+    print(f"\n  Dagster storage: {figures['notes']['dagster_storage']}")
+    print(f"  load average (1 min): {load['before']} -> {load['after']}")
 
 
 def _print_rerun(figures: dict) -> None:
