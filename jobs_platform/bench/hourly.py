@@ -28,6 +28,7 @@ import json
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -64,8 +65,21 @@ DEFAULT_POLICIES = ("single_run",)
 DAGSTER_STORAGES = ("postgres", "sqlite")
 # The plain script's batches: hours per transaction (None: the whole range in one).
 PLAIN_BATCHES: dict[str, int | None] = {"per_hour": 1, "per_day": 24, "whole_range": None}
-# Dagster events that mark a run's phases, in the order a run meets them.
-_PHASE_EVENTS = ("RUN_DEQUEUED", "RUN_START", "STEP_START", "STEP_SUCCESS", "RUN_SUCCESS")
+# A run's phases (`run_breakdown`): created → dequeued, → RUN_START (the run worker's
+# process, the location loaded), → the first STEP_START (the step process), → the first
+# lifecycle line (the step's set-up), the first to the last lifecycle line (the
+# partitions' attempts), the materializations stored, the steps in all (with the asset
+# check's step), the last step → the run's end.
+_PHASES = (
+    "queued",
+    "run_worker_start",
+    "step_process_start",
+    "step_to_first_partition_started",
+    "partitions_attempted",
+    "materializations_stored",
+    "step",
+    "run_end",
+)
 
 
 def run_hourly_bench(
@@ -104,17 +118,23 @@ def run_hourly_bench(
     expected = partitions * rows_per_partition
     if dagster_storage not in DAGSTER_STORAGES:
         raise ValueError(f"--dagster-storage must be one of {', '.join(DAGSTER_STORAGES)}")
-    with contextlib.ExitStack() as cleanup:
-        storage_yaml = ""
-        if dagster_storage == "postgres":
-            dagster_db = cleanup.enter_context(scratch_database(database_url))
-            storage_yaml = postgres_storage_yaml(dagster_db)
-        folder = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="jp_bench_hourly_"))
+    with tempfile.TemporaryDirectory(prefix="jp_bench_hourly_") as folder:
         return _measure(
             database_url, partitions, rows_per_partition, keys, expected, Path(folder),
-            policies, via, chunk_rows, rerun, repeats, warmup, profile, storage_yaml,
-            dagster_storage, load_before,
+            policies, via, chunk_rows, rerun, repeats, warmup, profile, dagster_storage,
+            load_before,
         )  # fmt: skip
+
+
+@contextlib.contextmanager
+def dagster_storage_yaml(database_url: str, dagster_storage: str) -> Iterator[str]:
+    """The instance's storage settings: on PostgreSQL a scratch database of its own on the
+    bench's server (dropped afterwards), so that each measurement starts empty."""
+    if dagster_storage == "sqlite":
+        yield ""
+        return
+    with scratch_database(database_url) as dagster_db:
+        yield postgres_storage_yaml(dagster_db)
 
 
 def postgres_storage_yaml(url: str) -> str:
@@ -139,7 +159,6 @@ def _measure(
     repeats: int,
     warmup: int,
     profile: Path | None,
-    storage_yaml: str,
     dagster_storage: str,
     load_before: float,
 ) -> dict:
@@ -168,7 +187,10 @@ def _measure(
     ui: dict[str, dict] = {}
     in_process = None
     if via == "process":
-        with fresh_schema(database_url, "process") as url:
+        with (
+            fresh_schema(database_url, "process") as url,
+            dagster_storage_yaml(database_url, dagster_storage) as storage_yaml,
+        ):
             in_process = in_process_backfill(
                 url, landing, keys, Path(folder) / "dagster_home", chunk_rows, profile,
                 storage_yaml,
@@ -180,7 +202,10 @@ def _measure(
         )
         policies = ()
     for number, policy in enumerate(policies):
-        with fresh_schema(database_url, "daemon") as url:
+        with (
+            fresh_schema(database_url, "daemon") as url,
+            dagster_storage_yaml(database_url, dagster_storage) as storage_yaml,
+        ):
             # What a deploy does before the first run, outside the timed part.
             warehouse = warehouse_engine(url)
             upgrade_warehouse(warehouse)
@@ -290,7 +315,7 @@ def plain_script(url: str, landing: str, keys: list[str], batch_hours: int | Non
         return time.perf_counter() - began
 
 
-def _plain_statements() -> tuple[sql.Composable, sql.Composable, sql.Composable]:
+def _plain_statements() -> tuple[sql.SQL, sql.SQL, sql.Composed]:
     ident = sql.Identifier
     others = [name for name in EVENT_COLUMNS if name != "event_id"]
     create_stage = sql.SQL(
@@ -318,7 +343,7 @@ def run_breakdown(dagster_home: Path, backfill_id: str) -> dict:
     over the runs, and per partition), and how many Dagster events each partition cost."""
     import dagster as dg
 
-    phases: dict[str, float] = Counter()
+    phases: dict[str, float] = dict.fromkeys(_PHASES, 0.0)
     events: Counter[str] = Counter()
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         records = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_TAG: backfill_id}))
@@ -327,7 +352,8 @@ def run_breakdown(dagster_home: Path, backfill_id: str) -> dict:
             first_at: dict[str, float] = {}
             step_starts: list[float] = []
             step_ends: list[float] = []
-            first_materialization = None
+            materialized_at: list[float] = []
+            logged_at: list[float] = []  # the framework's lifecycle lines
             for entry in instance.all_logs(record.dagster_run.run_id):
                 kind = entry.dagster_event.event_type_value if entry.dagster_event else "LOG"
                 events[kind] += 1
@@ -336,16 +362,22 @@ def run_breakdown(dagster_home: Path, backfill_id: str) -> dict:
                     step_starts.append(entry.timestamp)
                 elif kind in ("STEP_SUCCESS", "STEP_FAILURE"):
                     step_ends.append(entry.timestamp)
-                elif kind == "ASSET_MATERIALIZATION" and first_materialization is None:
-                    first_materialization = entry.timestamp
-            if not step_starts or not step_ends or first_materialization is None:
+                elif kind == "ASSET_MATERIALIZATION":
+                    materialized_at.append(entry.timestamp)
+                elif kind == "LOG":
+                    logged_at.append(entry.timestamp)
+            if not step_starts or not step_ends or not materialized_at or not logged_at:
                 raise BenchRunFailed(f"run {record.dagster_run.run_id} has no step or no output")
             run_start = first_at.get("RUN_START", record.start_time or created)
             dequeued = first_at.get("RUN_DEQUEUED", created)
             phases["queued"] += dequeued - created
             phases["run_worker_start"] += run_start - dequeued
             phases["step_process_start"] += min(step_starts) - run_start
-            phases["step_to_first_partition_done"] += first_materialization - min(step_starts)
+            phases["step_to_first_partition_started"] += min(logged_at) - min(step_starts)
+            phases["partitions_attempted"] += max(logged_at) - min(logged_at)
+            # A ranged step reports its partitions at its end: Dagster stores each one's
+            # materialization (with its asset index and tags) then.
+            phases["materializations_stored"] += max(materialized_at) - min(materialized_at)
             phases["step"] += max(step_ends) - min(step_starts)
             phases["run_end"] += (record.end_time or max(step_ends)) - max(step_ends)
     materialized = events["ASSET_MATERIALIZATION"] or 1
