@@ -91,11 +91,13 @@ class DaemonBenchFailed(RuntimeError):
     """The UI-path backfill did not complete as it should, so its time means nothing."""
 
 
-def ui_backfill_params(days: list[str], run_config: dict | None) -> dict:
+def ui_backfill_params(
+    days: list[str], run_config: dict | None, assets: tuple[str, ...] = ASSETS
+) -> dict:
     """What the UI sends for "Materialize" on a partition selection in the asset graph."""
     params: dict = {
         "tags": [],
-        "assetSelection": [{"path": [asset]} for asset in ASSETS],
+        "assetSelection": [{"path": [asset]} for asset in assets],
         "partitionNames": days,
         "fromFailure": False,
     }
@@ -107,7 +109,15 @@ def ui_backfill_params(days: list[str], run_config: dict | None) -> dict:
 class DagsterStack:
     """A webserver and a daemon on a scratch instance, stopped (process groups) on exit."""
 
-    def __init__(self, folder: Path, env: dict[str, str], module: str = LOCATION_MODULE):
+    def __init__(
+        self,
+        folder: Path,
+        env: dict[str, str],
+        module: str = LOCATION_MODULE,
+        extra_yaml: str = "",
+    ):
+        """`extra_yaml`: more of the instance's settings, appended to its dagster.yaml
+        (e.g. a `storage: postgres:` block)."""
         self.folder = folder
         self.module = module
         self.home = folder / "dagster_home"
@@ -116,6 +126,9 @@ class DagsterStack:
             shutil.copy(REPO_DAGSTER_YAML, self.home / "dagster.yaml")
         else:
             (self.home / "dagster.yaml").write_text(FALLBACK_DAGSTER_YAML)
+        if extra_yaml:
+            with open(self.home / "dagster.yaml", "a") as settings:
+                settings.write("\n" + extra_yaml)
         self.env = {**_clean_environ(), **env, "DAGSTER_HOME": str(self.home)}
         self.port = _free_port()
         self.processes: list[subprocess.Popen] = []
@@ -215,7 +228,7 @@ class DagsterStack:
             with urllib.request.urlopen(request, timeout=60) as response:
                 answer = json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            raise DaemonBenchFailed(f"GraphQL HTTP {exc.code}: {exc.read()[:500]!r}") from None
+            raise DaemonBenchFailed(f"GraphQL HTTP {exc.code}: {exc.read()[:3000]!r}") from None
         if answer.get("errors"):
             raise DaemonBenchFailed(f"GraphQL errors: {answer['errors']}")
         return answer["data"]
@@ -252,12 +265,18 @@ def wait_for_backfill(stack: DagsterStack, backfill_id: str, timeout: float):
             time.sleep(POLL_SECONDS)
 
 
-def timed_ui_backfill(stack: DagsterStack, days: list[str], run_config: dict | None) -> dict:
-    """Launch the backfill through GraphQL and wait for it; its timeline in seconds."""
+def timed_ui_backfill(
+    stack: DagsterStack,
+    days: list[str],
+    run_config: dict | None,
+    assets: tuple[str, ...] = ASSETS,
+) -> dict:
+    """Launch the backfill of `assets` over `days` (partition keys) through GraphQL and
+    wait for it; its timeline in seconds."""
     from jobs_platform.orchestration._compat import backfill_succeeded
 
     launched_at = time.time()
-    backfill_id = stack.launch_backfill(ui_backfill_params(days, run_config))
+    backfill_id = stack.launch_backfill(ui_backfill_params(days, run_config, assets))
     backfill, records, done_at = wait_for_backfill(stack, backfill_id, stack_timeout(days))
     failed = [r.dagster_run.run_id for r in records if not r.dagster_run.is_success]
     if not backfill_succeeded(backfill) or failed or not records:

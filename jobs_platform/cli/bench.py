@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from jobs_platform.location import add_module_option
 
@@ -21,6 +22,7 @@ BACKFILL_TARGET = 1.2  # the in-process Dagster backfill takes at most 1.2 x the
 UI_BACKFILL_TARGET = 2.0  # UI path, first run created to last run ended, vs the plain script
 RERUN_TARGET = 1.2  # a corrected day through dagster asset materialize, vs the best script
 UI_RERUN_TARGET = 0.25  # an unchanged UI-path re-run, vs the first
+HOURLY_TARGET = 1.5  # a year of hourly partitions: the UI path's run window, vs the best script
 STATUS_TARGET = 1.0  # seconds for `status` / `dead-letter list` at 10,000 partitions per asset
 
 
@@ -115,6 +117,39 @@ def register(commands) -> None:
         "--no-rerun",
         action="store_true",
         help="with --via daemon: skip the unchanged re-run (a long backfill takes as long again)",
+    )
+    backfill.add_argument(
+        "--shape",
+        choices=("daily", "hourly"),
+        default="daily",
+        help="daily: the orders example (default); hourly: hourly_events from "
+        "2025-01-01-00:00, small rows, one landing file per hour "
+        "(jobs_platform.bench.hourly_location), against plain scripts batching an hour, "
+        "a day or the whole range",
+    )
+    backfill.add_argument(
+        "--policy",
+        action="append",
+        default=None,
+        metavar="POLICY",
+        help="with --shape hourly --via daemon: the backfill policy set on the asset, "
+        "single_run (default) or multi_run:N; repeat it to run one UI backfill per policy",
+    )
+    backfill.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --shape hourly --via process: run the step under cProfile, its stats "
+        "written to FILE, and report where each partition's time goes",
+    )
+    backfill.add_argument(
+        "--dagster-storage",
+        choices=("postgres", "sqlite"),
+        default="postgres",
+        help="with --shape hourly: the Dagster instance's storage, postgres (default: a "
+        "scratch database on the bench's server, as a deployment has) or sqlite (as "
+        "`dagster dev` has; it writes a planned event per partition before a run starts)",
     )
     _repeats_argument(backfill)  # the in-process path; the UI path runs once
     _common_arguments(backfill)
@@ -274,6 +309,10 @@ def run_backfill(args: argparse.Namespace) -> int:
 
     if args.module and args.via != "daemon":  # before a scratch database is made
         raise ValueError("-m applies to --via daemon: --via process loads no code location")
+    if args.shape == "hourly":
+        return _run_hourly(args)
+    if args.policy or args.profile:
+        raise ValueError("--policy and --profile apply to --shape hourly")
 
     def bench(url: str) -> dict:
         return run_backfill_bench(
@@ -291,6 +330,34 @@ def run_backfill(args: argparse.Namespace) -> int:
         )
 
     return _run(args, bench, _print_backfill)
+
+
+def _run_hourly(args: argparse.Namespace) -> int:
+    from jobs_platform.bench.hourly import DEFAULT_POLICIES, run_hourly_bench
+
+    if args.module:
+        raise ValueError("-m does not apply to --shape hourly: its location is the bench's own")
+    if args.policy and args.via != "daemon":
+        raise ValueError("--policy applies to --via daemon (the in-process run is one run)")
+    if args.profile and args.via != "process":
+        raise ValueError("--profile applies to --via process")
+
+    def bench(url: str) -> dict:
+        return run_hourly_bench(
+            url,
+            args.partitions,
+            args.rows_per_partition,
+            policies=tuple(args.policy or DEFAULT_POLICIES),
+            via=args.via,
+            chunk_rows=args.chunk_rows,
+            rerun=not args.no_rerun,
+            repeats=args.repeats,
+            warmup=args.warmup,
+            profile=args.profile,
+            dagster_storage=args.dagster_storage,
+        )
+
+    return _run(args, bench, _print_hourly)
 
 
 def run_memory(args: argparse.Namespace) -> int:
@@ -562,6 +629,69 @@ def _print_daemon_backfill(figures: dict) -> None:
             f"  {_verdict(rerun_met)}  unchanged UI re-run <= {UI_RERUN_TARGET} x the first, 0 "
             f"new row versions: {rerun['vs_first_run_time']:.2f} x, {rerun['new_row_versions']}"
         )
+
+
+def _print_hourly(figures: dict) -> None:
+    plain, partitions = figures["plain_script"], figures["partitions"]
+    seed = figures["seed"]
+    print(
+        f"\n{partitions:,} hourly partitions x {figures['rows_per_partition']:,} events "
+        f"({figures['rows']:,} rows); seeded in {seed['seconds']:.2f} s "
+        f"({seed['bytes'] / 1e6:.1f} MB, {seed['files']:,} files, streamed)\n"
+    )
+    print(f"  {'plain script, one transaction per':<36} {'seconds':>26} {'load':>5}")
+    for name in ("per_hour", "per_day", "whole_range"):
+        mark = "  (best)" if name == plain["best"] else ""
+        print(f"  {name:<36} {_spread(plain[name]):>26} {plain[name]['load_average']:>5.2f}{mark}")
+    best = plain[plain["best"]]["seconds"]
+    runs: list[tuple[str, dict]] = list(figures["ui"].items())
+    if figures["in_process"]:
+        runs.append(("in process, one run", figures["in_process"]))
+    for policy, ui in runs:
+        if "first_run_created_to_last_run_ended_seconds" not in ui:
+            print(
+                f"\n  {policy}: {ui['seconds']:.2f} s, {1000 * ui['per_partition']:.1f} ms a "
+                f"partition, {ui['ratio']:.2f} x the best plain script, "
+                f"{ui['ratio_to_per_hour_plain_script']:.2f} x the per-hour one"
+            )
+            for label, row in ui.get("profile", {}).items():
+                print(
+                    f"    {label:<48} {row['seconds']:>9.3f} s {row['ms_per_partition']:>8.2f} ms"
+                )
+            for name in ("statements_per_partition", "dagster_events_per_partition"):
+                if name in ui:
+                    shown = ", ".join(f"{k} {v:g}" for k, v in ui[name].items())
+                    print(f"    {name.replace('_', ' ')}: {shown}")
+            continue
+        breakdown = ui["breakdown"]
+        print(f"\n  UI path, policy {policy}: {ui['runs_created']} run(s)")
+        window = ui["first_run_created_to_last_run_ended_seconds"]
+        after = ui["last_run_ended_to_backfill_complete_seconds"]
+        for label, seconds in (
+            ("launch -> first run created", ui["wait_for_first_run_seconds"]),
+            ("first run created -> last ended (window)", window),
+            ("last run ended -> backfill complete", after),
+            ("launch -> backfill complete", ui["end_to_end_seconds"]),
+        ):
+            print(f"    {label:<44} {seconds:>9.2f} s {seconds / best:>7.2f} x best plain")
+        print("    the runs' phases, summed over runs:")
+        for phase, seconds in breakdown["seconds_summed_over_runs"].items():
+            print(f"      {phase:<42} {seconds:>9.2f} s")
+        print(
+            f"    step seconds per partition: {1000 * breakdown['step_seconds_per_partition']:.1f}"
+            f" ms; Dagster events per partition: "
+            + ", ".join(f"{k} {v:g}" for k, v in breakdown["dagster_events_per_partition"].items())
+        )
+        print(
+            f"    window: {ui['ratio']:.2f} x the best plain script "
+            f"({plain['best']}), {ui['ratio_to_per_hour_plain_script']:.2f} x the per-hour one; "
+            f"load {ui['load_average_1m']['at_launch']} -> {ui['load_average_1m']['after']}"
+        )
+        met = ui["ratio"] <= HOURLY_TARGET
+        print(f"    {_verdict(met)}  run window <= {HOURLY_TARGET} x the best plain script")
+    load = figures["notes"]["load_average_1m"]
+    print(f"\n  Dagster storage: {figures['notes']['dagster_storage']}")
+    print(f"  load average (1 min): {load['before']} -> {load['after']}")
 
 
 def _print_rerun(figures: dict) -> None:

@@ -22,6 +22,16 @@ SWEEP_BATCH = 1000  # keys per INSERT when seen keys are handed over as a collec
 # A stage table by name: like the upsert's stages it is TEMPORARY, per connection, and no
 # part of the warehouse's schema (no migration, no DDL on the schema).
 SEEN_KEYS_TABLE = f"{STAGE_PREFIX}seen_keys"
+# A connection's table is kept for its next attempt, which empties it with a DELETE,
+# until this many keys went through it; then it is dropped (DROP frees its space at once,
+# and a temporary table is never vacuumed). Creating and dropping it per attempt were two
+# transactions writing the catalog, each waiting for a WAL flush: for partitions of a few
+# rows they cost as much as the rows. A DELETE of a temporary table writes no WAL, so its
+# commit waits for no flush.
+RECYCLE_MAX_KEYS = 100_000
+# In the DBAPI connection's `info` (it lives as long as the connection, and so does the
+# table): the columns of the table this connection holds, and the keys it took so far.
+_KEPT = "jp_seen_keys_kept"
 
 
 class SeenKeys:
@@ -37,6 +47,7 @@ class SeenKeys:
         self.connection = connection
         self.key = tuple(key)
         self.chunks_added = 0  # the attempt's chunks so far, written or resumed
+        self.keys_added = 0
         # Keys repeat across chunks (the last line wins); duplicates are harmless here,
         # so there is no unique constraint to trip over, and no index: PostgreSQL
         # anti-joins by hash (none to maintain on 20 million inserts) and SQLite builds an
@@ -48,14 +59,40 @@ class SeenKeys:
             prefixes=["TEMPORARY"],
         )
 
+        # What a kept table must match to be reused: its columns and their types.
+        self._columns = tuple((column.name, repr(column.type)) for column in self.table.columns)
+
     def create(self) -> None:
+        """An empty table: the connection's kept one emptied, else a new one."""
+        kept = self.connection.info.get(_KEPT)
+        if kept is not None and kept[0] == self._columns:
+            try:
+                with self.connection.begin():
+                    self.connection.execute(sa.delete(self.table))
+                return
+            except sa.exc.DBAPIError:
+                # Gone with the session's temporary tables (DISCARD TEMP): made again.
+                self.connection.info.pop(_KEPT, None)
+        self.connection.info.pop(_KEPT, None)
         with self.connection.begin():
             self.table.drop(self.connection, checkfirst=True)
             self.table.create(self.connection)
+        self.connection.info[_KEPT] = (self._columns, 0)
+
+    def release(self) -> None:
+        """After a successful attempt: kept for the connection's next attempt (which
+        empties it), or dropped once RECYCLE_MAX_KEYS keys went through it."""
+        kept = self.connection.info.get(_KEPT)
+        through = (kept[1] if kept is not None else 0) + self.keys_added
+        if kept is None or kept[0] != self._columns or through > RECYCLE_MAX_KEYS:
+            self.drop()
+            return
+        self.connection.info[_KEPT] = (self._columns, through)
 
     def add(self, frame: pd.DataFrame) -> None:
         """Record the next chunk's keys (inside the caller's transaction on `connection`)."""
         self.chunks_added += 1
+        self.keys_added += len(frame)
         try:
             insert_frame(self.connection, self.table, frame[list(self.key)])
         except RefusedValue as refused:
@@ -64,6 +101,7 @@ class SeenKeys:
     def add_values(self, keys: Iterable[Any]) -> None:
         """Record keys as values: each one column's value, or a tuple of them for a compound key."""
         values = list(keys)
+        self.keys_added += len(values)
         for start in range(0, len(values), SWEEP_BATCH):
             batch = values[start : start + SWEEP_BATCH]
             if len(self.key) == 1:
@@ -74,6 +112,7 @@ class SeenKeys:
 
     def drop(self) -> None:
         """Drop the table now; a connection that cannot is discarded, and the table with it."""
+        self.connection.info.pop(_KEPT, None)
         try:
             if self.connection.in_transaction():
                 self.connection.rollback()
@@ -87,7 +126,8 @@ class SeenKeys:
 def seen_keys_on(
     connection: sa.Connection, table: sa.Table, key: Sequence[str]
 ) -> Iterator[SeenKeys]:
-    """A fresh, empty `SeenKeys` on `connection`, dropped on the way out.
+    """A fresh, empty `SeenKeys` on `connection`; on the way out dropped, or, when the
+    block ended without an error, kept for the connection's next attempt (`release`).
 
     Every chunk's keys are added before the chunk is written, so a value refused inside
     the block belongs to the last chunk added: the refusal is raised naming it.
@@ -97,11 +137,14 @@ def seen_keys_on(
     try:
         yield seen
     except RefusedValue as refused:
+        seen.drop()
         if refused.chunk is not None or not seen.chunks_added:
             raise
         raise refused.in_chunk(seen.chunks_added - 1) from refused.__cause__
-    finally:
+    except BaseException:
         seen.drop()
+        raise
+    seen.release()
 
 
 def sweep_partition(
@@ -120,6 +163,7 @@ def sweep_partition(
     """
     if isinstance(seen_keys, SeenKeys):
         return _delete_unseen(connection, table, scope, seen_keys)
+    connection.info.pop(_KEPT, None)  # the connection's kept table is replaced, then dropped
     seen = SeenKeys(connection, table, key)
     seen.table.drop(connection, checkfirst=True)
     seen.table.create(connection)

@@ -293,3 +293,33 @@ def test_bench_rerun_times_a_corrected_day_through_dagster_and_the_plain_scripts
     split = figures["framework_seconds_split_median"]
     assert split["step"] > 0 and split["attempt_recorded_by_the_framework"] > 0
     assert bench_schemas(pg_url) == []
+
+
+def test_bench_backfill_hourly_in_process_reports_the_plain_scripts_and_the_profile(
+    pg_url, tmp_path
+):
+    profile = tmp_path / "step.prof"
+
+    figures = bench(
+        ["backfill", "--shape", "hourly", "--partitions", "3", "--rows-per-partition", "5",
+         "--via", "process", "--dagster-storage", "sqlite", "--profile", str(profile),
+         "--repeats", "1", "--warmup", "0", "--database-url", pg_url],
+        {},
+        tmp_path,
+    )  # fmt: skip
+
+    assert figures["shape"] == "hourly" and figures["rows"] == 15
+    assert figures["seed"]["files"] == 3 and figures["seed"]["bytes"] > 0
+    plain = figures["plain_script"]
+    assert plain["best"] in ("per_hour", "per_day", "whole_range")
+    for batch in ("per_hour", "per_day", "whole_range"):
+        assert plain[batch]["rows"] == 15 and len(plain[batch]["runs_seconds"]) == 1
+    in_process = figures["in_process"]
+    assert in_process["seconds"] > 0 and in_process["ratio"] > 0
+    assert profile.is_file()
+    assert in_process["profile"]["  one attempt, whole"]["seconds"] > 0
+    # Every partition materialized once, and the framework's transactions counted.
+    assert in_process["dagster_events_per_partition"]["ASSET_MATERIALIZATION"] == 1
+    assert in_process["statements_per_partition"]["postgresql_commits"] >= 1
+    assert figures["ui"] == {}
+    assert bench_schemas(pg_url) == []
