@@ -29,6 +29,10 @@ class NextStep(enum.StrEnum):
     GIVE_UP = "give_up"  # failed before any attempt began, and for good: stop this run only
 
 
+# The next steps that try the partition again after a delay; the others are due at once.
+WAITING_STEPS = frozenset({NextStep.RETRY, NextStep.SNOOZE})
+
+
 @dataclass(frozen=True)
 class Decision:
     next_step: NextStep
@@ -37,7 +41,7 @@ class Decision:
     @property
     def waits(self) -> bool:
         """Tried again after `delay_seconds`: a retry or a snooze."""
-        return self.next_step in (NextStep.RETRY, NextStep.SNOOZE)
+        return self.next_step in WAITING_STEPS
 
 
 @dataclass(frozen=True)

@@ -33,17 +33,27 @@ class ChunkTally:
     chunks: int = 0  # chunks read
 
 
+@dataclass(frozen=True)
+class Finished:
+    """A partition made done by an attempt: what its chunks came to, the rows it swept
+    (input lines gone since the last run), and how long the attempt took."""
+
+    tally: ChunkTally
+    swept: int
+    duration_seconds: float
+    unchanged_input: bool = False  # finished without reading: the input's fingerprint held
+
+
 def finalize(
     place: Workplace,
     attempt: StartedAttempt,
     *,
     fingerprint: str,
     seen_keys: SeenKeys,
-    chunk_count: int,
-    input_rows: int,
+    tally: ChunkTally,
     before_commit: Callable[[], None],
-) -> tuple[int, float]:
-    """Commit the partition as done; returns (rows swept, the attempt's duration).
+) -> Finished:
+    """Commit the partition as done, after its chunks came to `tally`.
 
     Runs on the connection that holds `seen_keys` (a temporary table of it).
     """
@@ -58,19 +68,19 @@ def finalize(
             spec.partition_scope(spec.table, partition),
             seen_keys,
         )
-        checkpoint_store.forget_chunks_from(connection, spec.asset, partition, chunk_count)
+        checkpoint_store.forget_chunks_from(connection, spec.asset, partition, tally.chunks)
         place.store.set_partition_status(
             connection,
             spec.asset,
             partition,
             PartitionStatus.DONE,
             fingerprint=fingerprint,
-            row_count=input_rows,
+            row_count=tally.input_rows,
             duration_seconds=duration,
             run_id=attempt.attempter.run_id,
         )
         _succeed(place, attempt, connection, before_commit)
-    return swept, duration
+    return Finished(tally, swept, duration)
 
 
 def finish_if_unchanged(
@@ -78,10 +88,10 @@ def finish_if_unchanged(
     attempt: StartedAttempt,
     fingerprint: str,
     before_commit: Callable[[], None],
-) -> tuple[ChunkTally, float] | None:
+) -> Finished | None:
     """A done partition whose input fingerprint is unchanged: finish without reading it.
 
-    Returns what it came to (every chunk resumed) and its duration, or None to read the
+    Returns what it came to (every chunk resumed, nothing swept), or None to read the
     input. Safe because its rows were derived from exactly this input (by this `version` of
     the reader) and committed with the done record; reading it again would skip every
     chunk anyway. Bump `version` to recompute after changing the reader.
@@ -104,7 +114,7 @@ def finish_if_unchanged(
         _succeed(place, attempt, connection, before_commit)
     rows = done.row_count or 0
     tally = ChunkTally(input_rows=rows, counts=UpsertCounts(unchanged=rows), resumed=chunks)
-    return tally, time.monotonic() - began
+    return Finished(tally, 0, time.monotonic() - began, unchanged_input=True)
 
 
 def _succeed(

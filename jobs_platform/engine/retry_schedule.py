@@ -23,11 +23,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from jobs_platform.engine.decisions import WAITING_STEPS
+
 # The smallest wait a step asks for (Dagster rounds nothing; 1 ms keeps it positive).
 MIN_WAIT_SECONDS = 0.001
-# What a partition that waits for its time waits for; any other entry is due at once
-# (one that failed before its attempt and spent its tries: it is tried with those tries).
-WAITS = ("retry", "snooze")
+# A partition whose next step waits (`decisions.WAITING_STEPS`) is due after its delay; any
+# other entry is due at once (one that failed before its attempt and spent its tries: it is
+# tried with those tries).
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class RetrySchedule:
     @property
     def wait_seconds(self) -> float:
         """What the step asks Dagster to wait: until the first waiting partition is due."""
-        soonest = min((p.due_in for p in self.pending if p.next_step in WAITS), default=0.0)
+        soonest = min((p.due_in for p in self.pending if p.next_step in WAITING_STEPS), default=0.0)
         return max(MIN_WAIT_SECONDS, math.ceil(soonest * 1000) / 1000)
 
     def waited(self, clock: str, now: float) -> float:
@@ -160,7 +162,7 @@ def schedule_retry(waiting: Iterable[Waiting], *, clock: str, now: float) -> Ret
         )
         for w in waiting
     )
-    if not any(p.next_step in WAITS for p in pending):
+    if not any(p.next_step in WAITING_STEPS for p in pending):
         raise ValueError("a step retries only when some partition waits")
     return RetrySchedule(pending, clock=clock, asked_at=now)
 

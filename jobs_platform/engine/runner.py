@@ -48,7 +48,7 @@ from jobs_platform.engine.decisions import Decision
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
 from jobs_platform.engine.failure import record_error_before_attempt, record_failure
-from jobs_platform.engine.finalize import ChunkTally, finalize, finish_if_unchanged
+from jobs_platform.engine.finalize import ChunkTally, Finished, finalize, finish_if_unchanged
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.interrupts import InterruptShield
 from jobs_platform.engine.outcome_events import emit_outcome
@@ -256,8 +256,7 @@ class PartitionRunner:
         if self.spec.fingerprint is not None:
             unchanged = finish_if_unchanged(self.place, attempt, fingerprint, at_finalize)
             if unchanged is not None:
-                tally, duration = unchanged
-                return self._report(attempt, fingerprint, tally, 0, duration, unchanged=True)
+                return self._report(attempt, fingerprint, unchanged)
         committed = self._committed_chunks(attempt, fingerprint)
         # One connection for the chunks and the finalize: the seen keys are a temporary
         # table of it, so the worker holds one chunk at a time, never the partition's keys.
@@ -270,16 +269,15 @@ class PartitionRunner:
                     source, attempt, fingerprint, committed, seen_keys, heartbeat
                 )
             _check_still_owner(heartbeat, lease=attempt.lease)
-            swept, duration = finalize(
+            finished = finalize(
                 self.place,
                 attempt,
                 fingerprint=fingerprint,
                 seen_keys=seen_keys,
-                chunk_count=tally.chunks,
-                input_rows=tally.input_rows,
+                tally=tally,
                 before_commit=at_finalize,
             )
-        return self._report(attempt, fingerprint, tally, swept, duration)
+        return self._report(attempt, fingerprint, finished)
 
     def _fingerprint(self, source: PartitionInput) -> str:
         spec = self.spec
@@ -371,11 +369,7 @@ class PartitionRunner:
         self,
         attempt: StartedAttempt,
         fingerprint: str,
-        tally: ChunkTally,
-        swept: int,
-        duration: float,
-        *,
-        unchanged: bool = False,
+        finished: Finished,
     ) -> PartitionReport:
         rejected: list[RejectedRow] = []
         rows_rejected = 0
@@ -387,18 +381,19 @@ class PartitionRunner:
                 rejected = reject_store.partition_rejects(
                     connection, self.spec.asset, attempt.partition, limit=SHOWN_REJECTS
                 )
+        tally = finished.tally
         return PartitionReport(
             asset=self.spec.asset,
             partition=attempt.partition,
             attempt=attempt.number,
             input_rows=tally.input_rows,
             counts=tally.counts,
-            rows_swept=swept,
+            rows_swept=finished.swept,
             chunks_written=tally.written,
             chunks_resumed=tally.resumed,
-            duration_seconds=round(duration, 3),
+            duration_seconds=round(finished.duration_seconds, 3),
             fingerprint=fingerprint,
-            unchanged_input=unchanged,
+            unchanged_input=finished.unchanged_input,
             rows_rejected=rows_rejected,
             rejected_sample=tuple(rejected),
         )

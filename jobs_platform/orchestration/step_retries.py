@@ -22,7 +22,7 @@ from typing import assert_never
 
 import dagster as dg
 
-from jobs_platform.engine.decisions import Decision, NextStep
+from jobs_platform.engine.decisions import WAITING_STEPS, Decision, NextStep
 from jobs_platform.engine.events import Lifecycle
 from jobs_platform.engine.outcomes import (
     Blocked,
@@ -36,7 +36,6 @@ from jobs_platform.engine.outcomes import (
     Unfinished,
 )
 from jobs_platform.engine.retry_schedule import (
-    WAITS,
     Due,
     RetrySchedule,
     Waiting,
@@ -152,7 +151,7 @@ class StepTry:
         """The schedule of the next try, logged in the run; its `wait_seconds` is Dagster's."""
         # One that gave up, or was blocked, is due at once with its tries (one that gave
         # up gives up again unless it can be attempted by then).
-        waiting = [w if w.next_step in WAITS else _at_once(w) for w in self._waiting]
+        waiting = [w if w.next_step in WAITING_STEPS else _at_once(w) for w in self._waiting]
         schedule = schedule_retry(waiting, clock=self.clock, now=time.monotonic())
         if len(self.partitions) == 1:
             return schedule  # Dagster waits exactly this; the next try needs nothing
