@@ -15,7 +15,10 @@ and each side loads the corrected file again, alternated, after a warm-up round:
 
 Both tables end equal to the corrected file. The framework's seconds are split by where
 they went: process start to run start, run start to step start, the step, the step's
-end to process exit; and inside the step, the attempt as the framework records it.
+end to process exit; and inside the step, the attempt as the framework records it. With
+`--profile FILE`, one more corrected round of the framework runs under py-spy (off the
+figures) and its attempt's seconds are split by phase (`bench.stacks`): reading and
+validating, the stage COPY, the merge, the seen keys, the sweep, the lifecycle log lines.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +41,7 @@ import sqlalchemy as sa
 
 from jobs_platform.bench import baselines
 from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.bench.stacks import attempt_phases
 from jobs_platform.bench.timing import alternated, median_ratio
 from jobs_platform.bench.upsert import DEFAULT_REPEATS, libpq_dsn
 from jobs_platform.examples.orders.landing import landing_file
@@ -50,6 +55,7 @@ DAY = dt.date(2024, 3, 1)
 DEFAULT_ROWS = 1_200_000
 DEFAULT_CHANGED = 0.1
 DEFAULT_CHUNK_ROWS = 10_000  # the backfill's default chunk, for both sides
+PROFILE_RATE = 100  # py-spy samples a second, per thread, for --profile
 COLUMNS = ("order_id", "customer_id", "amount_cents", "currency", "status", "ordered_at")
 COPY_TYPES = ("int8", "int8", "int8", "text", "text", "timestamptz")
 _AMOUNT = re.compile(rb'"amount_cents":(\d+)')
@@ -63,6 +69,7 @@ def run_rerun_bench(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     module: str = "jobs_platform.definitions",
     warmup: int = 1,
+    profile: Path | None = None,
 ) -> dict:
     if rows < 1 or chunk_rows < 1 or not 0 < changed <= 1:
         raise ValueError("--rows and --chunk-rows must be >= 1 and --changed in (0, 1]")
@@ -93,6 +100,9 @@ def run_rerun_bench(
             expected = day.amounts_sum()
             for name, url in {"framework": framework_url, **plain_urls}.items():
                 _expect_sum(url, rows, expected, name)
+            if profile is not None:  # one more round, the framework's only, off the figures
+                day.correct()
+                step_profile = framework.profiled(profile)
     figures = {name: kept.figures(rows) for name, kept in runs.items()}
     best = min(variants, key=lambda v: figures[f"plain_script_{v}"]["seconds"])
     best_runs = runs[f"plain_script_{best}"]
@@ -111,6 +121,7 @@ def run_rerun_bench(
         "ratio": median_ratio(runs["framework"], best_runs),
         "methods": figures,
         "framework_seconds_split_median": split,
+        **({"attempt_profile": step_profile} if profile is not None else {}),
         "notes": {
             "repeats": repeats,
             "chunk_rows": chunk_rows,
@@ -195,6 +206,30 @@ class Materialize:
             )
         self.splits.append(self._split(began_wall, ended_wall))
         return seconds
+
+    def profiled(self, raw: Path) -> dict:
+        """One more run under py-spy (every process, waits included): where its attempt's
+        seconds went (`bench.stacks`), beside the run's own split."""
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        if not Path(spy).exists():
+            raise RuntimeError("--profile needs py-spy (pip install py-spy; bin/setup installs it)")
+        recorder = [spy, "record", "--subprocesses", "--idle", "--rate", str(PROFILE_RATE)]
+        began = time.time()
+        finished = subprocess.run(
+            [*recorder, "--format", "raw", "--output", str(raw), "--", *self.command],
+            env=self.env,
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+        )
+        if finished.returncode != 0:
+            raise RuntimeError(f"py-spy exited {finished.returncode}: {finished.stderr[-1500:]}")
+        return {
+            "command": f"py-spy record --subprocesses --idle --rate {PROFILE_RATE} "
+            f"--format raw --output {raw} -- {self.shown_command}",
+            "seconds_split": self._split(began, time.time()),
+            "attempt_seconds_by_phase": attempt_phases(raw, PROFILE_RATE),
+        }
 
     def _split(self, began: float, ended: float) -> dict[str, float]:
         """Where the process's seconds went, from the run's own records."""

@@ -75,6 +75,11 @@ def register(commands) -> None:
     rerun.add_argument("--rows", type=int, default=1_200_000, metavar="N")
     rerun.add_argument("--changed", type=float, default=0.1, metavar="F")
     rerun.add_argument("--chunk-rows", type=int, default=10_000, metavar="C")
+    rerun.add_argument(
+        "--profile", type=Path, default=None, metavar="FILE",
+        help="then one more framework round under py-spy (raw stacks written to FILE): "
+        "the attempt's seconds by phase",
+    )  # fmt: skip
     _repeats_argument(rerun)
     _common_arguments(rerun)
     rerun.set_defaults(handler=run_rerun)
@@ -243,7 +248,14 @@ def run_rerun(args: argparse.Namespace) -> int:
     return _run(
         args,
         lambda url: run_rerun_bench(
-            url, args.rows, args.changed, args.repeats, args.chunk_rows, module, args.warmup
+            url,
+            args.rows,
+            args.changed,
+            args.repeats,
+            args.chunk_rows,
+            module,
+            args.warmup,
+            profile=args.profile,
         ),
         _print_rerun,
     )
@@ -707,6 +719,10 @@ def _print_rerun(figures: dict) -> None:
     print("\n  where the framework's seconds went (medians):")
     for part, seconds in figures["framework_seconds_split_median"].items():
         print(f"    {part:<40} {seconds:>8.3f}")
+    if profiled := figures.get("attempt_profile"):
+        print(f"\n  one more round under py-spy: {profiled['command']}")
+        for phase, seconds in profiled["attempt_seconds_by_phase"].items():
+            print(f"    {phase:<52} {seconds:>8.3f}")
     ratio = figures["ratio"]
     print(
         f"\ntargets\n  {_verdict(ratio <= RERUN_TARGET)}  the re-run through `dagster asset "

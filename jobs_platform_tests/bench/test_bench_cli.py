@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from jobs_platform.bench.baselines import PLAIN_VARIANTS
@@ -280,11 +281,15 @@ def test_bench_staging_compares_the_ways_psycopg_copies_a_frame(pg_url, tmp_path
 
 
 def test_bench_rerun_times_a_corrected_day_through_dagster_and_the_plain_scripts(pg_url, tmp_path):
+    raw = tmp_path / "step.raw"
     figures = bench(
-        ["rerun", "--rows", "300", "--repeats", "1", "--warmup", "0", "--database-url", pg_url],
+        [
+            "rerun", "--rows", "300", "--repeats", "1", "--warmup", "0",
+            "--profile", str(raw), "--database-url", pg_url,
+        ],
         {},
         tmp_path,
-    )
+    )  # fmt: skip
 
     assert figures["changed_rows"] == 30
     assert set(figures["methods"]) == {"framework", *(f"plain_script_{v}" for v in PLAIN_VARIANTS)}
@@ -292,6 +297,11 @@ def test_bench_rerun_times_a_corrected_day_through_dagster_and_the_plain_scripts
     assert figures["ratio"] > 0
     split = figures["framework_seconds_split_median"]
     assert split["step"] > 0 and split["attempt_recorded_by_the_framework"] > 0
+    # The profiled round: py-spy caught the attempt, and its phases add up to it.
+    phases = dict(figures["attempt_profile"]["attempt_seconds_by_phase"])
+    attempt = phases.pop("attempt")
+    assert raw.stat().st_size > 0 and attempt > 0
+    assert sum(phases.values()) == pytest.approx(attempt, abs=0.001 * len(phases))
     assert bench_schemas(pg_url) == []
 
 
