@@ -84,8 +84,12 @@ class Settings:
             ),
             alert_webhook_url=env.get("JOBS_PLATFORM_ALERT_WEBHOOK_URL") or None,
             failpoints=env.get("JOBS_PLATFORM_FAILPOINTS") or None,
-            log_format=_log_format(env),
-            executor=_executor(env),
+            log_format=_choice(
+                env, "JOBS_PLATFORM_LOG_FORMAT", "human", ("human", "json"), "'human' or 'json'"
+            ),
+            executor=_choice(
+                env, "JOBS_PLATFORM_EXECUTOR", DEFAULT_EXECUTOR, EXECUTORS, f"one of {EXECUTORS}"
+            ),
             celery_broker=env.get("JOBS_PLATFORM_CELERY_BROKER") or DEFAULT_CELERY_BROKER,
             celery_backend=env.get("JOBS_PLATFORM_CELERY_BACKEND") or DEFAULT_CELERY_BACKEND,
             redrive_cooldown_seconds=_non_negative_float(
@@ -134,43 +138,35 @@ def _number(env: Mapping[str, str], name: str, default, kind):
     return value
 
 
-def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = _number(env, name, default, int)
-    if value < 1:
-        raise SettingsError(f"{name} must be at least 1, got {value}")
+def _checked_number(env: Mapping[str, str], name: str, default, kind, ok, needed: str):
+    """`_number`, refused with a `SettingsError` saying it must be `needed` unless `ok`."""
+    value = _number(env, name, default, kind)
+    if not ok(value):
+        raise SettingsError(f"{name} must be {needed}, got {value}")
     return value
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    return _checked_number(env, name, default, int, lambda value: value >= 1, "at least 1")
 
 
 def _non_negative_int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = _number(env, name, default, int)
-    if value < 0:
-        raise SettingsError(f"{name} must be 0 or more, got {value}")
-    return value
+    return _checked_number(env, name, default, int, lambda value: value >= 0, "0 or more")
 
 
 def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
-    value = _number(env, name, default, float)
-    if value <= 0:
-        raise SettingsError(f"{name} must be greater than 0, got {value}")
-    return value
+    return _checked_number(env, name, default, float, lambda value: value > 0, "greater than 0")
 
 
 def _non_negative_float(env: Mapping[str, str], name: str, default: float) -> float:
-    value = _number(env, name, default, float)
-    if value < 0:
-        raise SettingsError(f"{name} must be 0 or more, got {value}")
-    return value
+    return _checked_number(env, name, default, float, lambda value: value >= 0, "0 or more")
 
 
-def _log_format(env: Mapping[str, str]) -> str:
-    value = (env.get("JOBS_PLATFORM_LOG_FORMAT") or "human").strip().lower()
-    if value not in ("human", "json"):
-        raise SettingsError(f"JOBS_PLATFORM_LOG_FORMAT must be 'human' or 'json', got {value!r}")
-    return value
-
-
-def _executor(env: Mapping[str, str]) -> str:
-    value = (env.get("JOBS_PLATFORM_EXECUTOR") or DEFAULT_EXECUTOR).strip().lower()
-    if value not in EXECUTORS:
-        raise SettingsError(f"JOBS_PLATFORM_EXECUTOR must be one of {EXECUTORS}, got {value!r}")
+def _choice(
+    env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...], needed: str
+) -> str:
+    """`name` (case and surrounding spaces aside), or `default` when unset; one of `choices`."""
+    value = (env.get(name) or default).strip().lower()
+    if value not in choices:
+        raise SettingsError(f"{name} must be {needed}, got {value!r}")
     return value

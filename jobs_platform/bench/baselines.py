@@ -156,6 +156,12 @@ def merge_statements(table: str, key: Sequence[str], columns: Sequence[str], var
     def listed(prefix: str, columns: Sequence[str]) -> sql.Composable:
         return sql.SQL(", ").join(sql.SQL(prefix + "{}").format(ident(n)) for n in columns)
 
+    def assigned_from(source: str) -> sql.Composable:
+        """`col = source.col, …` for every column outside the key."""
+        return sql.SQL(", ").join(
+            sql.SQL("{} = " + source + ".{}").format(ident(n), ident(n)) for n in others
+        )
+
     changed = sql.SQL("({}) IS DISTINCT FROM ({})").format(
         listed("t.", others), listed("s.", others)
     )
@@ -173,9 +179,7 @@ def merge_statements(table: str, key: Sequence[str], columns: Sequence[str], var
                 table=ident(table),
                 matches=matches,
                 changed=changed,
-                sets=sql.SQL(", ").join(
-                    sql.SQL("{} = s.{}").format(ident(n), ident(n)) for n in others
-                ),
+                sets=assigned_from("s"),
                 names=names,
                 values=listed("s.", columns),
             ),
@@ -201,9 +205,7 @@ def merge_statements(table: str, key: Sequence[str], columns: Sequence[str], var
                 values=listed("s.", columns),
                 filtered=unchanged_filtered if variant == "not_exists" else sql.SQL(""),
                 keys=sql.SQL(", ").join(map(ident, key)),
-                sets=sql.SQL(", ").join(
-                    sql.SQL("{} = EXCLUDED.{}").format(ident(n), ident(n)) for n in others
-                ),
+                sets=assigned_from("EXCLUDED"),
                 current=listed("t.", others),
                 incoming=listed("EXCLUDED.", others),
             )

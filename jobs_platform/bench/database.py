@@ -8,10 +8,12 @@ Each measurement then gets its own schema (selected through the connection's
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -61,6 +63,24 @@ def bench_database(
         return
     with scratch_database() as url:
         yield BenchDatabase(url, "scratch database")
+
+
+def json_report_main(
+    parser: argparse.ArgumentParser,
+    argv: list[str] | None,
+    bench: Callable[[str, argparse.Namespace], dict],
+) -> int:
+    """The `python -m` entry of a bench that prints its report as JSON: adds `--repeats`
+    and `--database-url` to `parser`, runs `bench(url, args)` on the bench database, notes
+    that database in the report and exits 0 when the report's target was met, else 1."""
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--database-url", default=None)
+    args = parser.parse_args(argv)
+    with bench_database(args.database_url) as database:
+        report = bench(database.url, args)
+    report["notes"]["database"] = database.shown
+    print(json.dumps(report, indent=2))
+    return 0 if report["met"] else 1
 
 
 @contextmanager

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from jobs_platform.bench.database import bench_database, server_facts
+from jobs_platform.bench.database import json_report_main, server_facts
 from jobs_platform.bench.status import _timed, seeded_warehouse
 
 SCRAPE_TARGET_SECONDS = 1.0
@@ -129,14 +128,11 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])  # fmt: skip
     parser.add_argument("--partitions", type=int, default=10_000, metavar="P")
     parser.add_argument("--quarantined", type=int, default=500, metavar="Q")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--database-url", default=None)
-    args = parser.parse_args(argv)
-    with bench_database(args.database_url) as database:
-        report = run_metrics_bench(database.url, args.partitions, args.quarantined, args.repeats)
-    report["notes"]["database"] = database.shown
-    print(json.dumps(report, indent=2))
-    return 0 if report["met"] else 1
+    return json_report_main(
+        parser,
+        argv,
+        lambda url, args: run_metrics_bench(url, args.partitions, args.quarantined, args.repeats),
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import datetime as dt
 import hashlib
-import json
 import os
 import sys
 import tempfile
@@ -33,7 +32,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform import JobsPlatformResource, PartitionInput, backfill_asset
-from jobs_platform.bench.database import bench_database, fresh_schema, server_facts
+from jobs_platform.bench.database import fresh_schema, json_report_main, server_facts
 from jobs_platform.bench.timing import wall_seconds
 from jobs_platform.orchestration.platform import platform_definitions
 from jobs_platform.store.clock import DATABASE_CLOCK
@@ -299,14 +298,11 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])  # fmt: skip
     parser.add_argument("--entries", type=int, default=10_000, metavar="N")
     parser.add_argument("--assets", type=int, default=3, metavar="A")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--database-url", default=None)
-    args = parser.parse_args(argv)
-    with bench_database(args.database_url) as database:
-        report = run_redrive_bench(database.url, args.entries, args.assets, args.repeats)
-    report["notes"]["database"] = database.shown
-    print(json.dumps(report, indent=2))
-    return 0 if report["met"] else 1
+    return json_report_main(
+        parser,
+        argv,
+        lambda url, args: run_redrive_bench(url, args.entries, args.assets, args.repeats),
+    )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +40,7 @@ from jobs_platform.bench.database import fresh_schema, server_facts
 from jobs_platform.bench.metrics import scrape, served_metrics
 from jobs_platform.bench.redrive import CURRENT_VERSION, landing_file, sensor_tick
 from jobs_platform.bench.status import answered_from, seed_partitions, write_catalog_as_deployed
-from jobs_platform.bench.timing import alternated, run_command
+from jobs_platform.bench.timing import alternated, run_command, seconds_of
 from jobs_platform.bench.triage import CauseMix
 from jobs_platform.store.db import normalize_url
 from jobs_platform.store.migrate import upgrade_warehouse
@@ -86,14 +86,14 @@ def run_scale_bench(database_url: str, partition_count: int, entries: int, repea
             said: list[str | None] = []
             runs = alternated(
                 {
-                    "status_cli": _seconds(
+                    "status_cli": seconds_of(
                         lambda: answered_from(status, "catalog", warehouse.env, warehouse.folder)
                     ),
-                    "metrics_scrape_cold": _seconds(lambda: scrape(address)),
-                    "dead_letter_groups_cli": _seconds(
+                    "metrics_scrape_cold": seconds_of(lambda: scrape(address)),
+                    "dead_letter_groups_cli": seconds_of(
                         lambda: run_command(groups, warehouse.env, warehouse.folder)
                     ),
-                    "redrive_tick": _seconds(lambda: said.append(tick())),
+                    "redrive_tick": seconds_of(lambda: said.append(tick())),
                 },
                 repeats,
                 warmup,
@@ -122,15 +122,6 @@ def run_scale_bench(database_url: str, partition_count: int, entries: int, repea
             "server": server_facts(database_url),
         },
     }
-
-
-def _seconds(work: Callable[[], object]) -> Callable[[], float]:
-    def run() -> float:
-        began = time.perf_counter()
-        work()
-        return time.perf_counter() - began
-
-    return run
 
 
 @contextlib.contextmanager

@@ -95,6 +95,18 @@ def median_ratio(numerator: Runs, denominator: Runs) -> float:
     return round(statistics.median(a / b for a, b in pairs), 3)
 
 
+def seconds_of(work: Callable[[], object]) -> Callable[[], float]:
+    """`work` as a method `alternated` times from outside: each call runs it and returns
+    the wall seconds it took."""
+
+    def run() -> float:
+        began = time.perf_counter()
+        work()
+        return time.perf_counter() - began
+
+    return run
+
+
 def alternated_wall_seconds(
     repeats: int, methods: dict[str, Callable[[], object]]
 ) -> dict[str, dict[str, Any]]:
@@ -102,15 +114,7 @@ def alternated_wall_seconds(
     per method its median, min, max and each run's seconds, and (`ratio_to_first`) the
     median of its pairwise ratios to the first method."""
 
-    def timed(work: Callable[[], object]) -> Callable[[], float]:
-        def run() -> float:
-            began = time.perf_counter()
-            work()
-            return time.perf_counter() - began
-
-        return run
-
-    runs = alternated({name: timed(work) for name, work in methods.items()}, repeats)
+    runs = alternated({name: seconds_of(work) for name, work in methods.items()}, repeats)
     first = runs[next(iter(methods))]
     return {
         name: {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from jobs_platform.location import add_module_option
@@ -41,8 +42,7 @@ def register(commands) -> None:
         "(figures under notes.bad_rows)",
     )
     _repeats_argument(upsert)
-    _common_arguments(upsert)
-    upsert.set_defaults(handler=run_upsert)
+    _common_arguments(upsert, run_upsert)
 
     merge = kinds.add_parser(
         "merge", help="the merge path: a populated table re-fed with a fraction changed"
@@ -57,16 +57,14 @@ def register(commands) -> None:
         help="fractions of the rows changed, one round each (default 0.01 0.1 1.0)",
     )
     _repeats_argument(merge)
-    _common_arguments(merge)
-    merge.set_defaults(handler=run_merge)
+    _common_arguments(merge, run_merge)
 
     staging = kinds.add_parser(
         "staging", help="the ways psycopg COPYs a DataFrame (what the plain script uses)"
     )
     staging.add_argument("--rows", type=int, default=200_000, metavar="N")
     _repeats_argument(staging)
-    _common_arguments(staging)
-    staging.set_defaults(handler=run_staging)
+    _common_arguments(staging, run_staging)
 
     rerun = kinds.add_parser(
         "rerun", help="a corrected day re-run with dagster asset materialize vs a script"
@@ -81,8 +79,7 @@ def register(commands) -> None:
         "the attempt's seconds by phase",
     )  # fmt: skip
     _repeats_argument(rerun)
-    _common_arguments(rerun)
-    rerun.set_defaults(handler=run_rerun)
+    _common_arguments(rerun, run_rerun)
 
     backfill = kinds.add_parser("backfill", help="the orders backfill through Dagster vs a script")
     add_module_option(backfill)  # with --via daemon: a location serving orders, daily_revenue
@@ -157,8 +154,7 @@ def register(commands) -> None:
         "`dagster dev` has; it writes a planned event per partition before a run starts)",
     )
     _repeats_argument(backfill)  # the in-process path; the UI path runs once
-    _common_arguments(backfill)
-    backfill.set_defaults(handler=run_backfill)
+    _common_arguments(backfill, run_backfill)
 
     memory = kinds.add_parser(
         "memory", help="peak RSS of one large orders partition (dagster asset materialize)"
@@ -167,8 +163,7 @@ def register(commands) -> None:
     memory.add_argument("--rows", type=int, required=True, metavar="N")
     memory.add_argument("--chunk-rows", type=int, default=50_000, metavar="C",
                         help="rows per chunk (default 50,000)")  # fmt: skip
-    _common_arguments(memory)
-    memory.set_defaults(handler=run_memory)
+    _common_arguments(memory, run_memory)
 
     status = kinds.add_parser(
         "status", help="status, dead-letter list and platform_health on a large warehouse"
@@ -180,8 +175,7 @@ def register(commands) -> None:
                         help="quarantine entries over all assets (default 1,000)")  # fmt: skip
     status.add_argument("--repeats", type=int, default=5, metavar="K",
                         help="times each is timed after a warm-up (default 5)")  # fmt: skip
-    _common_arguments(status)
-    status.set_defaults(handler=run_status)
+    _common_arguments(status, run_status)
 
     triage = kinds.add_parser(
         "triage", help="dead-letter groups over a dead letter of many entries and causes"
@@ -190,8 +184,7 @@ def register(commands) -> None:
                         help="open dead-letter entries, three assets (default 10,000)")  # fmt: skip
     triage.add_argument("--repeats", type=int, default=5, metavar="K",
                         help="times each is timed (default 5)")  # fmt: skip
-    _common_arguments(triage)
-    triage.set_defaults(handler=run_triage)
+    _common_arguments(triage, run_triage)
 
     scale = kinds.add_parser(
         "scale",
@@ -203,11 +196,13 @@ def register(commands) -> None:
     scale.add_argument("--entries", type=int, default=10_000, metavar="E",
                        help="open dead-letter entries (default 10,000)")  # fmt: skip
     _repeats_argument(scale)
-    _common_arguments(scale)
-    scale.set_defaults(handler=run_scale)
+    _common_arguments(scale, run_scale)
 
 
-def _common_arguments(parser: argparse.ArgumentParser) -> None:
+def _common_arguments(
+    parser: argparse.ArgumentParser, handler: Callable[[argparse.Namespace], int]
+) -> None:
+    """What every bench takes (--json, --database-url), and the function that runs it."""
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument(
         "--database-url",
@@ -215,6 +210,7 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
         help="PostgreSQL to run on (default: JOBS_PLATFORM_DATABASE_URL if it is PostgreSQL, "
         "else a scratch database on 127.0.0.1:5432, dropped afterwards)",
     )
+    parser.set_defaults(handler=handler)
 
 
 def run_upsert(args: argparse.Namespace) -> int:
@@ -423,9 +419,8 @@ def _print_triage(figures: dict) -> None:
             f"  {name:<32} {result['median_seconds']:>9.3f} {result['min_seconds']:>8.3f} "
             f"{result['max_seconds']:>8.3f}"
         )
-    load = notes["load_average_1m"]
     target = figures["target_seconds"]
-    print(f"\n  load average (1 min): {load['before']} -> {load['after']}\ntargets")
+    print(f"\n  {_load_average(notes)}\ntargets")
     print(
         f"  {_verdict(figures['groups'] == figures['causes_seeded'])}  one group per cause: "
         f"{figures['groups']} groups of {figures['causes_seeded']} causes"
@@ -458,8 +453,7 @@ def _print_scale(figures: dict) -> None:
     for name, result in figures["results"].items():
         spread = f"{result['min_seconds']:.3f}-{result['max_seconds']:.3f}"
         print(f"  {name:<26} {result['seconds']:>9.3f} {spread:>15} {result['load_average']:>6}")
-    load = notes["load_average_1m"]
-    print(f"\n  load average (1 min): {load['before']} -> {load['after']}\ntargets")
+    print(f"\n  {_load_average(notes)}\ntargets")
     target = figures["target_seconds"]
     for name, result in figures["results"].items():
         print(
@@ -582,9 +576,8 @@ def _print_backfill(figures: dict) -> None:
         f"{notes['dagster_rerun_unchanged_vs_first_run_time']:.2f} x the first run's time"
     )
     peaks = ", ".join(f"{phase} {mib:g}" for phase, mib in notes["peak_rss_mib"].items())
-    load = notes["load_average_1m"]
     print(f"  peak RSS of this process (MiB): {peaks}")
-    print(f"  load average (1 min): {load['before']} -> {load['after']}")
+    print(f"  {_load_average(notes)}")
     met = figures["ratio"] <= BACKFILL_TARGET
     print(f"\ntargets\n  {_verdict(met)}  Dagster backfill <= {BACKFILL_TARGET} x the plain script")
 
@@ -628,8 +621,7 @@ def _print_daemon_backfill(figures: dict) -> None:
         )
     peaks = ", ".join(f"{role} {mib:g}" for role, mib in figures["peak_rss_mib"].items() if mib)
     print(f"  peak RSS (MiB): {peaks}")
-    load = notes["load_average_1m"]
-    print(f"  load average (1 min): {load['before']} -> {load['after']}")
+    print(f"  {_load_average(notes)}")
     met = figures["ratio"] <= UI_BACKFILL_TARGET
     print(
         f"\ntargets\n  {_verdict(met)}  UI backfill, first run created -> last ended <= "
@@ -701,9 +693,8 @@ def _print_hourly(figures: dict) -> None:
         )
         met = ui["ratio"] <= HOURLY_TARGET
         print(f"    {_verdict(met)}  run window <= {HOURLY_TARGET} x the best plain script")
-    load = figures["notes"]["load_average_1m"]
     print(f"\n  Dagster storage: {figures['notes']['dagster_storage']}")
-    print(f"  load average (1 min): {load['before']} -> {load['after']}")
+    print(f"  {_load_average(figures['notes'])}")
 
 
 def _print_rerun(figures: dict) -> None:
@@ -757,11 +748,16 @@ def _print_status(figures: dict) -> None:
         print(f"  {name:<40} {result['median_seconds']:>9.3f} {spread:>15}")
     ratio = figures["results"]["status_cli_load_location"]["ratio_to_first"]
     print(f"\n  loading the location / the catalog (median of the pairs): {ratio:.2f} x")
-    load = notes["load_average_1m"]
-    print(f"  load average (1 min): {load['before']} -> {load['after']}\ntargets")
+    print(f"  {_load_average(notes)}\ntargets")
     for name in ("status_cli_catalog", "dead_letter_list_cli"):
         median = figures["results"][name]["median_seconds"]
         print(f"  {_verdict(median < STATUS_TARGET)}  {name} < {STATUS_TARGET} s: {median:.3f} s")
+
+
+def _load_average(notes: dict) -> str:
+    """The one-minute load average before and after the bench: how quiet the machine was."""
+    load = notes["load_average_1m"]
+    return f"load average (1 min): {load['before']} -> {load['after']}"
 
 
 def _verdict(met: bool) -> str:

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
-from jobs_platform.cli.warehouse import command_settings, open_warehouse
+from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_warehouse
 from jobs_platform.dead_letter_selection import Selection
 from jobs_platform.dead_letter_view import (
     entry_summary,
@@ -26,26 +26,25 @@ from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
 from jobs_platform.store.triage import signature_groups
-from jobs_platform.suggested_commands import requeue_command, suggested_command
+from jobs_platform.suggested_commands import requeue_command, show_command
 
 
 def register(commands) -> None:
     parser = commands.add_parser("dead-letter", help="inspect and requeue quarantined partitions")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser(
-        "list", help="quarantined partitions: the warehouse's, whatever the code location"
+    add_reading_command(
+        actions,
+        "list",
+        "quarantined partitions: the warehouse's, whatever the code location",
+        run_list,
     )
-    add_module_option(listing)
-    listing.add_argument("--json", action="store_true", help="machine-readable output")
-    listing.set_defaults(handler=run_list)
-    show = actions.add_parser(
-        "show", help="a partition's entry, if quarantined, and its whole attempt history"
+    add_reading_command(
+        actions,
+        "show",
+        "a partition's entry, if quarantined, and its whole attempt history",
+        run_show,
+        one_partition=True,
     )
-    add_module_option(show)
-    show.add_argument("asset")
-    show.add_argument("partition")
-    show.add_argument("--json", action="store_true", help="machine-readable output")
-    show.set_defaults(handler=run_show)
     register_groups(actions)
     requeue = actions.add_parser(
         "requeue",
@@ -84,14 +83,13 @@ def register(commands) -> None:
 
 
 def register_rows(actions) -> None:
-    rows = actions.add_parser(
-        "rows", help="rows a partition set aside under bad_rows=RejectRows(...)"
+    add_reading_command(
+        actions,
+        "rows",
+        "rows a partition set aside under bad_rows=RejectRows(...)",
+        run_rows,
+        one_partition=True,
     )
-    add_module_option(rows)
-    rows.add_argument("asset")
-    rows.add_argument("partition")
-    rows.add_argument("--json", action="store_true", help="machine-readable output")
-    rows.set_defaults(handler=run_rows)
 
 
 def run_rows(args: argparse.Namespace) -> int:
@@ -162,21 +160,20 @@ def run_list(args: argparse.Namespace) -> int:
             f"{entry['attempts']} attempt(s), last at {entry['last_failed_at']}\n"
             f"    {one_line(entry['last_error'])}"
         )
-    details = suggested_command("dead-letter", "show", "-m", module, "ASSET", "PARTITION")
+    details = show_command("ASSET", "PARTITION", module)
     print(f"\n{len(entries)} quarantined. Details: {details}")
     return 0
 
 
 def register_groups(actions) -> None:
-    groups = actions.add_parser(
+    groups = add_reading_command(
+        actions,
         "groups",
-        help="quarantined partitions by cause (signature), largest first: the warehouse's, "
+        "quarantined partitions by cause (signature), largest first: the warehouse's, "
         "whatever the code location",
+        run_groups,
     )
-    add_module_option(groups)
     groups.add_argument("--asset", metavar="ASSET", help="only this backfill's entries")
-    groups.add_argument("--json", action="store_true", help="machine-readable output")
-    groups.set_defaults(handler=run_groups)
 
 
 def run_groups(args: argparse.Namespace) -> int:
@@ -209,7 +206,7 @@ def run_groups(args: argparse.Namespace) -> int:
             f"         assets: {assets}; e.g. {samples}\n"
             f"         requeue: {group_requeue_command(group, module)}"
         )
-    details = suggested_command("dead-letter", "show", "-m", module, "ASSET", "PARTITION")
+    details = show_command("ASSET", "PARTITION", module)
     print(f"\nAn entry's history: {details}")
     return 0
 

@@ -7,9 +7,8 @@ import json
 
 import sqlalchemy as sa
 
-from jobs_platform.cli.warehouse import command_settings, open_store
+from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_store
 from jobs_platform.dead_letter_view import one_line
-from jobs_platform.location import add_module_option
 from jobs_platform.outbox.store import OutboxStatus, list_requests
 
 LIST_FIELDS = (
@@ -22,18 +21,18 @@ DEFAULT_LIMIT = 100
 def register(commands) -> None:
     parser = commands.add_parser("outbox", help="inspect backfill requests (the outbox)")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser(
-        "list", help="backfill requests, newest last: the warehouse's, whatever the location"
+    listing = add_reading_command(
+        actions,
+        "list",
+        "backfill requests, newest last: the warehouse's, whatever the location",
+        run_list,
     )
-    add_module_option(listing)
-    listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.add_argument(
         "--status", choices=[str(status) for status in OutboxStatus], help="only this status"
     )
     listing.add_argument(
         "--limit", type=int, default=DEFAULT_LIMIT, metavar="N", help="the newest N requests"
     )
-    listing.set_defaults(handler=run_list)
 
 
 def request_summary(row: sa.Row) -> dict:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from jobs_platform.location import load_definitions, location_settings, named_module
+from jobs_platform.location import (
+    add_module_option,
+    load_definitions,
+    location_settings,
+    named_module,
+)
 from jobs_platform.settings import Settings, embedded_database_url
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import normalize_url, redact_url
@@ -19,6 +26,27 @@ _NAMED_BY = "JOBS_PLATFORM_DATABASE_URL (or the code location's jobs_platform re
 
 class WarehouseUnavailable(Exception):
     """The CLI cannot open the warehouse; the message names it, password hidden."""
+
+
+def add_reading_command(
+    actions,
+    name: str,
+    help: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    one_partition: bool = False,
+) -> argparse.ArgumentParser:
+    """A subcommand that reads the warehouse: `-m` names the code location (and with it the
+    warehouse, `command_settings`), `--json` prints machine-readable output; with
+    `one_partition`, it names one partition as ASSET PARTITION."""
+    command = actions.add_parser(name, help=help)
+    add_module_option(command)
+    if one_partition:
+        command.add_argument("asset")
+        command.add_argument("partition")
+    command.add_argument("--json", action="store_true", help="machine-readable output")
+    command.set_defaults(handler=handler)
+    return command
 
 
 def command_settings(module: str | None) -> Settings:

@@ -32,14 +32,11 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from jobs_platform.orchestration.launch_sensors import backfill_launching_sensor
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
-from jobs_platform.orchestration.selections import (
-    BACKFILL_ASSETS,
-    served_assets,
-    with_downstream_backfills,
-)
+from jobs_platform.orchestration.selections import served_assets, with_downstream_backfills
 from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, REQUEST_ID_TAG
 from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
@@ -156,24 +153,14 @@ def plan_launch(
 @functools.cache
 def backfill_request_sensor_named(names: FrameworkNames = BARE) -> dg.SensorDefinition:
     """The outbox sensor under one code location's names."""
-
-    @dg.sensor(
-        name=names.definition("backfill_request_sensor"),
-        asset_selection=BACKFILL_ASSETS,
-        minimum_interval_seconds=OUTBOX_TICK_SECONDS,
-        # On by default: a request written by application code must launch without anyone
-        # first finding and starting a sensor in the UI.
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Launches the backfills of this code location requested through the "
-        "outbox (request_backfill); rejects those that name no backfill or no valid "
-        "partition, and leaves requests for other locations' assets to them.",
+    return backfill_launching_sensor(
+        names.definition("backfill_request_sensor"),
+        OUTBOX_TICK_SECONDS,
+        "Launches the backfills of this code location requested through the outbox "
+        "(request_backfill); rejects those that name no backfill or no valid partition, and "
+        "leaves requests for other locations' assets to them.",
+        _outbox_tick,
     )
-    def backfill_request_sensor(
-        context: dg.SensorEvaluationContext, jobs_platform: JobsPlatformResource
-    ) -> dg.SensorResult:
-        return _outbox_tick(context, jobs_platform)
-
-    return backfill_request_sensor
 
 
 def _outbox_tick(

@@ -43,15 +43,12 @@ import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform.dead_letter_selection import Selection
+from jobs_platform.orchestration.launch_sensors import backfill_launching_sensor
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.requeue_plan import RequeueRun, requeue_runs
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
-from jobs_platform.orchestration.selections import (
-    BACKFILL_ASSETS,
-    served_backfills,
-    with_downstream_backfills,
-)
+from jobs_platform.orchestration.selections import served_backfills, with_downstream_backfills
 from jobs_platform.orchestration.tags import (
     PARTITION_TAG,
     REQUEUE_ASSET_TAG,
@@ -83,23 +80,13 @@ CLOCK_MARGIN = dt.timedelta(hours=1)
 @functools.cache
 def requeue_sensor_named(names: FrameworkNames = BARE) -> dg.SensorDefinition:
     """The requeue sensor under one code location's names."""
-
-    @dg.sensor(
-        name=names.definition("requeue_sensor"),
-        asset_selection=BACKFILL_ASSETS,
-        minimum_interval_seconds=REQUEUE_TICK_SECONDS,
-        # On by default: a requeue from the UI must relaunch the partition under `dagster
-        # dev` without anyone first finding and starting a sensor.
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Launches a run for each requeued partition of this code location's "
-        "backfills that no one has launched yet.",
+    return backfill_launching_sensor(
+        names.definition("requeue_sensor"),
+        REQUEUE_TICK_SECONDS,
+        "Launches a run for each requeued partition of this code location's backfills that "
+        "no one has launched yet.",
+        _requeue_tick,
     )
-    def requeue_sensor(
-        context: dg.SensorEvaluationContext, jobs_platform: JobsPlatformResource
-    ) -> dg.SensorResult:
-        return _requeue_tick(context, jobs_platform)
-
-    return requeue_sensor
 
 
 def _requeue_tick(

@@ -62,23 +62,22 @@ def forget_other_inputs(
     connection: sa.Connection, asset: str, partition: str, fingerprint: str
 ) -> int:
     """Drop checkpoints of any other input: a changed input invalidates them."""
-    return connection.execute(
-        sa.delete(checkpoints).where(
-            checkpoints.c.asset == asset,
-            checkpoints.c.partition == partition,
-            checkpoints.c.fingerprint != fingerprint,
-        )
-    ).rowcount
+    return _forget(connection, asset, partition, checkpoints.c.fingerprint != fingerprint)
 
 
 def forget_chunks_from(
     connection: sa.Connection, asset: str, partition: str, first_stale_index: int
 ) -> int:
     """Drop checkpoints past the input's last chunk (the input got shorter)."""
+    return _forget(connection, asset, partition, checkpoints.c.chunk_index >= first_stale_index)
+
+
+def _forget(
+    connection: sa.Connection, asset: str, partition: str, which: sa.ColumnElement[bool]
+) -> int:
+    """Drop the partition's checkpoints that `which` selects; returns how many."""
     return connection.execute(
         sa.delete(checkpoints).where(
-            checkpoints.c.asset == asset,
-            checkpoints.c.partition == partition,
-            checkpoints.c.chunk_index >= first_stale_index,
+            checkpoints.c.asset == asset, checkpoints.c.partition == partition, which
         )
     ).rowcount

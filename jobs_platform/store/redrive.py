@@ -77,11 +77,27 @@ def redrives_of_partition(reason: RedriveReason | None = None) -> sa.ScalarSelec
     return query.scalar_subquery()
 
 
-def _open_with_redrives_left(assets: Sequence[str], max_redrives: int) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        quarantine.c.status == QuarantineStatus.QUARANTINED,
-        quarantine.c.asset.in_(list(assets)),
-        redrives_of_partition() < max_redrives,
+def _oldest_open_with_redrives_left(
+    connection: sa.Connection,
+    assets: Sequence[str],
+    max_redrives: int,
+    limit: int,
+    *conditions: sa.ColumnElement[bool],
+) -> list[TableRow]:
+    """At most `limit` open entries of `assets` whose partition has redrives left and that
+    meet `conditions`, oldest first: the candidates of one redrive reason."""
+    return list(
+        connection.execute(
+            sa.select(quarantine)
+            .where(
+                quarantine.c.status == QuarantineStatus.QUARANTINED,
+                quarantine.c.asset.in_(list(assets)),
+                redrives_of_partition() < max_redrives,
+                *conditions,
+            )
+            .order_by(quarantine.c.id)
+            .limit(limit)
+        )
     )
 
 
@@ -92,17 +108,13 @@ def code_changed_entries(
     `code_version` (the backfill's now), with redrives left; oldest first."""
     if not code_version:
         return []
-    return list(
-        connection.execute(
-            sa.select(quarantine)
-            .where(
-                _open_with_redrives_left([asset], max_redrives),
-                quarantine.c.code_version.is_not(None),
-                quarantine.c.code_version != code_version,
-            )
-            .order_by(quarantine.c.id)
-            .limit(limit)
-        )
+    return _oldest_open_with_redrives_left(
+        connection,
+        [asset],
+        max_redrives,
+        limit,
+        quarantine.c.code_version.is_not(None),
+        quarantine.c.code_version != code_version,
     )
 
 
@@ -137,17 +149,8 @@ def cooldown_due_entries(
             for count in range(max_redrives)
         )
     )
-    return list(
-        connection.execute(
-            sa.select(quarantine)
-            .where(
-                _open_with_redrives_left(assets, max_redrives),
-                quarantine.c.error_class.in_(COOLDOWN_CLASSES),
-                due,
-            )
-            .order_by(quarantine.c.id)
-            .limit(limit)
-        )
+    return _oldest_open_with_redrives_left(
+        connection, assets, max_redrives, limit, quarantine.c.error_class.in_(COOLDOWN_CLASSES), due
     )
 
 
@@ -164,17 +167,13 @@ def fingerprinted_entries(
     input fingerprinted again (a file hash) to be judged."""
     if not assets:
         return []
-    return list(
-        connection.execute(
-            sa.select(quarantine)
-            .where(
-                _open_with_redrives_left(assets, max_redrives),
-                quarantine.c.fingerprint.is_not(None),
-                quarantine.c.id > after_id,
-            )
-            .order_by(quarantine.c.id)
-            .limit(limit)
-        )
+    return _oldest_open_with_redrives_left(
+        connection,
+        assets,
+        max_redrives,
+        limit,
+        quarantine.c.fingerprint.is_not(None),
+        quarantine.c.id > after_id,
     )
 
 
