@@ -709,7 +709,8 @@ def _print_floor(ui: dict) -> None:
         f"    framework / floor {ui['framework_to_floor_ratio']:.2f} x (pairwise); floor / best "
         f"plain {floor['ratio_to_best_plain_script']:.2f} x; per partition: window "
         f"{split['window_ms']:.1f} ms = Dagster floor {split['dagster_floor_ms']:.1f} ms + "
-        f"framework {split['framework_own_ms']:.1f} ms (floor share "
+        f"framework {split['framework_own_ms']:.1f} ms (rounds' differences' median "
+        f"{split['framework_own_ms_pairwise']:.1f} ms; floor share "
         f"{split['dagster_floor_share']:.0%})"
     )
     print(f"    {'phase, ms a partition (summed over runs)':<44} {'framework':>10} {'floor':>8}")
