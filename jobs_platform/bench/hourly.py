@@ -11,46 +11,42 @@ streaming (`hourly_events.seed_events`: one pass, one buffered write per file).
   batches (`PLAIN_BATCHES`): an hour (a transaction per partition, as the framework
   commits), a day (24 hours) and the whole range (one transaction). Alternated, each run
   in a fresh schema; the best by median is what the framework is compared with.
-- The framework through the UI path (`daemon.DagsterStack`): a webserver and a daemon
-  loading `hourly_location` with the backfill policy named (`single_run` or
-  `multi_run:N`), the backfill launched with GraphQL `launchPartitionBackfill` as the UI
-  does. Its timeline: launch → first run created (the backfill daemon's tick), first run
-  created → last run ended (the run window, compared with the plain script), launch →
-  backfill complete; and where the run window goes, from the runs' event logs
-  (`run_breakdown`): the run queue, the run worker's start, the step process's start,
-  the step's partitions, and Dagster's events per partition.
+- The framework through the UI path (`hourly_ui`): a webserver and a daemon
+  (`daemon.DagsterStack`) loading `hourly_location` with the backfill policy named
+  (`single_run` or `multi_run:N`), the backfill launched with GraphQL
+  `launchPartitionBackfill` as the UI does. Its timeline: launch → first run created
+  (the backfill daemon's tick), first run created → last run ended (the run window,
+  compared with the plain script), launch → backfill complete; and where the run window
+  goes, from the runs' event logs (`run_breakdown`): the run queue, the run worker's
+  start, the step process's start, the step's partitions, and Dagster's events per
+  partition.
+- The Dagster floor, alternated with it round by round: the same partitions and policy
+  launched the same way, of a plain Dagster asset with nothing of the framework
+  (`hourly_floor_location`: the plain script's per-hour statements in an asset). Its run
+  window is Dagster's own cost; the framework's minus it is the framework's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import sqlalchemy as sa
-from psycopg import sql
 
 from jobs_platform.bench.backfill import BenchRunFailed, _load_average
-from jobs_platform.bench.daemon import BACKFILL_TAG, DagsterStack, timed_ui_backfill
-from jobs_platform.bench.database import (
-    fresh_schema,
-    new_row_versions,
-    scratch_database,
-    server_facts,
-    snapshot_row_versions,
-)
-from jobs_platform.bench.hourly_events import (
-    EVENT_COLUMNS,
-    events_table,
-    hour_file,
-    hour_keys,
-    read_hour_rows,
-    seed_events,
+from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.bench.hourly_events import events_table, hour_keys, seed_events
+from jobs_platform.bench.hourly_partitions import backfill_policy
+from jobs_platform.bench.hourly_plain import load_hours, plain_statements
+from jobs_platform.bench.hourly_ui import (
+    DAGSTER_STORAGES,
+    UiPath,
+    dagster_storage_yaml,
+    expect_rows,
+    framework_against_floor,
 )
 from jobs_platform.bench.timing import alternated, median_ratio
 from jobs_platform.bench.upsert import libpq_dsn
@@ -58,28 +54,9 @@ from jobs_platform.store.db import normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
 from jobs_platform.store.schema import create_user_tables
 
-HOURLY_MODULE = "jobs_platform.bench.hourly_location"
-HOURLY_ASSETS = ("hourly_events",)
-POLICY_VARIABLE = "JOBS_PLATFORM_BENCH_HOURLY_POLICY"  # hourly_location reads it
 DEFAULT_POLICIES = ("single_run",)
-DAGSTER_STORAGES = ("postgres", "sqlite")
 # The plain script's batches: hours per transaction (None: the whole range in one).
 PLAIN_BATCHES: dict[str, int | None] = {"per_hour": 1, "per_day": 24, "whole_range": None}
-# A run's phases (`run_breakdown`): created → dequeued, → RUN_START (the run worker's
-# process, the location loaded), → the first STEP_START (the step process), → the first
-# lifecycle line (the step's set-up), the first to the last lifecycle line (the
-# partitions' attempts), the materializations stored, the steps in all (with the asset
-# check's step), the last step → the run's end.
-_PHASES = (
-    "queued",
-    "run_worker_start",
-    "step_process_start",
-    "step_to_first_partition_started",
-    "partitions_attempted",
-    "materializations_stored",
-    "step",
-    "run_end",
-)
 
 
 def run_hourly_bench(
@@ -96,7 +73,8 @@ def run_hourly_bench(
     profile: Path | None = None,
     dagster_storage: str = "postgres",
 ) -> dict:
-    """The plain scripts alternated, then one UI-path backfill per policy (JSON figures).
+    """The plain scripts alternated, then per policy the UI-path backfill alternated with
+    the Dagster floor's (`hourly_ui.framework_against_floor`), as JSON figures.
 
     `via="process"`: instead of the UI path, one in-process run over the range (the
     single-run step without the daemon and the processes), under cProfile with `profile`
@@ -107,8 +85,6 @@ def run_hourly_bench(
     `dagster dev` and the daily bench use). On SQLite Dagster writes one
     ASSET_MATERIALIZATION_PLANNED event per partition of a run, one transaction each,
     before the run starts; on PostgreSQL one per run (its partitions as a subset)."""
-    from jobs_platform.bench.hourly_location import backfill_policy
-
     if partitions < 1 or rows_per_partition < 1:
         raise ValueError("--partitions and --rows-per-partition must be >= 1")
     for policy in policies:
@@ -124,25 +100,6 @@ def run_hourly_bench(
             policies, via, chunk_rows, rerun, repeats, warmup, profile, dagster_storage,
             load_before,
         )  # fmt: skip
-
-
-@contextlib.contextmanager
-def dagster_storage_yaml(database_url: str, dagster_storage: str) -> Iterator[str]:
-    """The instance's storage settings: on PostgreSQL a scratch database of its own on the
-    bench's server (dropped afterwards), so that each measurement starts empty."""
-    if dagster_storage == "sqlite":
-        yield ""
-        return
-    with scratch_database(database_url) as dagster_db:
-        yield postgres_storage_yaml(dagster_db)
-
-
-def postgres_storage_yaml(url: str) -> str:
-    """The instance's `storage: postgres:` block for the database at `url` (psycopg2, as
-    deploy/templates/dagster.yaml says why)."""
-    address = normalize_url(url).set(drivername="postgresql+psycopg2")
-    rendered = address.render_as_string(hide_password=False)
-    return f"storage:\n  postgres:\n    postgres_url: {json.dumps(rendered)}\n"
 
 
 def _measure(
@@ -172,7 +129,7 @@ def _measure(
         def method() -> float:
             with fresh_schema(database_url, "plain") as url:
                 seconds = plain_script(url, landing, keys, batch)
-                _expect_rows(url, expected, "plain script")
+                expect_rows(url, expected, "plain script")
             return seconds
 
         return method
@@ -195,64 +152,20 @@ def _measure(
                 url, landing, keys, Path(folder) / "dagster_home", chunk_rows, profile,
                 storage_yaml,
             )  # fmt: skip
-            _expect_rows(url, expected, "in-process backfill")
+            expect_rows(url, expected, "in-process backfill")
         in_process["ratio"] = round(in_process["seconds"] / best_seconds, 3)
         in_process["ratio_to_per_hour_plain_script"] = round(
             in_process["seconds"] / plain_figures["per_hour"]["seconds"], 3
         )
         policies = ()
-    for number, policy in enumerate(policies):
-        with (
-            fresh_schema(database_url, "daemon") as url,
-            dagster_storage_yaml(database_url, dagster_storage) as storage_yaml,
-        ):
-            # What a deploy does before the first run, outside the timed part.
-            warehouse = warehouse_engine(url)
-            upgrade_warehouse(warehouse)
-            create_user_tables(warehouse, events_table)
-            env = {
-                "JOBS_PLATFORM_DATABASE_URL": url,
-                "JOBS_PLATFORM_LANDING": landing,
-                POLICY_VARIABLE: policy,
-            }
-            stack_folder = Path(folder) / f"daemon_{number}"
-            stack_folder.mkdir()
-            load_at_launch = _load_average()
-            with DagsterStack(stack_folder, env, HOURLY_MODULE, storage_yaml) as stack:
-                first = timed_ui_backfill(
-                    stack, keys, run_config if chunk_rows else None, HOURLY_ASSETS
-                )
-                breakdown = run_breakdown(stack.home, first["backfill_id"])
-                again = None
-                if rerun:
-                    engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
-                    try:
-                        snapshot_row_versions(engine, events_table.name, "event_id")
-                        again = timed_ui_backfill(
-                            stack, keys, run_config if chunk_rows else None, HOURLY_ASSETS
-                        )
-                        again["new_row_versions"] = new_row_versions(
-                            engine, events_table.name, "event_id"
-                        )
-                    finally:
-                        engine.dispose()
-            _expect_rows(url, expected, "UI-path backfill")
-        window = first["first_run_created_to_last_run_ended_seconds"]
-        ui[policy] = {
-            **first,
-            "last_run_ended_to_backfill_complete_seconds": round(
-                first["end_to_end_seconds"] - first["launch_to_last_run_ended_seconds"], 3
-            ),
-            "ratio": round(window / best_seconds, 3),
-            "ratio_to_per_hour_plain_script": round(
-                window / plain_figures["per_hour"]["seconds"], 3
-            ),
-            "framework_seconds_per_partition": round(window / partitions, 5),
-            "breakdown": breakdown,
-            "rerun_unchanged": again,
-            "peak_rss_mib": stack.rss.peaks_mib(),
-            "load_average_1m": {"at_launch": load_at_launch, "after": _load_average()},
-        }
+    path = UiPath(
+        database_url, landing, keys, folder, dagster_storage, run_config if chunk_rows else None
+    )
+    plain_seconds = {"best": best_seconds, "per_hour": plain_figures["per_hour"]["seconds"]}
+    for policy in policies:
+        ui[policy] = framework_against_floor(
+            path, policy, expected, plain_seconds, repeats=repeats, warmup=warmup, rerun=rerun
+        )
     return {
         "shape": "hourly",
         "partitions": partitions,
@@ -278,7 +191,8 @@ def _measure(
             "chunk_rows": chunk_rows or "the backfill's default",
             "repeats": repeats,
             "order": "seed, then the plain scripts alternated (each run in a fresh schema), "
-            "then one UI-path backfill per policy, each on a fresh schema and instance",
+            "then per policy the framework's UI-path backfill and the Dagster floor's "
+            "alternated, each on a fresh schema and instance",
             "load_average_1m": {"before": load_before, "after": _load_average()},
             "server": server_facts(database_url),
         },
@@ -287,7 +201,8 @@ def _measure(
 
 def plain_script(url: str, landing: str, keys: list[str], batch_hours: int | None) -> float:
     """Seconds to load every hour's file: per batch of hours, the rows COPYed (binary) into
-    a temporary stage and merged with one INSERT … ON CONFLICT, in one transaction.
+    a temporary stage and merged with one INSERT … ON CONFLICT, in one transaction
+    (`hourly_plain.load_hours`).
 
     The reader is the framework's reader's own (`read_hour_rows`, each line validated).
     The table is created before the clock starts."""
@@ -296,116 +211,13 @@ def plain_script(url: str, landing: str, keys: list[str], batch_hours: int | Non
         events_table.create(engine)
     finally:
         engine.dispose()
-    create_stage, copy_stage, merge = _plain_statements()
+    statements = plain_statements()
     size = batch_hours or len(keys)
     with psycopg.connect(libpq_dsn(url)) as connection:
         began = time.perf_counter()
         for start in range(0, len(keys), size):
-            latest: dict[int, tuple] = {}
-            for key in keys[start : start + size]:
-                for row in read_hour_rows(hour_file(landing, key)):
-                    latest[row[0]] = row  # one row per key: the last line wins
-            with connection.transaction(), connection.cursor() as cursor:
-                cursor.execute(create_stage)
-                with cursor.copy(copy_stage) as copy:
-                    copy.set_types(["int8", "int8", "text", "int8", "int8"])
-                    for row in latest.values():
-                        copy.write_row(row)
-                cursor.execute(merge)
+            load_hours(connection, landing, keys[start : start + size], statements)
         return time.perf_counter() - began
-
-
-def _plain_statements() -> tuple[sql.SQL, sql.SQL, sql.Composed]:
-    ident = sql.Identifier
-    others = [name for name in EVENT_COLUMNS if name != "event_id"]
-    create_stage = sql.SQL(
-        "CREATE TEMPORARY TABLE stage (event_id int8, user_id int8, kind text, "
-        "value_cents int8, occurred_at_us int8) ON COMMIT DROP"
-    )
-    copy_stage = sql.SQL("COPY stage FROM STDIN (FORMAT BINARY)")
-    merge = sql.SQL(
-        "INSERT INTO {table} AS t ({names}) SELECT s.event_id, s.user_id, s.kind, "
-        "s.value_cents, timestamptz '1970-01-01 00:00:00+00' + s.occurred_at_us * "
-        "interval '1 microsecond' FROM stage AS s ON CONFLICT (event_id) DO UPDATE SET "
-        "{sets} WHERE ({current}) IS DISTINCT FROM ({incoming})"
-    ).format(
-        table=ident(events_table.name),
-        names=sql.SQL(", ").join(map(ident, EVENT_COLUMNS)),
-        sets=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(ident(n)) for n in others),
-        current=sql.SQL(", ").join(sql.SQL("t.{}").format(ident(n)) for n in others),
-        incoming=sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(ident(n)) for n in others),
-    )
-    return create_stage, copy_stage, merge
-
-
-def run_breakdown(dagster_home: Path, backfill_id: str) -> dict:
-    """Where the backfill's runs spent their time, from their event logs (seconds summed
-    over the runs, and per partition), and how many Dagster events each partition cost."""
-    import dagster as dg
-
-    phases: dict[str, float] = dict.fromkeys(_PHASES, 0.0)
-    events: Counter[str] = Counter()
-    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        records = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_TAG: backfill_id}))
-        for record in records:
-            created = record.create_timestamp.timestamp()
-            first_at: dict[str, float] = {}
-            step_starts: list[float] = []
-            step_ends: list[float] = []
-            materialized_at: list[float] = []
-            logged_at: list[float] = []  # the framework's lifecycle lines
-            for entry in instance.all_logs(record.dagster_run.run_id):
-                kind = entry.dagster_event.event_type_value if entry.dagster_event else "LOG"
-                events[kind] += 1
-                first_at.setdefault(kind, entry.timestamp)
-                if kind == "STEP_START":
-                    step_starts.append(entry.timestamp)
-                elif kind in ("STEP_SUCCESS", "STEP_FAILURE"):
-                    step_ends.append(entry.timestamp)
-                elif kind == "ASSET_MATERIALIZATION":
-                    materialized_at.append(entry.timestamp)
-                elif kind == "LOG":
-                    logged_at.append(entry.timestamp)
-            if not step_starts or not step_ends or not materialized_at or not logged_at:
-                raise BenchRunFailed(f"run {record.dagster_run.run_id} has no step or no output")
-            run_start = first_at.get("RUN_START", record.start_time or created)
-            dequeued = first_at.get("RUN_DEQUEUED", created)
-            phases["queued"] += dequeued - created
-            phases["run_worker_start"] += run_start - dequeued
-            phases["step_process_start"] += min(step_starts) - run_start
-            phases["step_to_first_partition_started"] += min(logged_at) - min(step_starts)
-            phases["partitions_attempted"] += max(logged_at) - min(logged_at)
-            # A ranged step reports its partitions at its end: Dagster stores each one's
-            # materialization (with its asset index and tags) then.
-            phases["materializations_stored"] += max(materialized_at) - min(materialized_at)
-            phases["step"] += max(step_ends) - min(step_starts)
-            phases["run_end"] += (record.end_time or max(step_ends)) - max(step_ends)
-    materialized = events["ASSET_MATERIALIZATION"] or 1
-    per_partition_events = {
-        kind: round(count / materialized, 2) for kind, count in events.most_common() if count
-    }
-    return {
-        "runs": len(records),
-        "partitions_materialized": events["ASSET_MATERIALIZATION"],
-        "seconds_summed_over_runs": {name: round(value, 3) for name, value in phases.items()},
-        "step_seconds_per_partition": round(phases["step"] / materialized, 5),
-        "dagster_events_per_partition": per_partition_events,
-        "dagster_events_total": sum(events.values()),
-    }
-
-
-def _expect_rows(url: str, expected: int, who: str) -> None:
-    engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
-    try:
-        with engine.connect() as connection:
-            stored = connection.execute(
-                sa.select(sa.func.count()).select_from(events_table)
-            ).scalar_one()
-    finally:
-        engine.dispose()
-    if stored != expected:
-        table = events_table.name
-        raise BenchRunFailed(f"{who} left {stored} rows in {table}, expected {expected}")
 
 
 # What the profile reports of one partition's path (docs/ARCHITECTURE.md "The path of one

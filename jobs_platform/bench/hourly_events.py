@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform import InputValidationError, TerminalError, UtcDateTime
+from jobs_platform.errors import InputValidationError, TerminalError
+from jobs_platform.store.schema import UtcDateTime
 
 HOURLY_START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 # Dagster's HourlyPartitionsDefinition key format.

@@ -153,7 +153,9 @@ def register(commands) -> None:
         "scratch database on the bench's server, as a deployment has) or sqlite (as "
         "`dagster dev` has; it writes a planned event per partition before a run starts)",
     )
-    _repeats_argument(backfill)  # the in-process path; the UI path runs once
+    # The in-process path; with --shape hourly --via daemon, the UI path and its
+    # Dagster floor too (the daily UI path runs once).
+    _repeats_argument(backfill)
     _common_arguments(backfill, run_backfill)
 
     memory = kinds.add_parser(
@@ -691,10 +693,40 @@ def _print_hourly(figures: dict) -> None:
             f"({plain['best']}), {ui['ratio_to_per_hour_plain_script']:.2f} x the per-hour one; "
             f"load {ui['load_average_1m']['at_launch']} -> {ui['load_average_1m']['after']}"
         )
+        _print_floor(ui)
         met = ui["ratio"] <= HOURLY_TARGET
         print(f"    {_verdict(met)}  run window <= {HOURLY_TARGET} x the best plain script")
     print(f"\n  Dagster storage: {figures['notes']['dagster_storage']}")
     print(f"  {_load_average(figures['notes'])}")
+
+
+def _print_floor(ui: dict) -> None:
+    """The framework's run window against the Dagster floor's, and its split per partition."""
+    floor, split = ui["dagster_floor"], ui["per_partition_split"]
+    windows = ui["run_window"], floor["run_window"]
+    print(
+        f"    run window, median (min - max) of {len(windows[0]['runs_seconds'])} alternated: "
+        f"framework {_spread(windows[0])} s, Dagster floor {_spread(windows[1])} s"
+    )
+    print(
+        f"    framework / floor {ui['framework_to_floor_ratio']:.2f} x (pairwise); floor / best "
+        f"plain {floor['ratio_to_best_plain_script']:.2f} x; per partition: window "
+        f"{split['window_ms']:.1f} ms = Dagster floor {split['dagster_floor_ms']:.1f} ms + "
+        f"framework {split['framework_own_ms']:.1f} ms (rounds' differences' median "
+        f"{split['framework_own_ms_pairwise']:.1f} ms; floor share "
+        f"{split['dagster_floor_share']:.0%})"
+    )
+    print(f"    {'phase, ms a partition (summed over runs)':<44} {'framework':>10} {'floor':>8}")
+    for phase, row in split["phases_ms_summed_over_runs"].items():
+        print(f"      {phase:<42} {row['framework']:>10.2f} {row['dagster_floor']:>8.2f}")
+    events = split["dagster_events_per_partition"]
+    floor_events = floor["breakdown"]["dagster_events_per_partition"]
+    print(
+        f"    Dagster events per partition: framework {events['framework']:g}, "
+        f"floor {events['dagster_floor']:g} ("
+        + ", ".join(f"{k} {v:g}" for k, v in floor_events.items())
+        + ")"
+    )
 
 
 def _print_rerun(figures: dict) -> None:

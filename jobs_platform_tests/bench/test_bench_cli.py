@@ -185,6 +185,46 @@ def test_bench_backfill_via_daemon_launches_through_graphql_and_reports_the_ui_p
     assert bench_schemas(pg_url) == []
 
 
+def test_bench_backfill_hourly_via_daemon_reports_the_ui_path_against_the_dagster_floor(
+    pg_url, tmp_path
+):
+    # Two UI backfills, one round: the framework's, then the Dagster floor's, each on its
+    # own webserver and daemon (a daemon tick of up to 30 s before and after each).
+    figures = bench(
+        ["backfill", "--shape", "hourly", "--partitions", "2", "--rows-per-partition", "3",
+         "--via", "daemon", "--policy", "multi_run:24", "--repeats", "1", "--warmup", "0",
+         "--no-rerun", "--database-url", pg_url],
+        {},
+        tmp_path,
+        timeout=1200,
+    )  # fmt: skip
+
+    ui = figures["ui"]["multi_run:24"]
+    floor = ui["dagster_floor"]
+    windows = []
+    for side in (ui, floor):
+        # Every row landed (counted in the warehouse) and every partition materialized
+        # once, in one run (the policy's 24 hours hold both).
+        assert side["rows_stored"] == 6
+        assert side["breakdown"]["partitions_materialized"] == 2
+        assert side["runs_created"] == side["breakdown"]["runs"] == 1
+        windows.append(side["first_run_created_to_last_run_ended_seconds"])
+        assert side["run_window"]["runs_seconds"] == [windows[-1]] and windows[-1] > 0
+    # The floor is plain Dagster: no lifecycle lines and no asset check, two log lines a run.
+    floor_events = floor["breakdown"]["dagster_events_per_partition"]
+    assert floor_events["LOG"] == 1 and "ASSET_CHECK_EVALUATION" not in floor_events
+    assert ui["breakdown"]["dagster_events_per_partition"]["ASSET_CHECK_EVALUATION"] == 0.5
+    assert ui["framework_to_floor_ratio"] == round(windows[0] / windows[1], 3)
+    assert floor["ratio_to_best_plain_script"] > 0
+    # The framework's window a partition = the floor's (Dagster's own) + the framework's.
+    split = ui["per_partition_split"]
+    assert abs(split["window_ms"] - split["dagster_floor_ms"] - split["framework_own_ms"]) < 0.05
+    assert set(split["phases_ms_summed_over_runs"]) == set(
+        ui["breakdown"]["seconds_summed_over_runs"]
+    )
+    assert bench_schemas(pg_url) == []
+
+
 def test_bench_status_times_status_dead_letter_list_and_platform_health(pg_url, tmp_path):
     figures = bench(
         ["status", "--partitions", "200", "--quarantined", "20", "--repeats", "1",

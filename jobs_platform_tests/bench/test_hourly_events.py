@@ -16,7 +16,7 @@ from jobs_platform.bench.hourly_events import (
     read_hour_rows,
     seed_events,
 )
-from jobs_platform.bench.hourly_location import backfill_policy
+from jobs_platform.bench.hourly_partitions import backfill_policy
 
 
 def test_the_seed_writes_one_file_per_hour_that_reads_back_in_its_hour(tmp_path):
