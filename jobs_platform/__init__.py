@@ -18,6 +18,7 @@ __all__ = [
     "TerminalError",
     "UtcDateTime",
     "backfill_asset",
+    "backfill_chains",
     "create_user_tables",
     "platform_definitions",
     "request_backfill",
@@ -39,6 +40,7 @@ _HOMES = {
     "AlertsResource": "jobs_platform.orchestration.alerting",
     "DEFAULT_BACKFILL_POLICY": "jobs_platform.orchestration.backfill_asset",
     "backfill_asset": "jobs_platform.orchestration.backfill_asset",
+    "backfill_chains": "jobs_platform.orchestration.chains",
     "JobsPlatformResource": "jobs_platform.orchestration.resources",
     "platform_definitions": "jobs_platform.orchestration.platform",
 }
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from jobs_platform.errors import InputValidationError, RetryableError, TerminalError
     from jobs_platform.orchestration.alerting import AlertsResource
     from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY, backfill_asset
+    from jobs_platform.orchestration.chains import backfill_chains
     from jobs_platform.orchestration.platform import platform_definitions
     from jobs_platform.orchestration.resources import JobsPlatformResource
     from jobs_platform.outbox import request_backfill

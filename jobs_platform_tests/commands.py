@@ -15,7 +15,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from jobs_platform.orchestration.tags import PARTITION_TAG
-from jobs_platform_tests.runs import chunk_rows_config, ops_of
+from jobs_platform_tests.runs import chunk_rows_config
 from jobs_platform_tests.waiting import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +23,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The `jobs-platform` command of the environment the tests run in.
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
+
+# The backfills of the bundled `orders_backfill` job: one chain, so one step (one op).
+ORDERS_BACKFILL_ASSETS = ["orders", "daily_revenue"]
+ORDERS_BACKFILL_STEP = "chain__orders__daily_revenue"
 
 # A user's code location with one backfill, `acme_events`; loaded by the CLI only.
 ACME = "jobs_platform_tests.locations.acme"
@@ -98,7 +102,7 @@ def dagster_asset_materialize(
         partition,
     ]
     if chunk_rows is not None:
-        args += ["--config-json", json.dumps(chunk_rows_config(ops_of(assets), chunk_rows))]
+        args += ["--config-json", json.dumps(chunk_rows_config(assets, chunk_rows))]
     return run_cli(args, env)
 
 
@@ -108,7 +112,7 @@ def dagster_job_command(
     """The command line of a run; `in_process` runs steps in the run process (faster)."""
     config: dict = {}
     if chunk_rows:
-        config["ops"] = {"orders": {"config": {"chunk_rows": chunk_rows}}}
+        config.update(chunk_rows_config(ORDERS_BACKFILL_ASSETS, chunk_rows))
     if in_process:
         config["execution"] = {"config": {"in_process": {}}}
     return _job_execute_args(partition, job, config)
@@ -125,7 +129,7 @@ def ranged_job_command(
     args = [DAGSTER, "job", "execute", "-m", "jobs_platform.definitions", "-j", job]
     args += ["--tags", json.dumps(tags)]
     if chunk_rows:
-        args += ["--config", _config_file(chunk_rows_config(["orders"], chunk_rows))]
+        args += ["--config", _config_file(chunk_rows_config(ORDERS_BACKFILL_ASSETS, chunk_rows))]
     return args
 
 

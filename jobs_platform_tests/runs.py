@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dagster as dg
 
+from jobs_platform.orchestration.chains import backfill_run_config
 from jobs_platform.orchestration.tags import PARTITION_TAG, RUN_KEY_TAG
 
 
@@ -21,7 +24,7 @@ def materialize(
 
     run_config = {}
     if chunk_rows is not None:
-        run_config = chunk_rows_config([asset.op.name for asset in assets], chunk_rows)
+        run_config = chunk_rows_config(assets, chunk_rows)
     return dg.materialize(
         assets,
         partition_key=partition,
@@ -40,16 +43,19 @@ def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict:
     raise AssertionError(f"no materialization of {asset}")
 
 
-def chunk_rows_config(ops: list[str], chunk_rows: int) -> dict:
-    """Run config giving each op (a backfill, or a chain of them) `chunk_rows`."""
-    return {"ops": {name: {"config": {"chunk_rows": chunk_rows}} for name in ops}}
-
-
-def ops_of(assets: list[str]) -> list[str]:
-    """The ops of the bundled code location that compute `assets` (a chain is one op)."""
+def chunk_rows_config(assets: Sequence[str | dg.AssetsDefinition], chunk_rows: int) -> dict:
+    """Run config giving each backfill computed by `assets` (definitions, or names of the
+    bundled code location's backfills) `chunk_rows`, where its run config goes: under its
+    own op, or, in a chain, under its own name in the chain op's config."""
     from jobs_platform.definitions import defs
 
-    return sorted({defs.get_assets_def(dg.AssetKey(name)).op.name for name in assets})
+    definitions = [defs.get_assets_def(a) if isinstance(a, str) else a for a in assets]
+    every_backfill = {
+        spec.key.to_user_string(): {"chunk_rows": chunk_rows}
+        for assets_def in definitions
+        for spec in assets_def.specs
+    }
+    return backfill_run_config(definitions, every_backfill)
 
 
 def stored_materialization_metadata(env: dict[str, str], asset: str, partition: str) -> dict:
@@ -74,7 +80,7 @@ def materialize_into(
 
     run_config = {}
     if chunk_rows is not None:
-        run_config = chunk_rows_config([asset.op.name for asset in assets], chunk_rows)
+        run_config = chunk_rows_config(assets, chunk_rows)
     with dg.DagsterInstance.ephemeral() as instance:
         return dg.materialize(
             assets,

@@ -36,6 +36,7 @@ from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.store.schema import attempts, checkpoints, leases, quarantine
 from jobs_platform_tests.commands import (
+    ORDERS_BACKFILL_ASSETS,
     _job_execute_args,
     default_signal_handlers,
     ranged_job_command,
@@ -44,7 +45,7 @@ from jobs_platform_tests.commands import (
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import expected_tables_from_landing
 from jobs_platform_tests.rows import declared_rows
-from jobs_platform_tests.runs import materialize
+from jobs_platform_tests.runs import chunk_rows_config, materialize
 from jobs_platform_tests.waiting import wait_for
 
 FIRST = dt.date(2024, 6, 1)
@@ -120,7 +121,7 @@ def start_run(
     env: dict[str, str], partition: str, log_path, start_method: str | None
 ) -> subprocess.Popen:
     """`dagster job execute` in its own process group, with default signal handlers."""
-    config: dict = {"ops": {"orders": {"config": {"chunk_rows": CHUNK_ROWS}}}}
+    config: dict = chunk_rows_config(ORDERS_BACKFILL_ASSETS, CHUNK_ROWS)
     if start_method:
         config["execution"] = {"config": {"multiprocess": {"start_method": {start_method: {}}}}}
     with open(log_path, "w") as output:

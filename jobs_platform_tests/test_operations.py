@@ -14,10 +14,10 @@ from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.tags import CORRELATION_TAG
 from jobs_platform.store.schema import attempts, leases, quarantine
-from jobs_platform_tests.commands import dagster_job_execute, start_run
+from jobs_platform_tests.commands import ORDERS_BACKFILL_ASSETS, dagster_job_execute, start_run
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import table_snapshot
-from jobs_platform_tests.runs import materialize
+from jobs_platform_tests.runs import chunk_rows_config, materialize
 from jobs_platform_tests.waiting import wait_for
 
 DAY = dt.date(2024, 5, 9)
@@ -52,7 +52,7 @@ def test_sigterm_mid_partition_releases_the_lease_and_a_rerun_finishes_once(
     assert len(table_snapshot(engine, "orders")) == 100  # chunks 0 and 1, nothing half-applied
 
     rerun = dagster_job_execute(
-        pg_platform_env, PARTITION, config={"ops": {"orders": {"config": {"chunk_rows": 50}}}}
+        pg_platform_env, PARTITION, config=chunk_rows_config(ORDERS_BACKFILL_ASSETS, 50)
     )
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert len(table_snapshot(engine, "orders")) == 200

@@ -16,7 +16,7 @@ import pytest
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform_tests.commands import dagster_job_execute
+from jobs_platform_tests.commands import ORDERS_BACKFILL_ASSETS, dagster_job_execute
 from jobs_platform_tests.databases import sibling_database
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import attempts_of, table_snapshot
@@ -68,7 +68,9 @@ def test_killed_worker_is_retried_and_partition_converges_to_a_clean_run(
     clean = _clean_run(platform_env, tmp_path)
     env = {**platform_env, "JOBS_PLATFORM_FAILPOINTS": rule}
 
-    completed = dagster_job_execute(env, DAY, config=chunk_rows_config(["orders"], CHUNK_ROWS))
+    completed = dagster_job_execute(
+        env, DAY, config=chunk_rows_config(ORDERS_BACKFILL_ASSETS, CHUNK_ROWS)
+    )
 
     assert completed.returncode == 0, _output(completed)
     engine = engine_from(env)

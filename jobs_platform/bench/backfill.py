@@ -42,6 +42,7 @@ import psycopg
 import sqlalchemy as sa
 
 from jobs_platform.bench import baselines
+from jobs_platform.bench.daemon import ASSETS as DAEMON_ASSETS
 from jobs_platform.bench.daemon import run_daemon_bench
 from jobs_platform.bench.database import (
     fresh_schema,
@@ -49,6 +50,7 @@ from jobs_platform.bench.database import (
     server_facts,
     snapshot_row_versions,
 )
+from jobs_platform.bench.run_config import chunk_rows_config
 from jobs_platform.bench.timing import alternated, median_ratio
 from jobs_platform.bench.upsert import DEFAULT_REPEATS, libpq_dsn
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS
@@ -129,7 +131,7 @@ def run_backfill_bench(
                 warehouse = warehouse_engine(url)
                 upgrade_warehouse(warehouse)
                 create_user_tables(warehouse, orders_table, daily_revenue_table)
-                run_config = _ui_run_config(chunk_rows, execution)
+                run_config = _ui_run_config(module, chunk_rows, execution)
                 ui = run_daemon_bench(
                     url, landing, Path(folder) / "daemon", days, run_config, rerun=rerun,
                     module=code_location_module(module),
@@ -234,11 +236,11 @@ class _ProcessPathRounds:
         return seconds
 
 
-def _ui_run_config(chunk_rows: int, execution: str) -> dict | None:
+def _ui_run_config(module: str | None, chunk_rows: int, execution: str) -> dict | None:
     """The launchpad config a user would set; none when every default applies."""
     config: dict = {}
     if chunk_rows != DEFAULT_CHUNK_ROWS:
-        config["ops"] = {"orders": {"config": {"chunk_rows": chunk_rows}}}
+        config.update(chunk_rows_config(module, DAEMON_ASSETS, chunk_rows))
     if UI_EXECUTION[execution] is not None:
         config["execution"] = {"config": UI_EXECUTION[execution]}
     return config or None

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 
 from jobs_platform.bench.daemon import RssSampler
 from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.bench.run_config import chunk_rows_config
 from jobs_platform.examples.orders.tables import orders_table
 from jobs_platform.store.db import normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
@@ -69,7 +70,7 @@ def run_memory_bench(
                 "DAGSTER_HOME": str(home),
             }
             env.pop("JOBS_PLATFORM_FAILPOINTS", None)
-            config = {"ops": {"orders": {"config": {"chunk_rows": chunk_rows}}}}
+            config = chunk_rows_config(module, ["orders"], chunk_rows)
             peak_file = Path(folder) / "peak_rss_kb"
             command = [
                 TIME, "-f", "%M", "-o", str(peak_file),

@@ -41,12 +41,14 @@ import sqlalchemy as sa
 
 from jobs_platform.bench import baselines
 from jobs_platform.bench.database import fresh_schema, server_facts
+from jobs_platform.bench.run_config import chunk_rows_config
 from jobs_platform.bench.stacks import attempt_phases
 from jobs_platform.bench.timing import alternated, median_ratio
 from jobs_platform.bench.upsert import DEFAULT_REPEATS, libpq_dsn
 from jobs_platform.examples.orders.landing import landing_file
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import orders_table
+from jobs_platform.location import load_definitions
 from jobs_platform.store.db import normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
 from jobs_platform.store.schema import create_user_tables
@@ -183,7 +185,9 @@ class Materialize:
             "JOBS_PLATFORM_LANDING": landing,
             "DAGSTER_HOME": str(self.home),
         }
-        config = {"ops": {"orders": {"config": {"chunk_rows": chunk_rows}}}}
+        config = chunk_rows_config(module, ["orders"], chunk_rows)
+        # The step computing `orders` (in the bundled location, its chain's op).
+        self.step = load_definitions(module).get_assets_def("orders").op.name
         self.command = [
             str(Path(sys.executable).with_name("dagster")), "asset", "materialize",
             "-m", module, "--select", "orders", "--partition", DAY.isoformat(),
@@ -242,7 +246,7 @@ class Materialize:
                 dg.AssetKey("orders"), limit=1
             ).records
         run_start, run_end = record.start_time or began, record.end_time or ended
-        (step,) = [stats for stats in steps if stats.step_key == "orders"]
+        (step,) = [stats for stats in steps if stats.step_key == self.step]
         step_start, step_end = step.start_time or run_start, step.end_time or run_end
         # Its asset check (`orders_no_quarantined_partitions`) runs as a step of its own.
         last_end = max((stats.end_time or step_end) for stats in steps)

@@ -25,6 +25,7 @@ DEMO_POISON = dt.date(2024, 1, 4)
 DEMO_FLAKY = dt.date(2024, 1, 2)
 DEMO_CHUNK_ROWS = 100
 DEMO_JOB = "orders_backfill"
+DEMO_BACKFILLS = ("orders", "daily_revenue")
 
 
 def register(commands) -> None:
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     from jobs_platform.examples.orders.seed import iter_days, seed_orders
     from jobs_platform.location import code_location_module, load_definitions
+    from jobs_platform.orchestration.chains import backfill_run_config
     from jobs_platform.store.db import redact_url
     from jobs_platform.store.migrate import ready_warehouse
 
@@ -68,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
     )
     job = definitions.resolve_job_def(DEMO_JOB)
     run_config = {
-        "ops": {"orders": {"config": {"chunk_rows": DEMO_CHUNK_ROWS}}},
+        # Where each backfill's run config goes (in the bundled location, a chain's op).
+        **backfill_run_config(
+            [definitions.get_assets_def(asset) for asset in DEMO_BACKFILLS],
+            {asset: {"chunk_rows": DEMO_CHUNK_ROWS} for asset in DEMO_BACKFILLS},
+        ),
         # The run's full event log is in the UI; the terminal gets one line per day.
         "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
     }

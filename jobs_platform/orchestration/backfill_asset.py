@@ -184,11 +184,11 @@ def backfill_asset(
             redrive=redrive,
             bad_rows=bad_rows,
         )
-        config_class = run_config_class([spec])
+        config_class = run_config_class(spec)
 
         # Dagster reads the step's config class from this annotation (a class per reader).
         def _backfill(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
-            yield from run_backfill_step(context, [spec], config)
+            yield from run_backfill_step(context, [spec], {spec.asset: config})
 
         attach_specs(_backfill, [spec])
 
@@ -259,19 +259,19 @@ def declared_config(function: Callable[..., Any]) -> type[dg.Config] | None:
     return annotation
 
 
-def run_config_class(specs: Sequence[BackfillSpec]) -> type[BackfillConfig]:
-    """The run config of a step computing `specs`: `chunk_rows` (`BackfillConfig`) plus
-    the fields of each `dg.Config` their readers and fingerprints declare as `config`.
+def run_config_class(spec: BackfillSpec) -> type[BackfillConfig]:
+    """The run config of a backfill: `chunk_rows` (`BackfillConfig`) plus the fields of
+    each `dg.Config` its reader and fingerprint declare as `config`. In a chain each
+    backfill keeps its own, under its own name (`chains.chain_backfills`).
 
     One class extending them all, so the object Dagster builds from the run config is an
     instance of each user class (and of `BackfillConfig`: `chunk_rows` always works).
     """
     declared: list[type[dg.Config]] = []
-    for spec in specs:
-        for function in (spec.read_chunks, spec.fingerprint):
-            found = declared_config(function) if function is not None else None
-            if found is not None and found not in declared:
-                declared.append(found)
+    for function in (spec.read_chunks, spec.fingerprint):
+        found = declared_config(function) if function is not None else None
+        if found is not None and found not in declared:
+            declared.append(found)
     # A class already extended by another declared one is in the other's bases.
     bases = [c for c in declared if not any(o is not c and issubclass(o, c) for o in declared)]
     if not bases:
@@ -384,12 +384,15 @@ def _why_unfinished(outcome: Unfinished) -> str:
 
 
 def run_backfill_step(
-    context: dg.AssetExecutionContext, specs: Sequence[BackfillSpec], config: BackfillConfig
+    context: dg.AssetExecutionContext,
+    specs: Sequence[BackfillSpec],
+    configs: Mapping[str, BackfillConfig],
 ) -> Iterator[dg.MaterializeResult]:
     """One step = one attempt at each partition of each selected asset, upstream first.
 
     `specs` are the step's backfills in dependency order (one, or a chain of backfills
-    partitioned alike: `chain_backfills`). Each partition is its own unit: a downstream
+    partitioned alike: `chain_backfills`), `configs` each one's run config by its asset
+    key. Each partition is its own unit: a downstream
     partition is attempted only once the partitions it reads are done, so a poison
     partition withholds its own downstream and nothing else. When the step retries, each
     partition is attempted again only once its own delay is due, and one an earlier try
@@ -424,6 +427,7 @@ def run_backfill_step(
     unfinished: dict[tuple[str, str], str] = {}
     for spec in chosen:
         reads = upstream_reads(graph, dg.AssetKey.from_user_string(spec.asset), context.instance)
+        config = configs[spec.asset]
         spec = with_resources(spec, context, config)
         # A warehouse behind on its schema fails each attempt before it exists (terminal:
         # nothing counted, nothing quarantined, not retried; only a deploy step fixes it).

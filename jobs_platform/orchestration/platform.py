@@ -35,12 +35,15 @@ def platform_definitions(
 ) -> dg.Definitions:
     """The framework around `backfills`, to merge with the code location's own definitions.
 
-    The backfills themselves (those that read one another partition for partition run as
-    one step: `chain_backfills`); the dead-letter asset and its sensor (alerts); the
-    requeue job and sensor; the outbox sensor and its health asset; the abandoned-run
-    sensor; the redrive sensor (the dead letter heals itself); `platform_health`, its
-    schedule and a no-quarantined-partitions check per backfill; the framework's resources
-    and the executor.
+    The backfills themselves. Those that read one another partition for partition run as
+    one step, a chain (`chain_backfills`): its op is named for them
+    (`chain__orders__daily_revenue`), each one's run config goes under its own name in that
+    op's (`ops: {chain__orders__daily_revenue: {config: {daily_revenue: {...}}}}`), and
+    `backfill_chains(backfills)` says which they are. Then the dead-letter asset and its
+    sensor (alerts); the requeue job and sensor; the outbox sensor and its health asset;
+    the abandoned-run sensor; the redrive sensor (the dead letter heals itself);
+    `platform_health`, its schedule and a no-quarantined-partitions check per backfill;
+    the framework's resources and the executor.
 
     The resources and the executor are yours to configure: `jobs_platform` (a
     `JobsPlatformResource`), `alerts` (an `AlertsResource`) and `executor` are what every

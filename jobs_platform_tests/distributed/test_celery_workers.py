@@ -13,7 +13,7 @@ import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform.orchestration.step_bounds import STOP_GRACE_SECONDS
-from jobs_platform_tests.commands import start_run
+from jobs_platform_tests.commands import ORDERS_BACKFILL_STEP, start_run
 from jobs_platform_tests.distributed.cluster import (
     celery_step_hosts,
     distributed_environment,
@@ -125,7 +125,7 @@ def test_sigkill_of_the_pool_process_mid_chunk_finishes_the_partition_once_in_th
     )
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         run = only_run_for(instance, day)
-        (pool_pid,) = step_start_pids(instance, run.run_id, "orders")
+        (pool_pid,) = step_start_pids(instance, run.run_id, ORDERS_BACKFILL_STEP)
     assert process_group_of(pool_pid) in workers.process_groups(), "not one of our workers"
     os.kill(pool_pid, signal.SIGKILL)
 
@@ -135,7 +135,7 @@ def test_sigkill_of_the_pool_process_mid_chunk_finishes_the_partition_once_in_th
     assert code == 0, (tmp_path / "run.log").read_text()[-3000:]
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.SUCCESS
-        pids = step_start_pids(instance, run.run_id, "orders")
+        pids = step_start_pids(instance, run.run_id, ORDERS_BACKFILL_STEP)
         assert len(pids) == 2 and pids[0] == pool_pid and pids[1] != pool_pid
         (materialized,) = materializations_metadata(instance, "orders", day)
         assert runs_in_status(instance, dg.DagsterRunStatus.STARTED) == []
@@ -174,7 +174,7 @@ def test_worker_without_a_warehouse_url_fails_the_step_naming_the_variable_and_w
         assert "JOBS_PLATFORM_DATABASE_URL" in message
         assert "WarehouseNotShared" in message
         # Terminal: failed once, no step retry.
-        assert len(step_start_pids(instance, run.run_id, "orders")) == 1
+        assert len(step_start_pids(instance, run.run_id, ORDERS_BACKFILL_STEP)) == 1
     with engine_from(env).connect() as connection:
         for table in ("orders", "daily_revenue", "jp_checkpoints", "jp_attempts", "jp_quarantine"):
             rows = sa.select(sa.func.count()).select_from(sa.table(table))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dagster as dg
 
 from jobs_platform.deploy import stack
-from jobs_platform_tests.commands import REPO_ROOT, run_cli, start_run
+from jobs_platform_tests.commands import ORDERS_BACKFILL_STEP, REPO_ROOT, run_cli, start_run
 from jobs_platform_tests.distributed.cluster import (
     celery_step_hosts,
     distributed_environment,
@@ -62,7 +62,7 @@ def test_a_requeue_from_the_cli_runs_on_the_celery_workers(
             hosts = celery_step_hosts(instance, run.run_id)
     finally:
         stack.stop_process(layout, "daemon", timeout=30)
-    assert [host.split("@")[0] for host in hosts["orders"]] == ["w1"]
+    assert [host.split("@")[0] for host in hosts[ORDERS_BACKFILL_STEP]] == ["w1"]
     orders_rows, revenue_rows = expected_tables_from_landing(env["JOBS_PLATFORM_LANDING"], DAY)
     assert table_snapshot(engine_from(env), "orders") == orders_rows
     assert table_snapshot(engine_from(env), "daily_revenue") == revenue_rows

@@ -18,9 +18,10 @@ import sqlalchemy as sa
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
 from jobs_platform.store.schema import attempts, checkpoints
-from jobs_platform_tests.commands import DAGSTER, _config_file
+from jobs_platform_tests.commands import DAGSTER, ORDERS_BACKFILL_ASSETS, _config_file
 from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.runs import chunk_rows_config
 from jobs_platform_tests.waiting import wait_for
 
 FIRST, LAST = dt.date(2024, 9, 1), dt.date(2024, 9, 2)
@@ -29,7 +30,7 @@ CHUNK_ROWS = 50
 
 def start_ranged_run(env: dict[str, str]) -> subprocess.Popen:
     config = {
-        "ops": {"orders": {"config": {"chunk_rows": CHUNK_ROWS}}},
+        **chunk_rows_config(ORDERS_BACKFILL_ASSETS, CHUNK_ROWS),
         "execution": {"config": {"in_process": {}}},
     }
     tags = {
