@@ -69,6 +69,11 @@ query ($id: String!) { partitionBackfillOrError(backfillId: $id) {
   __typename ... on PartitionBackfill { id status
     runs(limit: 20) { runId status tags { key value } } } } }
 """
+CHAIN_QUERY = """
+{ assetNodeOrError(assetKey: {path: ["daily_revenue"]}) { __typename ... on AssetNode {
+    opNames op { description } metadataEntries { label ... on TextMetadataEntry { text } } } } }
+"""
+CHAIN_STEP = "chain__orders__daily_revenue"
 DEAD_LETTER_QUERY = """
 { assetOrError(assetKey: {path: ["dead_letter"]}) { __typename ... on Asset {
     assetMaterializations(limit: 20) { partition runId
@@ -121,6 +126,21 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
             page.goto(f"{server.url}/assets/orders?view=partitions")
             expect(body).to_contain_text("Missing", timeout=UI_TIMEOUT_MS)
             expect(body).to_contain_text("Materialized (0)", timeout=UI_TIMEOUT_MS)
+
+            # The chain shows itself: the asset names its step (one op for orders and
+            # daily_revenue, named for both) and where its run config goes.
+            chained = server.graphql(CHAIN_QUERY)["assetNodeOrError"]
+            assert chained["opNames"] == [CHAIN_STEP]
+            assert chained["op"]["description"].startswith("A chain: the backfills orders")
+            texts = {e["label"]: e.get("text") for e in chained["metadataEntries"]}
+            assert texts["jobs_platform/step"] == CHAIN_STEP
+            assert texts["jobs_platform/chain"] == "orders, daily_revenue"
+            page.goto(f"{server.url}/assets/daily_revenue")
+            expect(body).to_contain_text("jobs_platform/run_config", timeout=UI_TIMEOUT_MS)
+            expect(body).to_contain_text(
+                f"ops.{CHAIN_STEP}.config.daily_revenue", timeout=UI_TIMEOUT_MS
+            )
+            page.screenshot(path=ARTIFACTS / "chain.png")
 
             launch_backfill_from_the_job_page(page, expect, server.url)
             backfill = wait_for(
