@@ -276,15 +276,13 @@ def _refuse_config_under_member_names(context: dg.AssetExecutionContext, chain: 
     if not misplaced:
         return
     raise dg.Failure(
-        description=(
-            f"run config under {', '.join(f'ops.{op}' for _, op in misplaced)} configures "
-            f"nothing: {', '.join(asset for asset, _ in misplaced)} run(s) in the step "
-            f"{chain.op} with the other backfills of their chain ({', '.join(chain.assets)}), "
-            "and each one's run config goes under its own name in that step's: "
-            + "; ".join(
-                f"{chain.config_path(asset)} (ops: {{{chain.op}: {{config: {{{op}: {{...}}}}}}}})"
-                for asset, op in misplaced
-            )
+        description="; ".join(
+            f"run config under ops.{op} configures nothing: {asset} runs in one step with "
+            f"{', '.join(a for a in chain.assets if a != asset)} (a chain, the op {chain.op}), "
+            "and its run config goes under its own name in that op's: "
+            f"{chain.config_path(asset)}, "
+            f"i.e. ops: {{{chain.op}: {{config: {{{op}: {{...}}}}}}}}"
+            for asset, op in misplaced
         ),
         metadata={"error_class": "terminal", "error_type": "MisplacedRunConfig"},
         allow_retries=False,
