@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 
 from jobs_platform.deploy import stack
+from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.waiting import wait_for
 
 LAUNCH_AT_ONCE = """
@@ -66,9 +67,18 @@ def finished_runs(
 
 
 @contextlib.contextmanager
-def daemon_running(env: dict[str, str], folder: Path, module: str) -> Iterator[None]:
+def daemon_running(
+    env: dict[str, str],
+    folder: Path,
+    module: str,
+    *,
+    sensor_seconds: dict[str, int] | None = None,
+) -> Iterator[None]:
     """`dagster-daemon run` over a workspace of `module`, as a deployment runs it: its
-    sensors (the requeue sensor among them, running by default) tick while inside."""
+    sensors (the requeue sensor among them, running by default) tick while inside.
+
+    Its loops run every second (`daemon_loops`), and the sensors named in `sensor_seconds`
+    tick at most that many seconds apart."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "workspace.yaml").write_text(f"load_from:\n  - python_module: {module}\n")
     layout = stack.StackLayout(folder / "stack")
@@ -76,7 +86,7 @@ def daemon_running(env: dict[str, str], folder: Path, module: str) -> Iterator[N
         layout,
         "daemon",
         [str(stack.BIN / "dagster-daemon"), "run", "-w", str(folder / "workspace.yaml")],
-        stack.process_environment(env),
+        stack.process_environment(fast_daemon_loops(env, sensor_seconds=sensor_seconds)),
         cwd=folder,
     )
     try:

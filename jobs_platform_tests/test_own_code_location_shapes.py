@@ -252,7 +252,8 @@ def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updat
         jobs_platform(env, "dead-letter", "requeue", "-m", MODULE, "acme/events", POISON_HOUR)
     )
     # The daemon runs the queued hour; once it succeeded, the requeue sensor launches its day.
-    with daemon_running(env, tmp_path / "daemon", MODULE):
+    # The requeue sensor ticks every 2 s here, not 15 s: the day's run follows its hour's.
+    with daemon_running(env, tmp_path / "daemon", MODULE, sensor_seconds={"requeue_sensor": 2}):
         [hour_run] = finished_runs(env["DAGSTER_HOME"], requeued).values()
         assert hour_run.status == dg.DagsterRunStatus.SUCCESS
         wait_for(

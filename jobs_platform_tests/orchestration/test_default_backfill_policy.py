@@ -3,9 +3,9 @@
 The default policy groups up to 30 partitions in a run; a poison day among them is
 quarantined alone, and Dagster's partition view shows it failed and the others
 materialized. The last two tests launch the backfill as the UI does (GraphQL
-`launchPartitionBackfill` on a webserver, runs created by a daemon): each takes a minute
-or two, most of it the daemon's 30 s tick. A month and a day from the asset graph is split
-into runs of 30 and 1 though the same policy lets `dagster asset materialize
+`launchPartitionBackfill` on a webserver, runs created by a daemon looping every second
+(`daemon_loops`) rather than Dagster's fixed 30 s). A month and a day from the asset graph
+is split into runs of 30 and 1 though the same policy lets `dagster asset materialize
 --partition-range` run a range in one run (`_compat.admitting_cli_ranges`).
 """
 
@@ -28,6 +28,7 @@ from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY
 from jobs_platform.store.schema import quarantine
+from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import expected_tables_from_landing
 from jobs_platform_tests.rows import declared_rows
@@ -113,7 +114,7 @@ def ui_backfill(env, tmp_path, params: dict):
     """Launch a backfill through the webserver's GraphQL as the UI does; wait for the end."""
     from jobs_platform.bench.daemon import DagsterStack, wait_for_backfill
 
-    stack_env = {name: env[name] for name in env if name != "DAGSTER_HOME"}
+    stack_env = fast_daemon_loops({name: env[name] for name in env if name != "DAGSTER_HOME"})
     with DagsterStack(tmp_path / "stack", stack_env) as stack:
         backfill_id = stack.launch_backfill(params)
         backfill, records, _ = wait_for_backfill(stack, backfill_id, timeout=600)

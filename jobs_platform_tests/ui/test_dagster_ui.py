@@ -25,6 +25,7 @@ import pytest
 
 from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform_tests.commands import DAGSTER, REPO_ROOT
+from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.databases import prepare_warehouse
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.waiting import wait_for
@@ -52,7 +53,7 @@ POISON_DAY = "2024-01-02"
 SERVER_START_TIMEOUT = 180  # the webserver answers, then the code location loads (30+ s)
 # One run for the three days: a process start and imports per step.
 BACKFILL_TIMEOUT = 600
-DEAD_LETTER_TIMEOUT = 300  # the sensor ticks every 30 s, then its run has to start
+DEAD_LETTER_TIMEOUT = 300  # the sensor ticks, then its run has to start
 UI_TIMEOUT_MS = 60_000  # one page or element on a loaded 2-core box
 FINISHED_BACKFILL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
 
@@ -99,7 +100,12 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     with (
-        dagster_dev(env, tmp_path / "dagster_dev.log") as server,
+        # The daemon loops every second and the dead-letter sensor ticks every 2 s, not
+        # 30 s: the backfill's runs and the sensor's run start within seconds.
+        dagster_dev(
+            fast_daemon_loops(env, sensor_seconds={"dead_letter_sensor": 2}),
+            tmp_path / "dagster_dev.log",
+        ) as server,
         sync_playwright() as playwright,
     ):
         browser = playwright.chromium.launch(
@@ -146,7 +152,7 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
             backfill = wait_for(
                 lambda: only_backfill(server),
                 timeout=UI_TIMEOUT_MS / 1000,
-                interval=1,
+                interval=0.5,
                 what="the backfill launched from the UI",
             )
             assert sorted(backfill["partitionNames"]) == DAYS
@@ -157,7 +163,7 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
             finished = wait_for(
                 lambda: finished_backfill(server, backfill["id"]),
                 timeout=BACKFILL_TIMEOUT,
-                interval=3,
+                interval=0.5,
                 what=f"backfill {backfill['id']} to finish",
             )
             # Launched from the job page, the job's runs hold both assets and take the
@@ -189,7 +195,7 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
             dead_letter_partition = wait_for(
                 lambda: dead_letter_partition_of(server, "orders", POISON_DAY),
                 timeout=DEAD_LETTER_TIMEOUT,
-                interval=3,
+                interval=0.5,
                 what=f"dead_letter_sensor to materialize orders/{POISON_DAY}",
             )
             page.goto(
@@ -336,7 +342,7 @@ def dagster_dev(env: dict[str, str], log_path: Path) -> Iterator[DagsterDev]:
         wait_for(
             lambda: _location_loaded(server, process),
             timeout=SERVER_START_TIMEOUT,
-            interval=1,
+            interval=0.5,
             what=f"`dagster dev` to serve {LOCATION}",
         )
         yield server
