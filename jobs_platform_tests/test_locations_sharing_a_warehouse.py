@@ -29,6 +29,7 @@ from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import latest_entry, requeue_partition
 from jobs_platform.store.schema import attempts, create_user_tables, outbox
 from jobs_platform_tests.alert_fixtures import HttpReceiver, http_receiver, quarantine_entry
+from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.runs import record_requested_run
 from jobs_platform_tests.store.factories import a_lease, an_attempt
@@ -347,7 +348,8 @@ def test_under_one_daemon_each_location_launches_its_own_request(workspace, engi
             "-w",
             str(tmp_path / "project" / "workspace.yaml"),
         ],
-        stack.process_environment(workspace),
+        # The sensor daemon looks for due sensors every second, not every 5 s.
+        stack.process_environment(fast_daemon_loops(workspace)),
         cwd=tmp_path,
     )
     try:

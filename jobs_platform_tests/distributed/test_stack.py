@@ -1,5 +1,10 @@
-"""`bin/stack up` starts the PostgreSQL-backed instance's daemon, webserver and Celery
-workers, each with a pid and a log; `bin/stack down` stops exactly those processes."""
+"""`bin/stack up` creates the PostgreSQL-backed instance's storage before it starts the
+daemon, webserver and Celery workers, and fails in one line when it cannot.
+
+That `up` starts every process, each with a pid, a process group and a log, and that
+`down` stops exactly those processes, is checked on the fresh stacks of
+`test_stack_fresh_instances.py` (and `test_stack_module.py`): one place, not a third
+fresh stack for the same proof."""
 
 from __future__ import annotations
 
@@ -7,15 +12,13 @@ import os
 import socket
 import subprocess
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
 from jobs_platform.deploy import stack
-from jobs_platform.deploy.stack import StackLayout, group_has_live_member
+from jobs_platform.deploy.stack import StackLayout
 from jobs_platform_tests.commands import REPO_ROOT
 from jobs_platform_tests.databases import pg_database
-from jobs_platform_tests.distributed.cluster import process_group_of
 
 STACK_SECONDS = 300
 # A few of the tables every process of the stack opens: runs, events, the instance's id, the
@@ -38,43 +41,6 @@ def bin_stack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
         timeout=STACK_SECONDS,
         check=False,
     )
-
-
-def test_stack_up_starts_daemon_webserver_and_two_workers_and_down_stops_them(
-    pg_url, rabbitmq_url, tmp_path
-):
-    folder = tmp_path / "stack"
-    port = free_port()
-    env = {
-        "JOBS_PLATFORM_DATABASE_URL": pg_url,
-        "JOBS_PLATFORM_CELERY_BROKER": rabbitmq_url,
-        "JOBS_PLATFORM_LANDING": str(tmp_path / "landing"),
-    }
-    with pg_database("jp_stack_instance") as instance_url:
-        up = bin_stack(
-            "--folder", str(folder), "up", "--workers", "2", "--port", str(port),
-            "--instance-db", instance_url, env=env,
-        )  # fmt: skip
-        layout = StackLayout(folder)
-        try:
-            assert up.returncode == 0, up.stdout + up.stderr
-            assert layout.running() == ["daemon", "w1", "w2", "webserver"]
-            groups = {name: int(layout.pid_file(name).read_text()) for name in layout.running()}
-            assert all(process_group_of(pid) == pid for pid in groups.values())
-            assert (
-                "scheme: postgresql+psycopg2" in (layout.dagster_home / "dagster.yaml").read_text()
-            )
-            assert "task_acks_late" in layout.worker_config.read_text()
-            served = httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=10)
-            assert served.status_code == 200
-            assert " ready." in layout.log_file("w2").read_text()
-        finally:
-            down = bin_stack("--folder", str(folder), "down", env=env)
-
-    assert down.returncode == 0, down.stdout + down.stderr
-    assert layout.running() == []
-    assert all(process_group_of(pid) is None for pid in groups.values())
-    assert not any(group_has_live_member(pgid) for pgid in groups.values()), "a child outlived"
 
 
 def test_up_creates_the_instance_storage_before_it_starts_any_process(

@@ -6,9 +6,15 @@ and one of them died (`duplicate key value violates unique constraint
 "pg_type_typname_nsp_index"`, 1 start in 3). `up` now creates the storage first.
 
 Two cycles by default: the race is pinned deterministically by the storage being created
-before any process starts (`bin/stack up`), and each cycle costs 20 to 40 s of a worker. The
-ten cycles the fix was shown with are `JOBS_PLATFORM_TEST_STACK_CYCLES=10 .venv/bin/python
--m pytest -p no:xdist jobs_platform_tests/distributed/test_stack_fresh_instances.py`.
+before any process starts (`bin/stack up`, pinned in `test_stack.py`), and each cycle
+costs 20 to 40 s of a worker. The ten cycles the fix was shown with are
+`JOBS_PLATFORM_TEST_STACK_CYCLES=10 .venv/bin/python -m pytest -p no:xdist
+jobs_platform_tests/distributed/test_stack_fresh_instances.py`.
+
+The first cycle starts two workers and checks everything `up` and `down` promise (a pid
+and a process group per process, the instance on PostgreSQL through psycopg2, workers
+that acknowledge late, every process stopped with its children): the suite's only other
+fresh stack is `test_stack_module.py`'s, so no third cycle is paid for the same proof.
 """
 
 from __future__ import annotations
@@ -18,7 +24,12 @@ import time
 
 import httpx
 
-from jobs_platform.deploy.stack import DAEMON_READY, StackLayout, wait_for_log
+from jobs_platform.deploy.stack import (
+    DAEMON_READY,
+    StackLayout,
+    group_has_live_member,
+    wait_for_log,
+)
 from jobs_platform_tests.databases import pg_database
 from jobs_platform_tests.distributed.cluster import process_group_of
 from jobs_platform_tests.distributed.test_stack import bin_stack, free_port
@@ -27,7 +38,7 @@ CYCLES = int(os.environ.get("JOBS_PLATFORM_TEST_STACK_CYCLES", "2"))
 DAEMON_READY_SECONDS = 60.0
 
 
-def test_fresh_stacks_in_a_row_start_every_process(rabbitmq_url, tmp_path):
+def test_fresh_stacks_in_a_row_start_every_process_and_down_stops_them(rabbitmq_url, tmp_path):
     started = time.monotonic()
     for cycle in range(1, CYCLES + 1):
         with (
@@ -35,13 +46,18 @@ def test_fresh_stacks_in_a_row_start_every_process(rabbitmq_url, tmp_path):
             pg_database("jp_stack_instance") as instance_url,
         ):
             start_and_stop_a_fresh_stack(
-                cycle, tmp_path / f"stack{cycle}", warehouse_url, instance_url, rabbitmq_url
+                cycle,
+                tmp_path / f"stack{cycle}",
+                warehouse_url,
+                instance_url,
+                rabbitmq_url,
+                workers=2 if cycle == 1 else 1,
             )
     print(f"{CYCLES} fresh up/down cycles in {time.monotonic() - started:.0f}s")
 
 
 def start_and_stop_a_fresh_stack(
-    cycle: int, folder, warehouse_url: str, instance_url: str, broker_url: str
+    cycle: int, folder, warehouse_url: str, instance_url: str, broker_url: str, *, workers: int
 ) -> None:
     port = free_port()
     env = {
@@ -51,22 +67,32 @@ def start_and_stop_a_fresh_stack(
     }
     layout = StackLayout(folder)
     up = bin_stack(
-        "--folder", str(folder), "up", "--workers", "1", "--port", str(port),
+        "--folder", str(folder), "up", "--workers", str(workers), "--port", str(port),
         "--instance-db", instance_url, env=env,
     )  # fmt: skip
+    worker_names = [f"w{n}" for n in range(1, workers + 1)]
     try:
         assert up.returncode == 0, f"cycle {cycle}: {up.stdout}{up.stderr}{logs_of(layout)}"
-        assert layout.running() == ["daemon", "w1", "webserver"], f"cycle {cycle}"
+        assert layout.running() == ["daemon", *worker_names, "webserver"], f"cycle {cycle}"
         wait_for_log(layout, "daemon", DAEMON_READY, DAEMON_READY_SECONDS)
+        # Each process leads its own group (so `down` can stop its children) and is alive.
         leaders = {name: int(layout.pid_file(name).read_text()) for name in layout.running()}
         dead = [name for name, pid in leaders.items() if process_group_of(pid) != pid]
         assert not dead, f"cycle {cycle}: {dead} exited after up{logs_of(layout)}"
+        settings = (layout.dagster_home / "dagster.yaml").read_text()
+        assert "scheme: postgresql+psycopg2" in settings, f"cycle {cycle}"
+        assert "task_acks_late" in layout.worker_config.read_text(), f"cycle {cycle}"
         served = httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=10)
         assert served.status_code == 200, f"cycle {cycle}: {served.status_code}"
+        for worker in worker_names:
+            assert " ready." in layout.log_file(worker).read_text(), f"cycle {cycle}: {worker}"
     finally:
         down = bin_stack("--folder", str(folder), "down", env=env)
     assert down.returncode == 0, f"cycle {cycle}: {down.stdout}{down.stderr}"
     assert layout.running() == [], f"cycle {cycle}"
+    assert all(process_group_of(pid) is None for pid in leaders.values()), f"cycle {cycle}"
+    outlived = [name for name, pgid in leaders.items() if group_has_live_member(pgid)]
+    assert not outlived, f"cycle {cycle}: a child of {outlived} outlived `down`"
 
 
 def logs_of(layout: StackLayout) -> str:
