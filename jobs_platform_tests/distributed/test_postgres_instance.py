@@ -10,6 +10,7 @@ from jobs_platform.definitions import defs
 from jobs_platform.deploy import stack
 from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform_tests.commands import REPO_ROOT, run_cli
+from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.databases import prepare_warehouse
 from jobs_platform_tests.distributed.cluster import seed
 from jobs_platform_tests.environments import platform_environment
@@ -70,7 +71,7 @@ def test_the_daemon_ticks_sensors_and_a_started_schedule_on_a_postgres_instance(
         layout,
         "daemon",
         [str(stack.BIN / "dagster-daemon"), "run", "-w", workspace],
-        stack.process_environment(env),
+        stack.process_environment(fast_daemon_loops(env)),  # its loops every second
         cwd=tmp_path,
     )
     try:

@@ -7,6 +7,7 @@ import dagster as dg
 
 from jobs_platform.deploy import stack
 from jobs_platform_tests.commands import ORDERS_BACKFILL_STEP, REPO_ROOT, run_cli, start_run
+from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.distributed.cluster import (
     celery_step_hosts,
     distributed_environment,
@@ -40,7 +41,7 @@ def test_a_requeue_from_the_cli_runs_on_the_celery_workers(
         layout,
         "daemon",
         [str(stack.BIN / "dagster-daemon"), "run", "-w", str(REPO_ROOT / "workspace.yaml")],
-        stack.process_environment(env),
+        stack.process_environment(fast_daemon_loops(env)),  # its loops every second
         cwd=tmp_path,
     )
     try:
