@@ -58,6 +58,9 @@ ORDERS_PER_DAY = 20
 # A daemon, its code server, two ranged runs (a run worker and step processes each).
 DAEMON_SECONDS = 300
 
+# The daemon's dead-letter sensor launches a run per entry it has not shown yet (seven
+# here) as it starts: one at a time, so that they do not hold the CPU the requeue's runs,
+# which the tests wait for, need.
 QUEUED_INSTANCE = """
 run_coordinator:
   module: dagster.core.run_coordinator
@@ -65,6 +68,10 @@ run_coordinator:
   config:
     max_concurrent_runs: 4
     dequeue_interval_seconds: 1
+    tag_concurrency_limits:
+      - key: dagster/sensor_name
+        value: dead_letter_sensor
+        limit: 1
 telemetry:
   enabled: false
 """
