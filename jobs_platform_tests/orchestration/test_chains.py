@@ -21,24 +21,14 @@ from jobs_platform.orchestration.tags import (
 )
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import table_snapshot
+from jobs_platform_tests.tenant_tables import PARTITION, partitions, rows_of_tenant
+from jobs_platform_tests.tenant_tables import tenant_table as tenant_table_of
 
-PARTITION = "tenant-a"
-partitions = dg.StaticPartitionsDefinition([PARTITION])
 chain_metadata = sa.MetaData()
 
 
-def rows_of_tenant(table: sa.Table, partition: str) -> sa.ColumnElement[bool]:
-    return table.c.tenant == partition
-
-
 def tenant_table(name: str) -> sa.Table:
-    return sa.Table(
-        name,
-        chain_metadata,
-        sa.Column("tenant", sa.String(16), primary_key=True),
-        sa.Column("n", sa.Integer, primary_key=True, autoincrement=False),
-        sa.Column("label", sa.String(16), nullable=False),
-    )
+    return tenant_table_of(chain_metadata, name)
 
 
 class Extract(dg.Config):
