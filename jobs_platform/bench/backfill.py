@@ -125,7 +125,7 @@ def run_backfill_bench(
                 _reset_peak_rss()
                 plain_seconds = _plain_script(url, landing, days, chunk_rows)
                 rss["plain_script"] = _peak_rss_mib()
-                _expect_rows(url, expected_rows, "plain script")
+                expect_rows(url, expected_rows, "plain script")
             with fresh_schema(database_url, "daemon") as url:
                 # What a deploy does before the first run, outside the timed part.
                 warehouse = warehouse_engine(url)
@@ -136,7 +136,7 @@ def run_backfill_bench(
                     url, landing, Path(folder) / "daemon", days, run_config, rerun=rerun,
                     module=code_location_module(module),
                 )  # fmt: skip
-                _expect_rows(url, expected_rows, "UI-path backfill")
+                expect_rows(url, expected_rows, "UI-path backfill")
             figures = _daemon_figures(
                 ui, plain_seconds, partitions, rows_per_partition, chunk_rows, rss,
                 load_before, database_url,
@@ -214,7 +214,7 @@ class _ProcessPathRounds:
             _reset_peak_rss()
             seconds = _plain_script(url, self.landing, self.days, self.chunk_rows)
             self.rss["plain_script"].append(_peak_rss_mib())
-            _expect_rows(url, self.expected_rows, "plain script")
+            expect_rows(url, self.expected_rows, "plain script")
         return seconds
 
     def dagster(self) -> float:
@@ -227,7 +227,7 @@ class _ProcessPathRounds:
             _reset_peak_rss()
             seconds = dagster.run(self.days, self.runs)
             self.rss["dagster_backfill"].append(_peak_rss_mib())
-            _expect_rows(url, self.expected_rows, "Dagster backfill")
+            expect_rows(url, self.expected_rows, "Dagster backfill")
             engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
             snapshot_row_versions(engine, "orders", "order_id")
             self.rerun_seconds.append(dagster.run(self.days, self.runs))
@@ -406,14 +406,14 @@ def _failure(result) -> str:
     return "see its event log"
 
 
-def _expect_rows(url: str, expected: int, who: str) -> None:
+def expect_rows(url: str, expected: int, who: str, table: sa.Table = orders_table) -> int:
+    """`who` left exactly `expected` rows in `table` (returned), or its time means nothing."""
     engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
     try:
         with engine.connect() as connection:
-            stored = connection.execute(
-                sa.select(sa.func.count()).select_from(orders_table)
-            ).scalar_one()
+            stored = connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
     finally:
         engine.dispose()
     if stored != expected:
-        raise BenchRunFailed(f"{who} left {stored} rows in orders, expected {expected}")
+        raise BenchRunFailed(f"{who} left {stored} rows in {table.name}, expected {expected}")
+    return stored

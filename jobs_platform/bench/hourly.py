@@ -36,7 +36,7 @@ from pathlib import Path
 import psycopg
 import sqlalchemy as sa
 
-from jobs_platform.bench.backfill import BenchRunFailed, _load_average
+from jobs_platform.bench.backfill import BenchRunFailed, _load_average, expect_rows
 from jobs_platform.bench.database import fresh_schema, server_facts
 from jobs_platform.bench.hourly_events import events_table, hour_keys, seed_events
 from jobs_platform.bench.hourly_partitions import backfill_policy
@@ -45,7 +45,6 @@ from jobs_platform.bench.hourly_ui import (
     DAGSTER_STORAGES,
     UiPath,
     dagster_storage_yaml,
-    expect_rows,
     framework_against_floor,
 )
 from jobs_platform.bench.timing import alternated, median_ratio
@@ -129,7 +128,7 @@ def _measure(
         def method() -> float:
             with fresh_schema(database_url, "plain") as url:
                 seconds = plain_script(url, landing, keys, batch)
-                expect_rows(url, expected, "plain script")
+                expect_rows(url, expected, "plain script", events_table)
             return seconds
 
         return method
@@ -152,7 +151,7 @@ def _measure(
                 url, landing, keys, Path(folder) / "dagster_home", chunk_rows, profile,
                 storage_yaml,
             )  # fmt: skip
-            expect_rows(url, expected, "in-process backfill")
+            expect_rows(url, expected, "in-process backfill", events_table)
         in_process["ratio"] = round(in_process["seconds"] / best_seconds, 3)
         in_process["ratio_to_per_hour_plain_script"] = round(
             in_process["seconds"] / plain_figures["per_hour"]["seconds"], 3

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from jobs_platform.bench.backfill import BenchRunFailed, _load_average
+from jobs_platform.bench.backfill import BenchRunFailed, _load_average, expect_rows
 from jobs_platform.bench.daemon import BACKFILL_TAG, DagsterStack, timed_ui_backfill
 from jobs_platform.bench.database import (
     fresh_schema,
@@ -192,7 +192,7 @@ def framework_backfill(path: UiPath, policy: str, expected_rows: int, *, rerun: 
                     )
                 finally:
                     engine.dispose()
-        stored = expect_rows(url, expected_rows, "UI-path backfill")
+        stored = expect_rows(url, expected_rows, "UI-path backfill", events_table)
     return {
         "timeline": first,
         "rows_stored": stored,
@@ -228,7 +228,7 @@ def floor_backfill(path: UiPath, policy: str, expected_rows: int) -> dict:
         with DagsterStack(folder, env, FLOOR_MODULE, storage_yaml) as stack:
             timeline = timed_ui_backfill(stack, path.keys, None, HOURLY_ASSETS)
             breakdown = run_breakdown(stack.home, timeline["backfill_id"])
-        stored = expect_rows(url, expected_rows, "Dagster floor backfill")
+        stored = expect_rows(url, expected_rows, "Dagster floor backfill", events_table)
     return {
         "timeline": timeline,
         "rows_stored": stored,
@@ -370,20 +370,3 @@ def run_breakdown(dagster_home: Path, backfill_id: str) -> dict:
         "dagster_events_per_partition": per_partition_events,
         "dagster_events_total": sum(events.values()),
     }
-
-
-def expect_rows(url: str, expected: int, who: str) -> int:
-    """`who` left exactly `expected` rows in the events table (returned), or its time
-    means nothing."""
-    engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
-    try:
-        with engine.connect() as connection:
-            stored = connection.execute(
-                sa.select(sa.func.count()).select_from(events_table)
-            ).scalar_one()
-    finally:
-        engine.dispose()
-    if stored != expected:
-        table = events_table.name
-        raise BenchRunFailed(f"{who} left {stored} rows in {table}, expected {expected}")
-    return stored
