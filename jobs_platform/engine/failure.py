@@ -56,8 +56,9 @@ def record_failure(
     try:
         with place.store.begin() as connection:
             owner = lease_store.owns_lease(connection, attempt.lease)
-            if not owner:
-                exc, verdict = _as_lost(exc, verdict, past_deadline, attempt)
+            if not owner and verdict.classification is not Classification.INTERRUPTED:
+                exc = _error_of_a_lost_attempt(exc, past_deadline, attempt)
+                verdict = classify(exc)
             place.store.finish_attempt(connection, attempt.history_id, _failure(exc, verdict))
             settled = settle(
                 connection,
@@ -89,25 +90,21 @@ def record_failure(
     )
 
 
-def _as_lost(
-    exc: BaseException, verdict: Verdict, past_deadline: bool, attempt: StartedAttempt
-) -> tuple[BaseException, Verdict]:
-    """What a worker that no longer owns the lease records of its own attempt.
+def _error_of_a_lost_attempt(
+    exc: BaseException, past_deadline: bool, attempt: StartedAttempt
+) -> BaseException:
+    """What a worker that no longer owns the lease records of its own failed attempt.
 
     Past its deadline it spent an attempt (a partition that hangs every worker must still
     reach its ceiling); otherwise it lost the partition, which says nothing of the input.
     """
-    lease = attempt.lease
-    if verdict.classification is Classification.INTERRUPTED:
-        return exc, verdict
     if past_deadline:
-        timed_out = AttemptTimedOut(f"attempt passed its deadline and lost its lease: {exc}")
-        return timed_out, classify(timed_out)
-    lost = LeaseLostError(
+        return AttemptTimedOut(f"attempt passed its deadline and lost its lease: {exc}")
+    lease = attempt.lease
+    return LeaseLostError(
         f"lease on {lease.asset}/{lease.partition} (token {lease.token}) was taken over "
         f"before this attempt could record its failure: {type(exc).__name__}: {exc}"
     )
-    return lost, _LOST
 
 
 def record_error_before_attempt(
