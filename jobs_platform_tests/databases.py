@@ -5,13 +5,20 @@ A test that needs an upgraded (or deployed) PostgreSQL warehouse gets a copy of 
 database (`CREATE DATABASE … TEMPLATE`) that this test process upgraded once with the
 project's own upgrade: the same tables as an upgrade of its own, without paying for the
 migrations in every test. Tests about the migrations themselves take an empty database.
+
+A test's database is dropped behind it, on a thread of this process's own: PostgreSQL's
+`DROP DATABASE` waits for a checkpoint (measured here: 0.1 to 2.3 s a drop while other
+tests write, against 0.07 to 0.3 s for the copy), which no test needs to wait for. The
+session's end waits for every drop and fails naming any that did not happen.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -58,11 +65,11 @@ def pg_database(prefix: str = "jp_test", *, template: str | None = None) -> Iter
     name = f"{prefix}_{uuid.uuid4().hex[:16]}"
     admin = admin_engine()
     _create_database(admin, name, template)
+    admin.dispose()
     try:
         yield sa.make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     finally:
-        _drop_database(admin, name)
-        admin.dispose()
+        _dropper.drop_later(name)
 
 
 @contextlib.contextmanager
@@ -107,8 +114,54 @@ def template_database(*, deployed: bool) -> str:
     return name
 
 
+class _Dropper:
+    """Drops databases one after another on a daemon thread; `wait` blocks until all are."""
+
+    def __init__(self) -> None:
+        self._names: queue.Queue[str] = queue.Queue()
+        self._failures: list[str] = []
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def drop_later(self, name: str) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="drop-test-databases", daemon=True
+                )
+                self._thread.start()
+        self._names.put(name)
+
+    def wait(self) -> None:
+        """Every database handed over is dropped; fails naming those that could not be."""
+        self._names.join()
+        failures, self._failures = self._failures, []
+        if failures:
+            raise RuntimeError("test databases left behind: " + "; ".join(failures))
+
+    def _run(self) -> None:
+        while True:
+            name = self._names.get()
+            try:
+                admin = sa.create_engine(
+                    PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool
+                )
+                try:
+                    _drop_database(admin, name)
+                finally:
+                    admin.dispose()
+            except Exception as exc:  # reported by wait(), at the session's end
+                self._failures.append(f"{name}: {exc}")
+            finally:
+                self._names.task_done()
+
+
+_dropper = _Dropper()
+
+
 def drop_templates() -> None:
-    """Drop this process's templates (at the end of its test session)."""
+    """Drop this process's test databases and templates (at the end of its test session)."""
+    _dropper.wait()
     admin = admin_engine()
     try:
         for name in _templates.values():
