@@ -17,7 +17,7 @@ from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import GRACE_LEASES, abandoned_run_sensor
 from jobs_platform.store.schema import attempts, checkpoints, leases, quarantine
 from jobs_platform_tests.clocks import database_now, lease_has_expired
-from jobs_platform_tests.commands import start_run, stop_between_transactions
+from jobs_platform_tests.commands import start_run, stop_between_transactions, stop_while_asleep
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import materializations_metadata
@@ -133,11 +133,19 @@ def test_two_overlapping_runs_apply_the_partition_once_the_second_waiting(platfo
                 timeout=REACH_SECONDS,
                 what="run B to find the partition busy while A holds it",
             )
+        # B is frozen in its snooze until A's run has ended: its next look at the partition
+        # comes after A's last lease (daily_revenue's) is gone, whenever its snooze ends.
+        stop_while_asleep(second.pid, timeout=REACH_SECONDS)
+        try:
+            os.killpg(first.pid, signal.SIGCONT)
+            assert finish(first) == 0, (tmp_path / "a.log").read_text()[-5000:]
+        finally:
+            os.killpg(second.pid, signal.SIGCONT)
     finally:
-        os.killpg(first.pid, signal.SIGCONT)
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGCONT)
 
     with dg.DagsterInstance.get() as instance:
-        assert finish(first) == 0, (tmp_path / "a.log").read_text()[-5000:]
         assert finish(second) == 0, (tmp_path / "b.log").read_text()[-5000:]
         worker = instance.get_run_record_by_id(worker_run_id)
         waiter = instance.get_run_record_by_id(waiter_run_id)
