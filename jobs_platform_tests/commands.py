@@ -184,3 +184,30 @@ def stop_between_transactions(process_group: int, engine: sa.Engine, *, timeout:
         return False
 
     wait_for(stopped_while_idle, timeout=timeout, interval=0.05, what="a stop between transactions")
+
+
+# `clock_nanosleep`, the system call of `time.sleep`, by machine (Linux's syscall tables).
+_CLOCK_NANOSLEEP = {"x86_64": 230, "aarch64": 115}
+
+
+def stop_while_asleep(process_group: int, *, timeout: float) -> None:
+    """SIGSTOP a process group at an instant its leader's main thread is in `time.sleep`.
+
+    A run waiting for a step's retry sleeps there, outside any transaction on the warehouse
+    or on Dagster's SQLite storage, so freezing it then blocks no one. A stopped thread's
+    `/proc/PID/syscall` names the call it was stopped in. Retried (stop, look, resume)
+    until it is that one.
+    """
+    import platform
+
+    sleeping = str(_CLOCK_NANOSLEEP[platform.machine()])
+
+    def stopped_asleep() -> bool:
+        os.killpg(process_group, signal.SIGSTOP)
+        call = Path(f"/proc/{process_group}/syscall").read_text().split()
+        if call and call[0] == sleeping:
+            return True
+        os.killpg(process_group, signal.SIGCONT)
+        return False
+
+    wait_for(stopped_asleep, timeout=timeout, interval=0.05, what="a stop while it sleeps")

@@ -17,7 +17,7 @@ from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import GRACE_LEASES, abandoned_run_sensor
 from jobs_platform.store.schema import attempts, checkpoints, leases, quarantine
 from jobs_platform_tests.clocks import database_now, lease_has_expired
-from jobs_platform_tests.commands import start_run, stop_between_transactions
+from jobs_platform_tests.commands import start_run, stop_between_transactions, stop_while_asleep
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import materializations_metadata
@@ -30,6 +30,11 @@ CHUNK_ROWS = 50  # four chunks
 # How long a test may wait for a run it started to reach a given point, or for a lease to
 # expire: a `dagster job execute` starting on a loaded two-core machine, with margin.
 REACH_SECONDS = 120
+# A failpoint pause in which the test freezes (SIGSTOP) a run it saw commit the chunk
+# before it: 50 times the 0.1 s the test polls at. Too short shows up as a frozen run past
+# its pause (an assertion fails), never as a pass. A pause is measured on the monotonic
+# clock, so a run resumed after the pause's end goes on at once: a longer one only costs.
+PAUSE_SECONDS = 5
 
 
 def seed(env) -> None:
@@ -101,7 +106,7 @@ def test_two_overlapping_runs_apply_the_partition_once_the_second_waiting(platfo
     holding = {
         **platform_env,
         "JOBS_PLATFORM_LEASE_SECONDS": str(3 * REACH_SECONDS),
-        "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#1=sleep:20*1",
+        "JOBS_PLATFORM_FAILPOINTS": f"after_commit@orders#1=sleep:{PAUSE_SECONDS}*1",
     }
     first = start_run(
         holding, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"
@@ -128,11 +133,19 @@ def test_two_overlapping_runs_apply_the_partition_once_the_second_waiting(platfo
                 timeout=REACH_SECONDS,
                 what="run B to find the partition busy while A holds it",
             )
+        # B is frozen in its snooze until A's run has ended: its next look at the partition
+        # comes after A's last lease (daily_revenue's) is gone, whenever its snooze ends.
+        stop_while_asleep(second.pid, timeout=REACH_SECONDS)
+        try:
+            os.killpg(first.pid, signal.SIGCONT)
+            assert finish(first) == 0, (tmp_path / "a.log").read_text()[-5000:]
+        finally:
+            os.killpg(second.pid, signal.SIGCONT)
     finally:
-        os.killpg(first.pid, signal.SIGCONT)
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGCONT)
 
     with dg.DagsterInstance.get() as instance:
-        assert finish(first) == 0, (tmp_path / "a.log").read_text()[-5000:]
         assert finish(second) == 0, (tmp_path / "b.log").read_text()[-5000:]
         worker = instance.get_run_record_by_id(worker_run_id)
         waiter = instance.get_run_record_by_id(waiter_run_id)
@@ -161,7 +174,7 @@ def test_paused_holder_cannot_commit_after_another_took_over(pg_platform_env, tm
         **pg_platform_env,
         "JOBS_PLATFORM_LEASE_SECONDS": "2",
         # A pause after chunk 0 in which the test freezes A (its heartbeat goes on until then).
-        "JOBS_PLATFORM_FAILPOINTS": "after_commit@orders#0=sleep:10*1",
+        "JOBS_PLATFORM_FAILPOINTS": f"after_commit@orders#0=sleep:{PAUSE_SECONDS}*1",
     }
     holder = start_run(
         env, PARTITION, chunk_rows=CHUNK_ROWS, in_process=True, log_path=tmp_path / "a.log"

@@ -3,7 +3,7 @@
 Real `dagster job execute` processes on the framework's default executor, against
 PostgreSQL. The step waits because another live process (this test) holds its partition's
 lease: a snooze of a third of a lease TTL, up to half as long again (`engine.decisions`),
-so with a 36 s TTL the wait is 12-18 s, long enough to measure a 10 s window of it.
+so with a 24 s TTL the wait is 8-12 s, long enough to measure a 6 s window of it.
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ from jobs_platform_tests.waiting import wait_for
 
 DAY = "2024-01-02"
 ASSET = "orders"
-# A snooze lasts a third of the TTL (times 1 to 1.5): 12-18 s.
-LEASE_SECONDS = 36
-SHORTEST_WINDOW_SECONDS = 10.0
+# A snooze lasts a third of the TTL (times 1 to 1.5): 8-12 s.
+LEASE_SECONDS = 24
+# A loop that spins uses most of a core (8.8 CPU-s in 10 s measured), one that sleeps
+# none (0.00 CPU-s): 6 s of the wait tell them apart as surely as 10 did, and leave
+# 2 s for the test to see the snooze before its window opens.
+SHORTEST_WINDOW_SECONDS = 6.0
 MOST_OF_ONE_CORE = 0.10
 # How late after its due time the second attempt may start (process start included).
 ALLOWED_LATENESS_SECONDS = 5.0
@@ -163,7 +166,7 @@ def test_a_run_whose_step_waits_for_its_retry_stops_promptly_when_terminated(
             due = retry.timestamp + retry.dagster_event.step_retry_data.seconds_to_wait
             # Only the run process: it must notice the signal on its own while it waits.
             os.kill(run.pid, signal.SIGTERM)
-            # Promptly: before the retry it waits for is due (12-18 s after the snooze), when
+            # Promptly: before the retry it waits for is due (8-12 s after the snooze), when
             # a run that slept through its wait would first look at the signal.
             wait_for(
                 lambda: run.poll() is not None,
