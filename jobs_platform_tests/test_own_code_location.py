@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
@@ -86,6 +87,12 @@ def jobs_platform(env, *args: str):
     return run_cli([str(BIN / "jobs-platform"), *args], env)
 
 
+def concurrently(*commands: list, env: dict[str, str]) -> list:
+    """Run the commands at once, each in its own process; their results in order."""
+    with ThreadPoolExecutor(len(commands)) as pool:
+        return list(pool.map(lambda command: run_cli([str(a) for a in command], env), commands))
+
+
 def materialize(env, day: str, **extra: str):
     config = {"ops": {ASSET: {"config": {"chunk_rows": CHUNK_ROWS}}}}
     return run_cli(
@@ -126,12 +133,17 @@ def test_a_code_location_of_its_own_gets_every_guarantee_with_the_readme_command
     env = acme
     # Deploy: the framework's tables, then the location's own.
     assert "acme_events" in ok(jobs_platform(env, "db", "upgrade", "-m", MODULE))
-    ok(jobs_platform(env, "db", "check", "-m", MODULE))
-
-    listed = ok(run_cli([str(BIN / "dagster"), "asset", "list", "-m", MODULE], env))
-    assert {"dead_letter", "platform_health", ASSET} <= set(listed.split())
-    sensors = ok(run_cli([str(BIN / "dagster"), "sensor", "list", "-m", MODULE], env))
-    assert "dead_letter_sensor" in sensors
+    # Reads of the deployed location, each in its own process: run side by side (the
+    # upgrade created the instance's storage, so no two of them race to create it).
+    checked, listed, sensors = concurrently(
+        [BIN / "jobs-platform", "db", "check", "-m", MODULE],
+        [BIN / "dagster", "asset", "list", "-m", MODULE],
+        [BIN / "dagster", "sensor", "list", "-m", MODULE],
+        env=env,
+    )
+    ok(checked)
+    assert {"dead_letter", "platform_health", ASSET} <= set(ok(listed).split())
+    assert "dead_letter_sensor" in ok(sensors)
 
     # A crash right after the first chunk committed: Dagster retries the step in a new
     # process, which resumes after that chunk; every row lands once.
@@ -150,10 +162,15 @@ def test_a_code_location_of_its_own_gets_every_guarantee_with_the_readme_command
     write_csv(landing, POISON, poison_rows, poison_line=3)
     assert materialize(env, POISON).returncode == 1
     assert len(attempts_of(engine, ASSET, POISON)) == 1
-    (entry,) = json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json")))
+    dead_letter, status = concurrently(
+        [BIN / "jobs-platform", "dead-letter", "list", "-m", MODULE, "--json"],
+        [BIN / "jobs-platform", "status", "-m", MODULE, "--json"],
+        env=env,
+    )
+    (entry,) = json.loads(ok(dead_letter))
     assert (entry["asset"], entry["partition"], entry["attempts"]) == (ASSET, POISON, 1)
     assert entry["error_class"] == "terminal"
-    status = json.loads(ok(jobs_platform(env, "status", "-m", MODULE, "--json")))
+    status = json.loads(ok(status))
     assert ASSET in json.dumps(status) and "orders" not in json.dumps(status)
 
     # The input is fixed; a requeue completes the partition.

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
@@ -30,6 +31,7 @@ from jobs_platform.orchestration.tags import (
 )
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.requeued_runs import RUN_SECONDS, daemon_running, finished_runs
+from jobs_platform_tests.test_own_code_location import concurrently
 from jobs_platform_tests.waiting import wait_for
 
 BIN = Path(sys.executable).parent
@@ -37,6 +39,17 @@ MODULE = "acme.defs"
 DAY = "2024-05-02"
 POISON_HOUR = f"{DAY}-07:00"
 HOURS = [f"{DAY}-{h:02d}:00" for h in range(24)]
+# Dagster's default queue, dequeued every second as the repository's dagster.yaml does
+# (Dagster's default is 5 s): the requeued hour and then its day each start within a second.
+INSTANCE = """\
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
+telemetry:
+  enabled: false
+"""
 
 DEFS = textwrap.dedent(
     """
@@ -145,8 +158,13 @@ DEFS = textwrap.dedent(
         yield pd.DataFrame([{"day": day, "tenant": tenant, "charge": 3 * rate}])
 
 
+    # Steps run in the run's process (README: `executor=`): what is checked here happens
+    # inside a step whichever executor runs it, and no run pays for a step process
+    # (test_own_code_location keeps the default executor, a crash retried in a new one).
     defs = dg.Definitions.merge(
-        platform_definitions([events, events_daily, tenants, charges]),
+        platform_definitions(
+            [events, events_daily, tenants, charges], executor=dg.in_process_executor
+        ),
         dg.Definitions(
             jobs=[dg.define_asset_job("acme_hourly", selection=[events])],
             resources={"landing": Landing(root=dg.EnvVar("ACME_LANDING"))},
@@ -189,6 +207,7 @@ def acme(pg_url, tmp_path) -> dict[str, str]:
     (package / "defs.py").write_text(DEFS)
     home = tmp_path / "dagster_home"
     home.mkdir()
+    (home / "dagster.yaml").write_text(INSTANCE)
     return {
         "PYTHONPATH": os.pathsep.join(
             [str(tmp_path / "project"), os.environ.get("PYTHONPATH", "")]
@@ -229,14 +248,16 @@ def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updat
     hourly = [str(BIN / "dagster"), "job", "execute", "-m", MODULE, "-j", "acme_hourly",
               "--tags", json.dumps(tags)]  # fmt: skip
     assert run_cli(hourly, env).returncode == 1
-    (entry,) = json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json")))
+    # Two reads of the same entry, each in its own process: run side by side.
+    listed, shown = concurrently(
+        [BIN / "jobs-platform", "dead-letter", "list", "-m", MODULE, "--json"],
+        [BIN / "jobs-platform", "dead-letter", "show", "-m", MODULE, "acme/events", POISON_HOUR,
+         "--json"],
+        env=env,
+    )  # fmt: skip
+    (entry,) = json.loads(ok(listed))
     assert (entry["asset"], entry["partition"]) == ("acme/events", POISON_HOUR)
-    shown = ok(
-        jobs_platform(
-            env, "dead-letter", "show", "-m", MODULE, "acme/events", POISON_HOUR, "--json"
-        )
-    )
-    entry_id = json.loads(shown)["id"]
+    entry_id = json.loads(ok(shown))["id"]
 
     # The day reads the poison hour: blocked, not computed from 23 hours.
     day = [str(BIN / "dagster"), "asset", "materialize", "-m", MODULE,
@@ -252,21 +273,42 @@ def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updat
         jobs_platform(env, "dead-letter", "requeue", "-m", MODULE, "acme/events", POISON_HOUR)
     )
     # The daemon runs the queued hour; once it succeeded, the requeue sensor launches its day.
-    # The requeue sensor ticks every 2 s here, not 15 s: the day's run follows its hour's.
-    with daemon_running(env, tmp_path / "daemon", MODULE, sensor_seconds={"requeue_sensor": 2}):
+    # The requeue sensor ticks every second here, not 15 s: the day's run follows its hour's.
+    day_key = downstream_run_key(entry_id, "acme/events_daily", DAY)
+    with (
+        ThreadPoolExecutor(1) as background,
+        daemon_running(env, tmp_path / "daemon", MODULE, sensor_seconds={"requeue_sensor": 1}),
+        dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance,
+    ):
         [hour_run] = finished_runs(env["DAGSTER_HOME"], requeued).values()
         assert hour_run.status == dg.DagsterRunStatus.SUCCESS
         wait_for(
             lambda: daily_rows(pg_url) == day_reference(landing),
             timeout=RUN_SECONDS,
-            interval=1,
+            interval=0.25,
             what=lambda: f"the day's run to bring it up to date: {daily_rows(pg_url)}",
         )
-    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-        day_key = downstream_run_key(entry_id, "acme/events_daily", DAY)
-        [day_run] = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: day_key}))
+        # The day is up to date: listed while its run ends and the daemon stops, not after.
+        relisted = background.submit(
+            jobs_platform, env, "dead-letter", "list", "-m", MODULE, "--json"
+        )
+        # Ended before the daemon stops, which would interrupt it.
+        day_run = wait_for(
+            lambda: finished_run(instance, day_key),
+            timeout=RUN_SECONDS,
+            interval=0.25,
+            what=f"the day's run {day_key} to end",
+        )
     assert day_run.tags[PARTITION_TAG] == DAY
-    assert json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json"))) == []
+    assert day_run.status == dg.DagsterRunStatus.SUCCESS
+    assert json.loads(ok(relisted.result())) == []
+
+
+def finished_run(instance: dg.DagsterInstance, run_key: str) -> dg.DagsterRun | None:
+    """The run of `run_key` once it has ended (the only one: a run key is launched once)."""
+    runs = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: run_key}))
+    assert len(runs) <= 1, runs
+    return runs[0] if runs and runs[0].is_finished else None
 
 
 def test_a_multi_partitioned_backfill_waits_for_the_static_one_it_reads(acme, pg_url):
