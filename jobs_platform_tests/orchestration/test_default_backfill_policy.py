@@ -114,11 +114,7 @@ def ui_backfill(env, tmp_path, params: dict):
     """Launch a backfill through the webserver's GraphQL as the UI does; wait for the end."""
     from jobs_platform.bench.daemon import DagsterStack, wait_for_backfill
 
-    # Each run's steps in its run worker (`JOBS_PLATFORM_EXECUTOR`): which runs the daemon
-    # creates, and what each partition of a ranged run ends as, do not depend on where its
-    # step executes, and no run waits for a step process to start.
-    location_env = {name: env[name] for name in env if name != "DAGSTER_HOME"}
-    stack_env = fast_daemon_loops({**location_env, "JOBS_PLATFORM_EXECUTOR": "in_process"})
+    stack_env = fast_daemon_loops({name: env[name] for name in env if name != "DAGSTER_HOME"})
     with DagsterStack(tmp_path / "stack", stack_env) as stack:
         backfill_id = stack.launch_backfill(params)
         backfill, records, _ = wait_for_backfill(stack, backfill_id, timeout=600)
