@@ -8,6 +8,7 @@ not answer fails the test with a message saying how to start it.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import socket
@@ -23,14 +24,14 @@ import dagster as dg
 import pytest
 
 from jobs_platform.deploy import stack
-from jobs_platform_tests.commands import run_cli
+from jobs_platform.orchestration.tags import PARTITION_TAG
+from jobs_platform_tests.commands import DAGSTER, default_signal_handlers, run_cli
 from jobs_platform_tests.databases import prepare_warehouse
 from jobs_platform_tests.environments import platform_environment
 
 RABBITMQ = ("127.0.0.1", 5672)
 REDIS = ("127.0.0.1", 6379)
 WORKER_READY_SECONDS = 90.0
-WORKER_STOP_SECONDS = 5.0  # the test is over: a warm shutdown buys nothing
 START_RABBITMQ = "rabbitmq-server -detached"
 # bin/stack's broker and results use databases 0 and 1 (deploy/stack.py); a test takes one
 # of the others, claimed in the last one.
@@ -62,15 +63,45 @@ def require_service(address: tuple[str, int], name: str, start: str) -> None:
 
 @contextmanager
 def rabbitmq_vhost() -> Iterator[str]:
-    """A fresh RabbitMQ virtual host for one test; its broker URL."""
+    """A fresh RabbitMQ virtual host for one test; its broker URL.
+
+    Created with its permission in one `rabbitmqctl` call (each costs about a second, most
+    of it waiting), and deleted in the background: its name is this test's alone, so the
+    next test need not wait for it (`finish_vhost_deletions` waits at the session's end).
+    """
     require_service(RABBITMQ, "RabbitMQ", START_RABBITMQ)
     vhost = f"jp_test_{uuid.uuid4().hex[:12]}"
-    _rabbitmqctl("add_vhost", vhost)
-    _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    everything = {"configure": ".*", "write": ".*", "read": ".*"}
+    definitions = {
+        "vhosts": [{"name": vhost}],
+        "permissions": [{"user": "guest", "vhost": vhost, **everything}],
+    }
+    # From stdin: rabbitmqctl runs as the rabbitmq user, who cannot read a test's files.
+    _rabbitmqctl("import_definitions", stdin=json.dumps(definitions))
     try:
         yield f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
     finally:
-        _rabbitmqctl("delete_vhost", vhost)
+        _vhost_deletions.append(
+            subprocess.Popen(
+                ["rabbitmqctl", "-q", "delete_vhost", vhost],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        )
+
+
+_vhost_deletions: list[subprocess.Popen] = []
+
+
+def finish_vhost_deletions() -> list[str]:
+    """Wait for the virtual hosts' deletions started so far; what each that failed said."""
+    failures = []
+    while _vhost_deletions:
+        deletion = _vhost_deletions.pop()
+        _, errors = deletion.communicate(timeout=60)
+        if deletion.returncode != 0:
+            failures.append(f"{' '.join(deletion.args)}: {errors.decode(errors='replace')}")
+    return failures
 
 
 @contextmanager
@@ -118,8 +149,15 @@ def _claim_redis_database(claims, holder: str) -> int:
     )
 
 
-def _rabbitmqctl(*args: str) -> None:
-    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
+def _rabbitmqctl(*args: str, stdin: str | None = None) -> None:
+    subprocess.run(
+        ["rabbitmqctl", "-q", *args],
+        input=stdin,
+        text=True,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def postgres_instance_home(folder: Path, instance_url: str) -> Path:
@@ -159,7 +197,16 @@ class Workers:
     def start(
         self, count: int, env: dict[str, str], *, cwd: Path, unset: tuple[str, ...] = ()
     ) -> list[str]:
-        """Start `count` workers with this process's variables, `env`, less `unset`."""
+        """Start `count` workers (`launch`) and wait until each is ready."""
+        started = self.launch(count, env, cwd=cwd, unset=unset)
+        self.wait_until_ready(started)
+        return started
+
+    def launch(
+        self, count: int, env: dict[str, str], *, cwd: Path, unset: tuple[str, ...] = ()
+    ) -> list[str]:
+        """Start `count` workers with this process's variables, `env`, less `unset`; they
+        are ready seconds later (`wait_until_ready`): prepare the test meanwhile."""
         env = {k: v for k, v in {**os.environ, **env}.items() if k not in unset}
         self.layout.folder.mkdir(parents=True, exist_ok=True)
         self.layout.worker_config.write_text(stack.render_worker_config(_settings_of(env)))
@@ -171,9 +218,11 @@ class Workers:
             )
             self.names.append(name)
             started.append(name)
-        for name in started:
-            stack.wait_for_log(self.layout, name, " ready.", WORKER_READY_SECONDS)
         return started
+
+    def wait_until_ready(self, names: list[str]) -> None:
+        for name in names:
+            stack.wait_for_log(self.layout, name, " ready.", WORKER_READY_SECONDS)
 
     def process_groups(self) -> set[int]:
         return {int(self.layout.pid_file(name).read_text()) for name in self.names}
@@ -184,8 +233,18 @@ class Workers:
     def stop_all(self) -> None:
         for name in list(self.names):
             if self.layout.pid_file(name).exists():
-                stack.stop_process(self.layout, name, timeout=WORKER_STOP_SECONDS)
+                stop_now(self.layout, name)
             self.names.remove(name)
+
+
+def stop_now(layout: stack.StackLayout, name: str) -> None:
+    """Kill the process group started as `name` at once and wait until nothing of it runs.
+
+    For a test that is over: a warm shutdown buys nothing (a Celery worker's or the
+    daemon's took 1 to 6 s here), and what the process leaves in the broker or the
+    instance goes with the test's virtual host, Redis database or instance database.
+    """
+    stack.stop_process(layout, name, timeout=0)
 
 
 def _settings_of(env: dict[str, str]):
@@ -261,3 +320,20 @@ def seed(env: dict[str, str], start: str, end: str, orders_per_day: int = 300) -
         env,
     )  # fmt: skip
     assert seeded.returncode == 0, seeded.stderr
+
+
+def start_run_of(
+    module: str, env: dict[str, str], partition: str, *, log_path: Path
+) -> subprocess.Popen:
+    """`commands.start_run` of `orders_backfill` as the code location `module` defines it."""
+    args = [DAGSTER, "job", "execute", "-m", module, "-j", "orders_backfill",
+            "--tags", json.dumps({PARTITION_TAG: partition})]  # fmt: skip
+    with open(log_path, "w") as output:
+        return subprocess.Popen(
+            args,
+            env={**os.environ, **env},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=default_signal_handlers,
+        )

@@ -7,11 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from jobs_platform.deploy.stack import StackLayout
 from jobs_platform_tests.databases import pg_database
 from jobs_platform_tests.distributed.cluster import (
     Workers,
+    finish_vhost_deletions,
     postgres_instance_home,
     rabbitmq_vhost,
     redis_database,
@@ -46,10 +48,28 @@ def broker(request) -> tuple[str, str]:
     return url, url
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _vhosts_deleted() -> Iterator[None]:
+    """The tests' RabbitMQ virtual hosts, deleted in the background, are gone at the end."""
+    yield
+    failures = finish_vhost_deletions()
+    assert not failures, failures
+
+
+@pytest.fixture(scope="session")
+def instance_template(tmp_path_factory) -> Iterator[str]:
+    """A database holding a new instance's storage, created once per test process by
+    Dagster itself (dagster-postgres, psycopg2); its name."""
+    with pg_database("jp_instance_template") as url:
+        postgres_instance_home(tmp_path_factory.mktemp("instance_template"), url)
+        yield sa.make_url(url).database
+
+
 @pytest.fixture
-def instance_home(tmp_path) -> Iterator[Path]:
-    """A DAGSTER_HOME on a fresh PostgreSQL database (dagster-postgres, psycopg2)."""
-    with pg_database("jp_instance") as url:
+def instance_home(tmp_path, instance_template) -> Iterator[Path]:
+    """A DAGSTER_HOME on a fresh PostgreSQL database (dagster-postgres, psycopg2): a copy of
+    a new instance's storage (0.2 s, where creating it takes 1 to 3 s here)."""
+    with pg_database("jp_instance", template=instance_template) as url:
         yield postgres_instance_home(tmp_path, url)
 
 

@@ -43,6 +43,7 @@ from jobs_platform_tests.databases import PG_ADMIN_URL, pg_database
 from jobs_platform_tests.distributed.cluster import (
     Workers,
     distributed_environment,
+    finish_vhost_deletions,
     postgres_instance_home,
     process_group_of,
     rabbitmq_vhost,
@@ -75,18 +76,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     print(f"soak: seed {seed}, {args.minutes:g} min, {args.workers} workers, RabbitMQ")
-    with (
-        tempfile.TemporaryDirectory(prefix="jp_soak_") as folder,
-        rabbitmq_vhost() as broker,
-        pg_database("jp_soak_wh") as warehouse,
-        pg_database("jp_soak_instance") as instance_url,
-    ):
-        soak = Soak(Path(folder), warehouse, instance_url, broker, args, random.Random(seed))
-        try:
-            return soak.run()
-        finally:
-            soak.stop()
-            dispose_engines()
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="jp_soak_") as folder,
+            rabbitmq_vhost() as broker,
+            pg_database("jp_soak_wh") as warehouse,
+            pg_database("jp_soak_instance") as instance_url,
+        ):
+            soak = Soak(Path(folder), warehouse, instance_url, broker, args, random.Random(seed))
+            try:
+                return soak.run()
+            finally:
+                soak.stop()
+                dispose_engines()
+    finally:
+        for failure in finish_vhost_deletions():
+            print(f"soak: {failure}", file=sys.stderr)
 
 
 class Soak:

@@ -4,6 +4,7 @@ Dagster instance and a PostgreSQL warehouse."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -12,7 +13,9 @@ import time
 import dagster as dg
 import sqlalchemy as sa
 
+from jobs_platform.orchestration.executors import platform_executor
 from jobs_platform.orchestration.step_bounds import STOP_GRACE_SECONDS
+from jobs_platform.settings import Settings
 from jobs_platform_tests.commands import ORDERS_BACKFILL_STEP, start_run
 from jobs_platform_tests.distributed.cluster import (
     celery_step_hosts,
@@ -20,8 +23,13 @@ from jobs_platform_tests.distributed.cluster import (
     process_group_of,
     runs_in_status,
     seed,
+    start_run_of,
     step_failure_messages,
     step_start_pids,
+)
+from jobs_platform_tests.distributed.short_grace_location import (
+    SHORT_STOP_GRACE_SECONDS,
+    short_grace_celery_executor,
 )
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import expected_tables_from_landing
@@ -29,6 +37,7 @@ from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import materializations_metadata
 from jobs_platform_tests.waiting import wait_for
 
+SHORT_GRACE_LOCATION = "jobs_platform_tests.distributed.short_grace_location"
 DAYS = [f"2024-01-0{day}" for day in range(1, 7)]
 RUN_SECONDS = 240  # a run of two steps on a busy two-core machine, queue wait included
 LEASE_SECONDS = 10  # TEST_ENV_DEFAULTS
@@ -73,8 +82,9 @@ def test_six_partitions_run_in_both_workers_and_match_the_reference(
 ):
     broker_url, backend_url = broker
     env = distributed_environment(pg_url, instance_home, tmp_path, broker_url, backend_url)
+    started = workers.launch(2, env, cwd=tmp_path)
     seed(env, DAYS[0], DAYS[-1])
-    workers.start(2, env, cwd=tmp_path)
+    workers.wait_until_ready(started)
 
     runs = [start_run(env, day, log_path=tmp_path / f"run-{day}.log") for day in DAYS]
     codes = [finish(run) for run in runs]
@@ -113,8 +123,9 @@ def test_sigkill_of_the_pool_process_mid_chunk_finishes_the_partition_once_in_th
         "rpc://",
         JOBS_PLATFORM_FAILPOINTS=f"after_commit@orders/{day}#1=sleep:{STALL_SECONDS}*1",
     )
+    started = workers.launch(2, env, cwd=tmp_path)
     seed(env, day, day, orders_per_day=500)
-    workers.start(2, env, cwd=tmp_path)
+    workers.wait_until_ready(started)
     engine = engine_from(env)
 
     run_process = start_run(env, day, chunk_rows=100, log_path=tmp_path / "run.log")
@@ -159,10 +170,11 @@ def test_worker_without_a_warehouse_url_fails_the_step_naming_the_variable_and_w
 ):
     day = "2024-01-03"
     env = distributed_environment(pg_url, instance_home, tmp_path, rabbitmq_url, "rpc://")
-    seed(env, day, day)
     worker_folder = tmp_path / "worker_cwd"
     worker_folder.mkdir()
-    workers.start(1, env, cwd=worker_folder, unset=("JOBS_PLATFORM_DATABASE_URL",))
+    started = workers.launch(1, env, cwd=worker_folder, unset=("JOBS_PLATFORM_DATABASE_URL",))
+    seed(env, day, day)
+    workers.wait_until_ready(started)
 
     code = finish(start_run(env, day, log_path=tmp_path / "run.log"))
 
@@ -193,11 +205,19 @@ def _committed_chunks(engine: sa.Engine, day: str) -> int:
 def test_a_terminated_run_stops_waiting_for_a_step_no_worker_picked_up(
     pg_url, instance_home, rabbitmq_url, tmp_path
 ):
+    # The run's location is the bundled one with a shorter stop grace and nothing else
+    # changed; the bundled location itself waits STOP_GRACE_SECONDS.
+    bundled, short_grace = platform_executor(celery_settings()), short_grace_celery_executor()
+    assert short_grace.executor_creation_fn is bundled.executor_creation_fn
+    assert executor_config(bundled) == {
+        **executor_config(short_grace),
+        "stop_grace_seconds": STOP_GRACE_SECONDS,
+    }
     day = "2024-01-05"
     env = distributed_environment(pg_url, instance_home, tmp_path, rabbitmq_url, "rpc://")
     seed(env, day, day)
     log = tmp_path / "run.log"
-    run_process = start_run(env, day, log_path=log)  # and no worker at all
+    run_process = start_run_of(SHORT_GRACE_LOCATION, env, day, log_path=log)  # no worker at all
     wait_for(
         lambda: "Submitting celery task" in log.read_text(),
         timeout=RUN_SECONDS,
@@ -207,15 +227,34 @@ def test_a_terminated_run_stops_waiting_for_a_step_no_worker_picked_up(
     os.killpg(run_process.pid, signal.SIGTERM)
     terminated_at = time.monotonic()
     # Stopping takes the grace plus shutting down; a run that waited on for ever fails here.
-    code = finish(run_process, timeout=STOP_GRACE_SECONDS + 60)
+    code = finish(run_process, timeout=SHORT_STOP_GRACE_SECONDS + 60)
     stopped_after = time.monotonic() - terminated_at
 
     assert code != 0
     output = log.read_text()
     assert "revoking active tasks" in output
-    # It gave a worker the grace to report the revoked step, then stopped waiting for it.
-    assert stopped_after >= STOP_GRACE_SECONDS
-    assert "was revoked." in output
+    # It gave a worker the grace to report the revoked step, then stopped waiting for it:
+    # timed here and on the run's own log (whole seconds, and a whole-second grace).
+    assert stopped_after >= SHORT_STOP_GRACE_SECONDS
+    waited = logged_at(output, "was revoked.") - logged_at(output, "revoking active tasks")
+    assert waited.total_seconds() >= SHORT_STOP_GRACE_SECONDS
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         assert only_run_for(instance, day).status == dg.DagsterRunStatus.FAILURE
         assert runs_in_status(instance, dg.DagsterRunStatus.STARTED) == []
+
+
+def logged_at(output: str, text: str) -> dt.datetime:
+    """When the run logged the first line holding `text`, to the second."""
+    line = next(line for line in output.splitlines() if text in line)
+    return dt.datetime.strptime(line[: len("2024-01-01 00:00:00 +0000")], "%Y-%m-%d %H:%M:%S %z")
+
+
+def celery_settings() -> Settings:
+    return Settings.from_env({**os.environ, "JOBS_PLATFORM_EXECUTOR": "celery"})
+
+
+def executor_config(executor: dg.ExecutorDefinition) -> dict:
+    """The config a run of a location on `executor` gets when its run config sets none."""
+    resolved = executor.config_schema.resolve_config({})
+    assert resolved.success, resolved.errors
+    return resolved.value["config"]

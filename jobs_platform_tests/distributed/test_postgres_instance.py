@@ -12,7 +12,7 @@ from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform_tests.commands import REPO_ROOT, run_cli
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.databases import prepare_warehouse
-from jobs_platform_tests.distributed.cluster import seed
+from jobs_platform_tests.distributed.cluster import seed, stop_now
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.waiting import wait_for
@@ -86,7 +86,7 @@ def test_the_daemon_ticks_sensors_and_a_started_schedule_on_a_postgres_instance(
                 what="a sensor tick stored by the daemon",
             )
     finally:
-        stack.stop_process(layout, "daemon", timeout=30)
+        stop_now(layout, "daemon")
     assert ticked <= {sensor.name for sensor in defs.sensors}
 
 

@@ -12,6 +12,7 @@ from jobs_platform_tests.distributed.cluster import (
     celery_step_hosts,
     distributed_environment,
     seed,
+    stop_now,
 )
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import expected_tables_from_landing
@@ -30,9 +31,10 @@ def test_a_requeue_from_the_cli_runs_on_the_celery_workers(
     # The CLI requeues it, not the daemon's redrive sensor (which would release the entry
     # itself once the fixed input is seen, before or while the CLI does).
     env["JOBS_PLATFORM_MAX_REDRIVES"] = "0"
+    started = workers.launch(1, env, cwd=tmp_path)
     run_cli([str(stack.BIN / "jobs-platform"), "seed", "--start", DAY, "--end", DAY,
              "--poison", DAY], env)  # fmt: skip
-    workers.start(1, env, cwd=tmp_path)
+    workers.wait_until_ready(started)
     assert start_run(env, DAY, log_path=tmp_path / "poisoned.log").wait(timeout=240) != 0
     seed(env, DAY, DAY)  # the input is fixed
 
@@ -62,7 +64,7 @@ def test_a_requeue_from_the_cli_runs_on_the_celery_workers(
             assert run.status == dg.DagsterRunStatus.SUCCESS
             hosts = celery_step_hosts(instance, run.run_id)
     finally:
-        stack.stop_process(layout, "daemon", timeout=30)
+        stop_now(layout, "daemon")
     assert [host.split("@")[0] for host in hosts[ORDERS_BACKFILL_STEP]] == ["w1"]
     orders_rows, revenue_rows = expected_tables_from_landing(env["JOBS_PLATFORM_LANDING"], DAY)
     assert table_snapshot(engine_from(env), "orders") == orders_rows

@@ -3,8 +3,8 @@ daemon, webserver and Celery workers, and fails in one line when it cannot.
 
 That `up` starts every process, each with a pid, a process group and a log, and that
 `down` stops exactly those processes, is checked on the fresh stacks of
-`test_stack_fresh_instances.py` (and `test_stack_module.py`): one place, not a third
-fresh stack for the same proof."""
+`test_stack_fresh_instances.py` (and `up` on `test_stack_module.py`'s): one place, not a
+third fresh stack for the same proof."""
 
 from __future__ import annotations
 

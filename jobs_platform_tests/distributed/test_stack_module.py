@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from jobs_platform.deploy.stack import StackLayout
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform_tests.databases import pg_database
+from jobs_platform_tests.distributed.cluster import stop_now
 from jobs_platform_tests.distributed.test_stack import bin_stack, free_port
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.waiting import wait_for
@@ -104,7 +105,10 @@ def test_stack_up_with_a_module_deploys_serves_and_runs_that_location(
             )
             env_file = layout.env_file.read_text()
         finally:
-            bin_stack("--folder", str(folder), "down", env=env)
+            # Killed, not `down` (which test_stack_fresh_instances.py checks): nothing
+            # here is about stopping, and a warm shutdown of each process takes seconds.
+            for name in layout.running():
+                stop_now(layout, name)
 
     assert f"code location {ACME}; tables created: acme_events" in up.stdout
     assert "acme_events" in tables and "orders" not in tables
