@@ -159,9 +159,14 @@ class _Dropper:
 _dropper = _Dropper()
 
 
+def wait_for_drops() -> None:
+    """Every test database handed to the dropper is dropped; fails naming any left behind."""
+    _dropper.wait()
+
+
 def drop_templates() -> None:
     """Drop this process's test databases and templates (at the end of its test session)."""
-    _dropper.wait()
+    wait_for_drops()
     admin = admin_engine()
     try:
         for name in _templates.values():

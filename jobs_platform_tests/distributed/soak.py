@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from jobs_platform.deploy import stack
 from jobs_platform.store.db import dispose_engines
 from jobs_platform_tests.commands import start_run
-from jobs_platform_tests.databases import PG_ADMIN_URL, pg_database
+from jobs_platform_tests.databases import PG_ADMIN_URL, pg_database, wait_for_drops
 from jobs_platform_tests.distributed.cluster import (
     Workers,
     distributed_environment,
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for failure in finish_vhost_deletions():
             print(f"soak: {failure}", file=sys.stderr)
+        wait_for_drops()  # its databases are dropped on a thread: not left behind at exit
 
 
 class Soak:
