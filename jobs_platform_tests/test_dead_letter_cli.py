@@ -52,6 +52,32 @@ def cli(env, *args: str):
     return finished
 
 
+def dead_letter(*args: str) -> tuple[int, str, str]:
+    """`jobs-platform dead-letter ARGS…` through the CLI's main, in this process, whose
+    environment is the test's: (exit status, stdout, stderr).
+
+    The tests read `list` and `show` this way and run `requeue` as a command: a process per
+    read would cost an interpreter's start and the CLI's imports to run the same code on
+    the same warehouse. (A location named with `-m` is loaded, so a test of a location kept
+    out of this process, ACME, runs those as commands.)"""
+    import contextlib
+    import io
+
+    from jobs_platform.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["dead-letter", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def read_json(*args: str):
+    """The JSON that `jobs-platform dead-letter ARGS… --json` prints, run in this process."""
+    code, out, err = dead_letter(*args, "--json")
+    assert code == 0, out[-3000:] + err[-3000:]
+    return json.loads(out)
+
+
 def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history(
     pg_platform_env,
 ):
@@ -59,13 +85,13 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     seed_orders(landing, DAY, DAY, orders_per_day=30, poison_days=[DAY])
     assert not materialize([orders, daily_revenue], PARTITION).success
 
-    (listed,) = json.loads(cli(pg_platform_env, "list", "--json").stdout)
+    (listed,) = read_json("list")
     assert set(listed) == LIST_FIELDS
     assert (listed["asset"], listed["partition"], listed["status"]) == (
         "orders", PARTITION, "quarantined",
     )  # fmt: skip
     assert (listed["attempts"], listed["error_class"]) == (1, "terminal")
-    shown = json.loads(cli(pg_platform_env, "show", "orders", PARTITION, "--json").stdout)
+    shown = read_json("show", "orders", PARTITION)
     assert [set(attempt) >= HISTORY_FIELDS for attempt in shown["history"]] == [True]
 
     seed_orders(landing, DAY, DAY, orders_per_day=30)  # the input is fixed
@@ -75,11 +101,11 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     # Queued through the instance, under the entry's run key; the command does not wait.
     assert "queued 1 run in the Dagster instance's run queue" in requeued.stdout
     run = finished_runs(pg_platform_env["DAGSTER_HOME"], requeued.stdout)[
-        requeue_run_key(listed_id(pg_platform_env))
+        requeue_run_key(listed_id())
     ]
     assert run.status == dg.DagsterRunStatus.SUCCESS
-    assert json.loads(cli(pg_platform_env, "list", "--json").stdout) == []
-    after = json.loads(cli(pg_platform_env, "show", "orders", PARTITION, "--json").stdout)
+    assert read_json("list") == []
+    after = read_json("show", "orders", PARTITION)
     assert after["status"] == "resolved"
     assert [(a["episode"], a["error_class"]) for a in attempts_in(after["history"])] == [
         (1, "terminal"),
@@ -95,8 +121,8 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     assert table_snapshot(engine, "daily_revenue")  # the downstream day was rebuilt too
 
 
-def listed_id(env) -> int:
-    return json.loads(cli(env, "show", "orders", PARTITION, "--json").stdout)["id"]
+def listed_id() -> int:
+    return read_json("show", "orders", PARTITION)["id"]
 
 
 def quarantined_day(env) -> None:
@@ -124,7 +150,7 @@ def test_a_second_requeue_relaunches_an_entry_whose_launch_was_lost(pg_platform_
 
     assert "but no run of it was ever launched" in relaunched.stdout
     finished_runs(pg_platform_env["DAGSTER_HOME"], relaunched.stdout)
-    after = json.loads(cli(pg_platform_env, "show", "orders", PARTITION, "--json").stdout)
+    after = read_json("show", "orders", PARTITION)
     assert after["status"] == "resolved"
     # Relaunched, not released again: one release in the history.
     assert [r["kind"] for r in after["history"]].count("requeue") == 1
@@ -232,15 +258,7 @@ def test_requeue_in_a_location_without_the_asset_releases_nothing(upgraded_pg_ur
 
 def show(*args: str) -> tuple[int, str, str]:
     """`jobs-platform dead-letter show ARGS…` through the CLI's main, in this process."""
-    import contextlib
-    import io
-
-    from jobs_platform.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["dead-letter", "show", *args])
-    return code, out.getvalue(), err.getvalue()
+    return dead_letter("show", *args)
 
 
 def test_show_gives_the_attempts_of_a_partition_retried_then_done(pg_platform_env, monkeypatch):

@@ -58,9 +58,11 @@ ORDERS_PER_DAY = 20
 # A daemon, its code server, two ranged runs (a run worker and step processes each).
 DAEMON_SECONDS = 300
 
-# The daemon's dead-letter sensor launches a run per entry it has not shown yet (seven
-# here) as it starts: one at a time, so that they do not hold the CPU the requeue's runs,
-# which the tests wait for, need.
+# The daemon's dead-letter sensor requests a run per entry it has not shown yet (seven
+# here) as it starts: they stay queued (limit 0), so that they do not take the CPU the
+# requeue's runs, which the tests wait for, need (a run worker and a step process each,
+# on two cores). Nothing the tests assert is about them: the dead-letter sensor and its
+# runs have tests of their own (orchestration/test_dead_letter_sensor.py, ui/).
 QUEUED_INSTANCE = """
 run_coordinator:
   module: dagster.core.run_coordinator
@@ -71,7 +73,7 @@ run_coordinator:
     tag_concurrency_limits:
       - key: dagster/sensor_name
         value: dead_letter_sensor
-        limit: 1
+        limit: 0
 telemetry:
   enabled: false
 """
@@ -86,6 +88,20 @@ def env(pg_platform_env) -> dict[str, str]:
 
 def requeue(env: dict[str, str], *args: str):
     return run_cli([JOBS_PLATFORM, "dead-letter", "requeue", "-m", MODULE, *args], env)
+
+
+def requeue_in_this_process(*args: str) -> tuple[int, str, str]:
+    """`jobs-platform dead-letter requeue -m MODULE ARGS…` through the CLI's main, in this
+    process (whose environment is the test's): (exit status, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from jobs_platform.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["dead-letter", "requeue", "-m", MODULE, *args])
+    return code, out.getvalue(), err.getvalue()
 
 
 def day(key: str) -> dt.date:
@@ -358,15 +374,20 @@ def test_a_launch_the_instance_refuses_releases_nothing(env, tmp_path, form):
         ["orders", "2024-08-01"] if form == "one entry" else ["--group", signature_of(env, entry)]
     )
     before = dead_letter_state(env)
-    # An instance whose run storage cannot be reached: no run can be created or queued.
-    unreachable = tmp_path / "unreachable_home"
-    unreachable.mkdir()
-    (unreachable / "dagster.yaml").write_text(
-        "storage:\n  postgres:\n    postgres_url: "
-        "postgresql+psycopg2://postgres@127.0.0.1:1/dagster\ntelemetry:\n  enabled: false\n"
+    # An instance whose run storage cannot be opened (its folder would be under a file):
+    # no run can be created or queued. The CLI meets it where it meets an unreachable
+    # PostgreSQL storage, opening the instance, and fails the same way; this one fails at
+    # once, where PostgreSQL's fails after Dagster's ~12 s of connection retries.
+    not_a_folder = tmp_path / "not_a_folder"
+    not_a_folder.write_text("")
+    unusable = tmp_path / "unusable_home"
+    unusable.mkdir()
+    (unusable / "dagster.yaml").write_text(
+        f"storage:\n  sqlite:\n    base_dir: {not_a_folder / 'storage'}\n"
+        "telemetry:\n  enabled: false\n"
     )
 
-    finished = requeue({**env, "DAGSTER_HOME": str(unreachable)}, *selection)
+    finished = requeue({**env, "DAGSTER_HOME": str(unusable)}, *selection)
 
     assert finished.returncode == 2
     assert "the launch cannot be submitted" in finished.stderr
@@ -398,8 +419,11 @@ def test_entries_released_without_a_launch_are_run_by_the_requeue_sensor_in_rang
         seed_orders(landing, day(key), day(key), orders_per_day=ORDERS_PER_DAY)
 
     # Released as the UI job and the redrive release: the sensor is left to launch them.
-    released = requeue(env, "--group", signatures["malformed"], "--no-launch")
-    assert released.returncode == 0, released.stdout + released.stderr
+    # The CLI's own code, in this process: what is tested here is the daemon's sensor (the
+    # command's process is tested by the other requeues of this file).
+    code, out, err = requeue_in_this_process("--group", signatures["malformed"], "--no-launch")
+    assert code == 0, out + err
+    assert "the requeue sensor will launch them" in out
     with dg.DagsterInstance.get() as instance:
         assert requeue_runs_in(instance) == []
     with daemon_running(env, tmp_path, MODULE), dg.DagsterInstance.get() as instance:

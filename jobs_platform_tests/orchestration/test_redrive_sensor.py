@@ -78,7 +78,9 @@ EVENTS_V2_NOT_REDRIVEN = events_backfill("2", redrive=False, fixed=True)
 
 @pytest.fixture
 def instance(pg_platform_env) -> Iterator[dg.DagsterInstance]:
-    with dg.DagsterInstance.get() as instance:
+    """An in-memory instance: the redrive and requeue sensors need no instance ref (no
+    dynamic partitions), and a run's events stay out of a SQLite file per run."""
+    with dg.DagsterInstance.ephemeral() as instance:
         yield instance
 
 
