@@ -1,4 +1,10 @@
-"""A warehouse the CLI cannot open is one line naming it (no password) and exit 2."""
+"""A warehouse the CLI cannot open is one line naming it (no password) and exit 2.
+
+Each command through the CLI's `main` in this process, and `dead-letter list` as a real
+`jobs-platform` process too: its stderr as a shell sees it, with whatever a fresh
+interpreter adds (warnings, log lines), is one line as well. (`test_db_cli` runs every
+command family's one-line refusals in real processes.)
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.commands import run_cli
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
@@ -20,11 +27,23 @@ COMMANDS = [
     ["dead-letter", "requeue", "orders", "2024-01-03"],
     ["outbox", "list"],
 ]
+# The command also run as a real process (the cheapest: it loads no code location).
+IN_A_PROCESS_TOO = ["dead-letter", "list"]
 
 
 def run_with_warehouse(url: str, command: list[str], tmp_path: Path):
+    """The command's result through `main`; for IN_A_PROCESS_TOO, also in a real process,
+    whose result must be the same."""
     env = {"JOBS_PLATFORM_DATABASE_URL": url, "DAGSTER_HOME": ""}
-    return run_cli([JOBS_PLATFORM, *command], env, cwd=tmp_path, timeout=120)
+    finished = jobs_platform_in_process(command, env, cwd=tmp_path)
+    if command == IN_A_PROCESS_TOO:
+        process = run_cli([JOBS_PLATFORM, *command], env, cwd=tmp_path, timeout=120)
+        assert (process.returncode, process.stdout, process.stderr) == (
+            finished.returncode,
+            finished.stdout,
+            finished.stderr,
+        )
+    return finished
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

@@ -1,7 +1,11 @@
 """`jobs-platform db upgrade [-m MODULE] [--sql] | current | check`, and read commands on a
 warehouse behind.
 
-Real subprocesses, as a deploy script, a CI job or a DBA runs them.
+What a deploy script, a CI job or a DBA sees: exit codes and output. Where the process
+is what is checked — the exit code a shell gets, a stderr of one line, two upgraders at
+once, the embedded default — a real `jobs-platform` process (`jobs_platform_process`);
+elsewhere the CLI's `main` in this process (`jobs_platform`), which runs the same code
+without starting Python and importing the location again.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from jobs_platform.store.migrate import (
     head_revision,
     upgrade_warehouse,
 )
+from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.store.schema_0_1_0 import metadata_0_1_0
 from jobs_platform_tests.waiting import wait_for
@@ -41,7 +46,15 @@ def url(warehouse_url) -> str:
 
 
 def jobs_platform(url: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    finished = run_cli([JOBS_PLATFORM, *args], {"JOBS_PLATFORM_DATABASE_URL": url, **env})
+    """`jobs-platform ARGS…` against `url`, through the CLI's `main` in this process."""
+    finished = jobs_platform_in_process(args, {"JOBS_PLATFORM_DATABASE_URL": url, **env})
+    assert PASSWORD not in finished.stdout + finished.stderr
+    return finished
+
+
+def jobs_platform_process(url: str, *args: str) -> subprocess.CompletedProcess:
+    """`jobs-platform ARGS…` against `url` in a real process, as a shell runs it."""
+    finished = run_cli([JOBS_PLATFORM, *args], {"JOBS_PLATFORM_DATABASE_URL": url})
     assert PASSWORD not in finished.stdout + finished.stderr
     return finished
 
@@ -74,7 +87,7 @@ def test_db_check_exits_1_on_an_empty_warehouse_and_0_after_db_upgrade(url):
 def test_db_check_exits_1_on_a_warehouse_one_revision_behind(url):
     upgrade_to(url, BASELINE_REVISION)
 
-    behind = jobs_platform(url, "db", "check")
+    behind = jobs_platform_process(url, "db", "check")  # exit 1 as a deploy script sees it
 
     assert behind.returncode == 1
     assert f"revision {BASELINE_REVISION}" in behind.stdout and UPGRADE_LINE in behind.stdout
@@ -172,7 +185,7 @@ def test_a_read_command_on_an_empty_warehouse_prints_one_line_and_exits_2(pg_url
     """PostgreSQL only: the check is the same on SQLite, and here the URL has a password."""
     url = sa.make_url(pg_url).set(password=PASSWORD).render_as_string(hide_password=False)
 
-    finished = jobs_platform(url, *read)
+    finished = jobs_platform_process(url, *read)
 
     assert finished.returncode == 2
     [line] = finished.stderr.strip().splitlines()
@@ -272,7 +285,7 @@ def test_jobs_platform_module_is_the_code_location_when_m_is_not_given(pg_url):
 def test_a_module_that_does_not_exist_gives_one_line_and_exit_2(pg_url, command):
     upgrade_warehouse(warehouse_engine(pg_url))
 
-    finished = jobs_platform(pg_url, *command, "-m", "acme_typo.defs")
+    finished = jobs_platform_process(pg_url, *command, "-m", "acme_typo.defs")
 
     assert finished.returncode == 2
     [line] = finished.stderr.strip().splitlines()

@@ -2,7 +2,10 @@
 
 The catalog (`jp_backfill_catalog`) is written by `jobs-platform db upgrade` and by the
 `platform_health` asset; status reads it, says how old it is, and loads the location when
-the warehouse has none. Real PostgreSQL and real `jobs-platform` / `dagster` processes.
+the warehouse has none. Real PostgreSQL. What a process imports, and the asset run by
+`dagster asset materialize`, are checked in real processes; the rest runs the CLI's
+`main` in this process (`cli_in_process`: the same code, without starting Python and
+importing Dagster and the location again for each command).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from jobs_platform.store.catalog import (
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import backfill_catalog
-from jobs_platform_tests.commands import ACME, DAGSTER, JOBS_PLATFORM, run_cli
+from jobs_platform_tests.cli_in_process import jobs_platform_in_process
+from jobs_platform_tests.commands import ACME, DAGSTER, run_cli
 from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.runs import materialize
@@ -53,13 +57,19 @@ def catalog_rows(engine: sa.Engine) -> list[sa.Row]:
 
 
 def cli_json(*args: str, env: dict[str, str]) -> dict:
-    finished = run_cli([JOBS_PLATFORM, *args, "--json"], env)
+    finished = jobs_platform_in_process([*args, "--json"], env)
     assert finished.returncode == 0, finished.stderr
     return json.loads(finished.stdout)
 
 
+def cli_text(*args: str, env: dict[str, str]) -> str:
+    finished = jobs_platform_in_process(args, env)
+    assert finished.returncode == 0, finished.stderr
+    return finished.stdout
+
+
 def deploy(env: dict[str, str], *module: str) -> None:
-    finished = run_cli([JOBS_PLATFORM, "db", "upgrade", *module], env)
+    finished = jobs_platform_in_process(["db", "upgrade", *module], env)
     assert finished.returncode == 0, finished.stderr
 
 
@@ -132,7 +142,7 @@ def test_status_from_the_catalog_equals_status_from_the_location(pg_platform_env
     assert list(from_catalog["assets"]) == EXAMPLE_BACKFILLS
     assert [from_catalog["assets"]["orders"][name] for name in ("done", "quarantined")] == [2, 1]
     assert from_catalog["assets"]["customer_order_history"]["missing"] == 2
-    text = run_cli([JOBS_PLATFORM, "status"], pg_platform_env).stdout
+    text = cli_text("status", env=pg_platform_env)
     assert text.strip().splitlines()[-1].startswith(f"from the catalog of {EXAMPLE}, written ")
 
 
@@ -205,7 +215,7 @@ def test_a_catalog_older_than_its_limit_is_reported_stale(pg_url, tmp_path):
         )
 
     report = cli_json("status", env=env)
-    text = run_cli([JOBS_PLATFORM, "status"], env).stdout
+    text = cli_text("status", env=env)
 
     assert report["source"] == "catalog" and report["catalog_stale"] is True
     assert report["catalog_age_seconds"] >= late
@@ -221,7 +231,7 @@ def test_without_a_catalog_status_loads_the_location_and_says_so(pg_url, tmp_pat
     upgraded_warehouse(pg_url)  # the tables, but no deploy of the location
 
     report = cli_json("status", env=env)
-    text = run_cli([JOBS_PLATFORM, "status"], env).stdout
+    text = cli_text("status", env=env)
 
     assert report["source"] == "location"
     assert (report["catalog_updated_at"], report["catalog_stale"]) == (None, None)

@@ -1,21 +1,24 @@
 """`python -m jobs_platform.bench.metrics`: runs for real at a tiny size and reports its
-figures (the 10,000-partition figure is in README "Monitoring")."""
+figures (the 10,000-partition figure is in README "Monitoring").
+
+Through the module's `main` in this process (`cli_in_process`); the `metrics serve` it
+scrapes is a real process.
+"""
 
 from __future__ import annotations
 
 import json
-import sys
 
-from jobs_platform_tests.commands import run_cli
+from jobs_platform.bench.metrics import main
+from jobs_platform_tests.cli_in_process import run_in_process
 
 
 def test_bench_metrics_times_cold_scrapes_of_a_real_metrics_serve(pg_url, tmp_path):
-    completed = run_cli(
-        [sys.executable, "-m", "jobs_platform.bench.metrics", "--partitions", "40",
-         "--quarantined", "3", "--repeats", "2", "--database-url", pg_url],
-        {},
+    completed = run_in_process(
+        main,
+        ["--partitions", "40", "--quarantined", "3", "--repeats", "2", "--database-url", pg_url],
         cwd=tmp_path,
-    )  # fmt: skip
+    )
 
     assert completed.returncode == 0, completed.stderr[-2000:]
     report = json.loads(completed.stdout)
