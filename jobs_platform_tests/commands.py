@@ -49,13 +49,15 @@ def dagster_job_execute(
     return run_cli(_job_execute_args(partition, job, config), env)
 
 
-def _job_execute_args(partition: str, job: str, config: dict | None) -> list[str]:
+def _job_execute_args(
+    partition: str, job: str, config: dict | None, module: str = "jobs_platform.definitions"
+) -> list[str]:
     args = [
         str(Path(sys.executable).with_name("dagster")),
         "job",
         "execute",
         "-m",
-        "jobs_platform.definitions",
+        module,
         "-j",
         job,
         "--tags",
@@ -107,15 +109,21 @@ def dagster_asset_materialize(
 
 
 def dagster_job_command(
-    partition: str, *, job: str = "orders_backfill", chunk_rows: int = 0, in_process: bool = False
+    partition: str,
+    *,
+    job: str = "orders_backfill",
+    chunk_rows: int = 0,
+    in_process: bool = False,
+    module: str = "jobs_platform.definitions",
 ):
-    """The command line of a run; `in_process` runs steps in the run process (faster)."""
+    """The command line of a run of `module`'s `job`; `in_process` runs steps in the run
+    process (faster)."""
     config: dict = {}
     if chunk_rows:
         config.update(chunk_rows_config(ORDERS_BACKFILL_ASSETS, chunk_rows))
     if in_process:
         config["execution"] = {"config": {"in_process": {}}}
-    return _job_execute_args(partition, job, config)
+    return _job_execute_args(partition, job, config, module)
 
 
 def ranged_job_command(
@@ -140,6 +148,7 @@ def start_run(
     chunk_rows: int = 0,
     log_path: Path | None = None,
     in_process: bool = False,
+    module: str = "jobs_platform.definitions",
 ) -> subprocess.Popen:
     """Start `dagster job execute` in its own process group (so tests can signal it whole).
 
@@ -148,7 +157,7 @@ def start_run(
     """
     output = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(
-        dagster_job_command(partition, chunk_rows=chunk_rows, in_process=in_process),
+        dagster_job_command(partition, chunk_rows=chunk_rows, in_process=in_process, module=module),
         env={**os.environ, **env},
         stdout=output,
         stderr=subprocess.STDOUT,

@@ -37,6 +37,7 @@ from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.quarantine import entries_by_id, mark_requeue_launched, open_entries
 from jobs_platform.store.schema import attempts, quarantine, requeues
 from jobs_platform_tests.alert_fixtures import quarantine_entry
+from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.environments import engine_from
@@ -93,15 +94,8 @@ def requeue(env: dict[str, str], *args: str):
 def requeue_in_this_process(*args: str) -> tuple[int, str, str]:
     """`jobs-platform dead-letter requeue -m MODULE ARGS…` through the CLI's main, in this
     process (whose environment is the test's): (exit status, stdout, stderr)."""
-    import contextlib
-    import io
-
-    from jobs_platform.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["dead-letter", "requeue", "-m", MODULE, *args])
-    return code, out.getvalue(), err.getvalue()
+    done = jobs_platform_in_process(["dead-letter", "requeue", "-m", MODULE, *args])
+    return done.returncode, done.stdout, done.stderr
 
 
 def day(key: str) -> dt.date:

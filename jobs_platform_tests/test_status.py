@@ -7,6 +7,7 @@ import json
 
 from jobs_platform.examples.orders.assets import daily_partitions, daily_revenue, orders
 from jobs_platform.examples.orders.seed import seed_orders
+from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.runs import materialize
@@ -80,15 +81,8 @@ def test_status_with_a_module_reports_that_locations_backfills(upgraded_pg_url, 
 
 def status(*args: str) -> tuple[int, str, str]:
     """`jobs-platform status ARGS…` through the CLI's main, in this process."""
-    import contextlib
-    import io
-
-    from jobs_platform.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["status", *args])
-    return code, out.getvalue(), err.getvalue()
+    done = jobs_platform_in_process(["status", *args])
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_status_over_a_window_counts_only_the_days_asked_about(pg_platform_env):

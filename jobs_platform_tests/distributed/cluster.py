@@ -24,8 +24,7 @@ import dagster as dg
 import pytest
 
 from jobs_platform.deploy import stack
-from jobs_platform.orchestration.tags import PARTITION_TAG
-from jobs_platform_tests.commands import DAGSTER, default_signal_handlers, run_cli
+from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.databases import prepare_warehouse
 from jobs_platform_tests.environments import platform_environment
 
@@ -320,20 +319,3 @@ def seed(env: dict[str, str], start: str, end: str, orders_per_day: int = 300) -
         env,
     )  # fmt: skip
     assert seeded.returncode == 0, seeded.stderr
-
-
-def start_run_of(
-    module: str, env: dict[str, str], partition: str, *, log_path: Path
-) -> subprocess.Popen:
-    """`commands.start_run` of `orders_backfill` as the code location `module` defines it."""
-    args = [DAGSTER, "job", "execute", "-m", module, "-j", "orders_backfill",
-            "--tags", json.dumps({PARTITION_TAG: partition})]  # fmt: skip
-    with open(log_path, "w") as output:
-        return subprocess.Popen(
-            args,
-            env={**os.environ, **env},
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=default_signal_handlers,
-        )

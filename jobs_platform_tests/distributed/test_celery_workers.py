@@ -23,7 +23,6 @@ from jobs_platform_tests.distributed.cluster import (
     process_group_of,
     runs_in_status,
     seed,
-    start_run_of,
     step_failure_messages,
     step_start_pids,
 )
@@ -217,7 +216,7 @@ def test_a_terminated_run_stops_waiting_for_a_step_no_worker_picked_up(
     env = distributed_environment(pg_url, instance_home, tmp_path, rabbitmq_url, "rpc://")
     seed(env, day, day)
     log = tmp_path / "run.log"
-    run_process = start_run_of(SHORT_GRACE_LOCATION, env, day, log_path=log)  # no worker at all
+    run_process = start_run(env, day, log_path=log, module=SHORT_GRACE_LOCATION)  # no worker
     wait_for(
         lambda: "Submitting celery task" in log.read_text(),
         timeout=RUN_SECONDS,
