@@ -29,7 +29,7 @@ from string import Template
 import sqlalchemy as sa
 
 from jobs_platform.location import add_module_option, code_location_module
-from jobs_platform.orchestration.executors import celery_app_settings, step_deadline_seconds
+from jobs_platform.orchestration.step_bounds import celery_app_settings, step_deadline_seconds
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import normalize_url, redact_url
 

@@ -29,7 +29,11 @@ from jobs_platform.orchestration._compat import (
     PlanStateMultiprocessExecutor,
     job_module_name,
 )
-from jobs_platform.orchestration.step_bounds import STEP_OVERHEAD_SECONDS, STOP_GRACE_SECONDS
+from jobs_platform.orchestration.step_bounds import (
+    STOP_GRACE_SECONDS,
+    celery_app_settings,
+    step_deadline_seconds,
+)
 from jobs_platform.settings import (
     DEFAULT_CELERY_BACKEND,
     DEFAULT_CELERY_BROKER,
@@ -41,37 +45,6 @@ from jobs_platform.settings import (
 LOCAL_EXECUTORS = frozenset(
     {"in_process", "multiprocess", "multi_or_in_process_executor", "execute_in_process_executor"}
 )
-# dagster-celery's broker connection retries, kept when we add the visibility timeout
-# (its config_source replaces broker_transport_options whole).
-BROKER_CONNECTION_RETRIES = {
-    "max_retries": 3,
-    "interval_start": 0,
-    "interval_step": 0.2,
-    "interval_max": 0.5,
-}
-
-
-def step_deadline_seconds(settings: Settings) -> float:
-    """The longest a step of one partition may legitimately take, queue wait included."""
-    return settings.attempt_timeout_seconds + settings.lease_seconds + STEP_OVERHEAD_SECONDS
-
-
-def celery_app_settings(settings: Settings) -> dict:
-    """Celery settings the guarantees rely on; the run's app and every worker use these."""
-    redelivery_after = int(step_deadline_seconds(settings))
-    return {
-        "task_acks_late": True,
-        "task_reject_on_worker_lost": True,
-        "task_track_started": True,
-        # One task per worker process at a time: a prefetched step would wait behind a
-        # long one on a busy worker while another worker idles.
-        "worker_prefetch_multiplier": 1,
-        "broker_connection_retry_on_startup": True,
-        "broker_transport_options": {
-            **BROKER_CONNECTION_RETRIES,
-            "visibility_timeout": redelivery_after,
-        },
-    }
 
 
 def celery_executor_config(settings: Settings, environ_has: Callable[[str], bool]) -> dict:

@@ -12,12 +12,11 @@ import pytest
 from jobs_platform.errors import TerminalError, WarehouseNotShared
 from jobs_platform.orchestration.executors import (
     FRAMEWORK_MODULES,
-    celery_app_settings,
     celery_executor_config,
     platform_executor,
-    step_deadline_seconds,
     with_forkserver_by_default,
 )
+from jobs_platform.orchestration.step_bounds import celery_app_settings, step_deadline_seconds
 from jobs_platform.settings import Settings, SettingsError, require_shared_warehouse
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.orchestration.forkserver_probe import PROBE_FILE_VARIABLE
