@@ -14,6 +14,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from jobs_platform.location import CODE_LOCATION_MODULE
 from jobs_platform.orchestration.tags import PARTITION_TAG
 from jobs_platform_tests.runs import chunk_rows_config
 from jobs_platform_tests.waiting import wait_for
@@ -50,7 +51,7 @@ def dagster_job_execute(
 
 
 def _job_execute_args(
-    partition: str, job: str, config: dict | None, module: str = "jobs_platform.definitions"
+    partition: str, job: str, config: dict | None, module: str = CODE_LOCATION_MODULE
 ) -> list[str]:
     args = [
         str(Path(sys.executable).with_name("dagster")),
@@ -97,7 +98,7 @@ def dagster_asset_materialize(
         "asset",
         "materialize",
         "-m",
-        "jobs_platform.definitions",
+        CODE_LOCATION_MODULE,
         "--select",
         ",".join(assets),
         "--partition",
@@ -114,7 +115,7 @@ def dagster_job_command(
     job: str = "orders_backfill",
     chunk_rows: int = 0,
     in_process: bool = False,
-    module: str = "jobs_platform.definitions",
+    module: str = CODE_LOCATION_MODULE,
 ):
     """The command line of a run of `module`'s `job`; `in_process` runs steps in the run
     process (faster)."""
@@ -134,7 +135,7 @@ def ranged_job_command(
         "dagster/asset_partition_range_start": first.isoformat(),
         "dagster/asset_partition_range_end": last.isoformat(),
     }
-    args = [DAGSTER, "job", "execute", "-m", "jobs_platform.definitions", "-j", job]
+    args = [DAGSTER, "job", "execute", "-m", CODE_LOCATION_MODULE, "-j", job]
     args += ["--tags", json.dumps(tags)]
     if chunk_rows:
         args += ["--config", _config_file(chunk_rows_config(ORDERS_BACKFILL_ASSETS, chunk_rows))]
@@ -148,7 +149,7 @@ def start_run(
     chunk_rows: int = 0,
     log_path: Path | None = None,
     in_process: bool = False,
-    module: str = "jobs_platform.definitions",
+    module: str = CODE_LOCATION_MODULE,
 ) -> subprocess.Popen:
     """Start `dagster job execute` in its own process group (so tests can signal it whole).
 
