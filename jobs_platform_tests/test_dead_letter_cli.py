@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
-from pathlib import Path
 
 import dagster as dg
 import sqlalchemy as sa
@@ -16,24 +14,19 @@ from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import mark_requeue_launched, requeue_partition
-from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.environments import engine_from, platform_environment
 from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import (
     materialize,
     record_requested_run,
-    stored_materialization_metadata,
 )
 from jobs_platform_tests.store.factories import a_quarantine_entry
 
 DAY = dt.date(2024, 8, 1)
 PARTITION = DAY.isoformat()
-JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
-DAGSTER = str(Path(sys.executable).with_name("dagster"))
-# A user's code location with one backfill, `acme_events` over its own table (natural key
-# day, source, event_id) from `<landing>/acme_events/DAY.csv`; loaded by subprocesses only.
-ACME = "jobs_platform_tests.locations.acme"
+# A day of the user's code location ACME (`jobs_platform_tests.locations.acme`).
 ACME_DAY = "2024-01-03"
 LIST_FIELDS = {
     "asset", "partition", "status", "attempts", "error_class", "last_error",
@@ -173,73 +166,6 @@ def test_a_second_requeue_is_refused_while_the_first_ones_run_exists(pg_platform
 
     assert finished.returncode == 2
     assert f"is already requeued: its run {run.run_id} is started" in finished.stderr
-
-
-def write_acme_events(env, lines: list[str]) -> None:
-    path = Path(env["JOBS_PLATFORM_LANDING"]) / "acme_events" / f"{ACME_DAY}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(["source,event_id,amount_cents", *lines]) + "\n")
-
-
-def dead_letter_partition_in(env, module: str, entry_id: int) -> dict:
-    """The metadata of the entry's `dead_letter` partition, materialized in `module`."""
-    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-        instance.add_dynamic_partitions("dead_letter_entries", [str(entry_id)])
-    finished = run_cli(
-        [DAGSTER, "asset", "materialize", "-m", module, "--select", "dead_letter",
-         "--partition", str(entry_id)],
-        env,
-    )  # fmt: skip
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    return stored_materialization_metadata(env, "dead_letter", str(entry_id))
-
-
-def test_requeue_with_a_module_runs_that_locations_backfill_and_completes_the_partition(
-    pg_url, tmp_path
-):
-    env = platform_environment(pg_url, tmp_path)
-    deployed = run_cli([JOBS_PLATFORM, "db", "upgrade", "-m", ACME], env)
-    assert deployed.returncode == 0, deployed.stderr
-    write_acme_events(env, ["web,1,100", "web,2,oops"])  # a poison day
-    poisoned = run_cli(
-        [DAGSTER, "asset", "materialize", "-m", ACME, "--select", "acme_events",
-         "--partition", ACME_DAY],
-        env,
-    )  # fmt: skip
-    assert poisoned.returncode != 0
-
-    (listed,) = json.loads(cli(env, "list", "-m", ACME, "--json").stdout)
-    shown = json.loads(cli(env, "show", "-m", ACME, "acme_events", ACME_DAY, "--json").stdout)
-    entry_in_the_ui = dead_letter_partition_in(env, ACME, shown["id"])
-    write_acme_events(env, ["web,1,100", "web,2,200", "app,1,5"])  # the input is fixed
-    launching_at_once(env["DAGSTER_HOME"])
-    requeued = cli(env, "requeue", "-m", ACME, "acme_events", ACME_DAY)
-
-    assert (listed["asset"], listed["partition"], listed["attempts"]) == (
-        "acme_events",
-        ACME_DAY,
-        1,
-    )
-    assert "line 3, field 'amount_cents'" in listed["last_error"]
-    finished_runs(env["DAGSTER_HOME"], requeued.stdout)
-    assert json.loads(cli(env, "list", "-m", ACME, "--json").stdout) == []
-    day = dt.date.fromisoformat(ACME_DAY)
-    assert table_snapshot(engine_from(env), "acme_events") == [
-        (day, "app", 1, 5),
-        (day, "web", 1, 100),
-        (day, "web", 2, 200),
-    ]
-    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-        [run] = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: requeue_run_key(shown["id"])}))
-        [failed] = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-        [failure] = instance.all_logs(failed.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
-    assert run.status == dg.DagsterRunStatus.SUCCESS
-    # The failed step and the dead_letter partition suggest the requeue in the location
-    # their runs were launched from.
-    suggested = f"jobs-platform dead-letter requeue -m {ACME} acme_events {ACME_DAY}"
-    step = failure.dagster_event.step_failure_data.user_failure_data.metadata["requeue"]
-    assert step.value == suggested
-    assert entry_in_the_ui["requeue"] == suggested
 
 
 def test_requeue_in_a_location_without_the_asset_releases_nothing(upgraded_pg_url, tmp_path):

@@ -4,7 +4,9 @@ The test writes the package `acme` of README "Use it in your own project" into a
 temporary folder — its own table with a composite natural key, its input read through a
 `ConfigurableResource`, its code location built with `platform_definitions` — and drives
 it with `jobs-platform … -m acme.defs` and `dagster … -m acme.defs` in real processes on
-PostgreSQL: deploy, a crash after a committed chunk, a poison day, status, requeue.
+PostgreSQL: deploy, a crash after a committed chunk, a poison day (listed, shown, its
+`dead_letter` partition and failed step suggesting the requeue in this location), status,
+requeue.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import attempts_of
+from jobs_platform_tests.runs import stored_materialization_metadata
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BIN = Path(sys.executable).parent
@@ -104,6 +108,29 @@ def materialize(env, day: str, **extra: str):
     )  # fmt: skip
 
 
+def dead_letter_partition_in(env, entry_id: int) -> dict:
+    """The metadata of the entry's `dead_letter` partition, materialized in the location."""
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        instance.add_dynamic_partitions("dead_letter_entries", [str(entry_id)])
+    ok(
+        run_cli(
+            [str(BIN / "dagster"), "asset", "materialize", "-m", MODULE, "--select",
+             "dead_letter", "--partition", str(entry_id)],
+            env,
+        )
+    )  # fmt: skip
+    return stored_materialization_metadata(env, "dead_letter", str(entry_id))
+
+
+def failed_step_metadata(env) -> dict:
+    """The metadata of the one failed step's failure event in the env's instance."""
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        [failed] = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+        [failure] = instance.all_logs(failed.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    metadata = failure.dagster_event.step_failure_data.user_failure_data.metadata
+    return {name: value.value for name, value in metadata.items()}
+
+
 def table_rows(url: str) -> list[tuple]:
     with sa.create_engine(url).connect() as connection:
         return [
@@ -162,16 +189,23 @@ def test_a_code_location_of_its_own_gets_every_guarantee_with_the_readme_command
     write_csv(landing, POISON, poison_rows, poison_line=3)
     assert materialize(env, POISON).returncode == 1
     assert len(attempts_of(engine, ASSET, POISON)) == 1
-    dead_letter, status = concurrently(
+    dead_letter, status, shown = concurrently(
         [BIN / "jobs-platform", "dead-letter", "list", "-m", MODULE, "--json"],
         [BIN / "jobs-platform", "status", "-m", MODULE, "--json"],
+        [BIN / "jobs-platform", "dead-letter", "show", "-m", MODULE, ASSET, POISON, "--json"],
         env=env,
     )
     (entry,) = json.loads(ok(dead_letter))
     assert (entry["asset"], entry["partition"], entry["attempts"]) == (ASSET, POISON, 1)
-    assert entry["error_class"] == "terminal"
+    assert entry["error_class"] == "terminal" and '"twelve"' in entry["last_error"]
     status = json.loads(ok(status))
     assert ASSET in json.dumps(status) and "orders" not in json.dumps(status)
+    # The failed step and the entry's `dead_letter` partition suggest the requeue in this
+    # location, as its runs were launched from it.
+    entry_id = json.loads(ok(shown))["id"]
+    suggested = f"jobs-platform dead-letter requeue -m {MODULE} {ASSET} {POISON}"
+    assert dead_letter_partition_in(env, entry_id)["requeue"] == suggested
+    assert failed_step_metadata(env)["requeue"] == suggested
 
     # The input is fixed; a requeue completes the partition.
     write_csv(landing, POISON, poison_rows)
@@ -179,5 +213,6 @@ def test_a_code_location_of_its_own_gets_every_guarantee_with_the_readme_command
     requeued = ok(jobs_platform(env, "dead-letter", "requeue", "-m", MODULE, ASSET, POISON))
     [run] = finished_runs(env["DAGSTER_HOME"], requeued).values()
     assert run.status == dg.DagsterRunStatus.SUCCESS
+    assert run.tags[RUN_KEY_TAG] == requeue_run_key(entry_id)
     assert json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json"))) == []
     assert table_rows(pg_url) == expected_rows(GOOD, good_rows) + expected_rows(POISON, poison_rows)
