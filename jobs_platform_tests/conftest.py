@@ -24,6 +24,17 @@ from jobs_platform_tests.environments import enter_environment, platform_environ
 BACKENDS = ["postgresql", "sqlite"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The `slow` tests first, the rest in their order.
+
+    Each `slow` test is a story of real processes taking 15 s or more. Collected where its
+    file falls (`ui/` is last), one would start when the other worker has only seconds of
+    tests left, and that core would idle while it runs. Sent first, they leave short tests
+    for the end. A stable sort, so every xdist worker collects the same order.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _template_databases() -> Iterator[None]:
     """The templates this test process built (`databases.template_database`), dropped at its end."""

@@ -104,6 +104,7 @@ def stored_order_ids(url: str) -> list[int]:
         )
 
 
+@pytest.mark.slow
 def test_a_day_with_bad_rows_commits_the_rest_through_a_crash_and_converges_once_fixed(
     shop, pg_url
 ):

@@ -58,6 +58,7 @@ def _count(engine: sa.Engine, query) -> int:
         return connection.execute(query).scalar_one()
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_process_group_is_graceful_every_time(pg_platform_env, tmp_path):
     days = [FIRST + dt.timedelta(days=i) for i in range(REPEATS)]
     landing = pg_platform_env["JOBS_PLATFORM_LANDING"]

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import sqlalchemy as sa
 
 from jobs_platform.examples.orders.assets import daily_partitions, revenue_of_day
@@ -102,6 +103,7 @@ def test_a_job_run_over_a_range_computes_every_good_days_revenue(platform_env):
     assert_poison_day_alone_withheld(platform_env, instance)
 
 
+@pytest.mark.slow
 def test_job_execute_over_a_range_withholds_only_the_poison_day_until_it_is_requeued(
     pg_platform_env,
 ):

@@ -156,6 +156,7 @@ def ok(completed) -> str:
     return completed.stdout
 
 
+@pytest.mark.slow
 def test_a_code_location_of_its_own_gets_every_guarantee_with_the_readme_commands(acme, pg_url):
     env = acme
     # Deploy: the framework's tables, then the location's own.

@@ -235,6 +235,7 @@ def daily_rows(url: str) -> list[tuple]:
         return [tuple(r) for r in connection.execute(sa.text("SELECT * FROM acme_daily_events"))]
 
 
+@pytest.mark.slow
 def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updates_the_day(
     acme, pg_url, tmp_path
 ):

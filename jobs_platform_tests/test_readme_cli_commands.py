@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from jobs_platform.examples.orders.assets import revenue_of_day
 from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
@@ -35,6 +36,7 @@ def cli_block() -> list[str]:
     return [command.strip() for command in block.replace("\\\n", " ").splitlines() if command]
 
 
+@pytest.mark.slow
 def test_the_readme_command_line_block_works_when_pasted(pg_platform_env, tmp_path):
     import sqlalchemy as sa
 

@@ -154,6 +154,7 @@ def attempts_per_partition(engine: sa.Engine, partitions: list[str]) -> dict[str
         )
 
 
+@pytest.mark.slow
 def test_requeuing_a_fixed_causes_group_completes_its_partitions_in_ranged_runs_through_the_queue(
     env, tmp_path
 ):
@@ -404,6 +405,7 @@ def test_requeue_takes_one_form_of_selection(env):
     assert json.loads(run_cli([JOBS_PLATFORM, "dead-letter", "list", "--json"], env).stdout) == []
 
 
+@pytest.mark.slow
 def test_entries_released_without_a_launch_are_run_by_the_requeue_sensor_in_ranged_runs(
     env, tmp_path
 ):

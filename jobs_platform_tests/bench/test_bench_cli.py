@@ -162,6 +162,7 @@ def test_bench_without_a_reachable_postgresql_says_so(tmp_path):
     assert "cannot connect to PostgreSQL" in completed.stderr
 
 
+@pytest.mark.slow
 def test_bench_backfill_via_daemon_launches_through_graphql_and_reports_the_ui_path(
     pg_url, tmp_path
 ):
@@ -191,6 +192,7 @@ def test_bench_backfill_via_daemon_launches_through_graphql_and_reports_the_ui_p
     assert bench_schemas(pg_url) == []
 
 
+@pytest.mark.slow
 def test_bench_backfill_hourly_via_daemon_reports_the_ui_path_against_the_dagster_floor(
     pg_url, tmp_path
 ):
@@ -331,6 +333,7 @@ def test_bench_staging_compares_the_ways_psycopg_copies_a_frame(pg_url, tmp_path
         assert result["rows"] == 500 and len(result["runs_seconds"]) == 1
 
 
+@pytest.mark.slow
 def test_bench_rerun_times_a_corrected_day_through_dagster_and_the_plain_scripts(pg_url, tmp_path):
     raw = tmp_path / "step.raw"
     figures = bench(

@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import dagster as dg
+import pytest
 import sqlalchemy as sa
 
 from jobs_platform.orchestration.executors import platform_executor
@@ -76,6 +77,7 @@ def only_run_for(instance: dg.DagsterInstance, partition: str) -> dg.DagsterRun:
     return runs[0]
 
 
+@pytest.mark.slow
 def test_six_partitions_run_in_both_workers_and_match_the_reference(
     pg_url, instance_home, broker, workers, tmp_path
 ):

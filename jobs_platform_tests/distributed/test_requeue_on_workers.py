@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
 from jobs_platform.deploy import stack
 from jobs_platform_tests.commands import ORDERS_BACKFILL_STEP, REPO_ROOT, run_cli, start_run
@@ -24,6 +25,7 @@ DAY = "2024-01-06"
 REQUEUED_RUN_SECONDS = 240
 
 
+@pytest.mark.slow
 def test_a_requeue_from_the_cli_runs_on_the_celery_workers(
     pg_url, instance_home, rabbitmq_url, workers, tmp_path
 ):

@@ -23,6 +23,7 @@ import os
 import time
 
 import httpx
+import pytest
 
 from jobs_platform.deploy.stack import (
     DAEMON_READY,
@@ -38,6 +39,7 @@ CYCLES = int(os.environ.get("JOBS_PLATFORM_TEST_STACK_CYCLES", "2"))
 DAEMON_READY_SECONDS = 60.0
 
 
+@pytest.mark.slow
 def test_fresh_stacks_in_a_row_start_every_process_and_down_stops_them(rabbitmq_url, tmp_path):
     started = time.monotonic()
     for cycle in range(1, CYCLES + 1):

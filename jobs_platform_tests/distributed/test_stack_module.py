@@ -11,6 +11,7 @@ import datetime as dt
 from pathlib import Path
 
 import httpx
+import pytest
 import sqlalchemy as sa
 
 from jobs_platform.deploy.stack import StackLayout
@@ -70,6 +71,7 @@ def launch_acme_day(port: int) -> str:
     return launched["run"]["runId"]
 
 
+@pytest.mark.slow
 def test_stack_up_with_a_module_deploys_serves_and_runs_that_location(
     pg_url, rabbitmq_url, tmp_path
 ):

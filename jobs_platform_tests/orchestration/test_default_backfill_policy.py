@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 
 import dagster as dg
+import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
@@ -122,6 +123,7 @@ def ui_backfill(env, tmp_path, params: dict):
         return backfill, records, instance
 
 
+@pytest.mark.slow
 def test_a_backfill_from_the_asset_graph_runs_30_days_a_run_and_withholds_the_poison_day(
     pg_platform_env, tmp_path
 ):
@@ -174,6 +176,7 @@ def days_of(run_tags: dict[str, str]) -> list[str]:
     return daily_partitions.get_partition_keys_in_range(span)
 
 
+@pytest.mark.slow
 def test_a_backfill_from_the_job_page_withholds_only_the_poison_days_revenue(
     pg_platform_env, tmp_path
 ):

@@ -111,6 +111,7 @@ def stop_group(run) -> None:
         run.wait()
 
 
+@pytest.mark.slow
 def test_a_run_whose_step_waits_for_its_retry_sleeps_then_retries_on_time(busy_partition, tmp_path):
     env, grant = busy_partition
     run = start_run(env, DAY, log_path=tmp_path / "run.log")

@@ -82,6 +82,7 @@ DEAD_LETTER_QUERY = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
     sync_playwright, expect = _playwright()
