@@ -9,6 +9,7 @@ each misuse of `backfill_asset` is reported on its own line; no name of
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 import jobs_platform
 from jobs_platform_tests.commands import REPO_ROOT
@@ -185,9 +187,28 @@ ignore_missing_imports = True
 
 
 @pytest.fixture(scope="module")
-def checked(tmp_path_factory) -> subprocess.CompletedProcess:
-    """One mypy run, as a user runs it, over every module the tests below read."""
-    folder = tmp_path_factory.mktemp("user_project")
+def checked(tmp_path_factory, worker_id) -> subprocess.CompletedProcess:
+    """One mypy run, as a user runs it, over every module the tests below read.
+
+    Under xdist this module's tests may be sent to both workers; the first to get here
+    runs mypy (~12 s with a cold cache) and leaves its result for the other.
+    """
+    if worker_id == "master":
+        return user_mypy(tmp_path_factory.mktemp("user_project"))
+    shared = tmp_path_factory.getbasetemp().parent  # this run's, shared by its workers
+    with FileLock(shared / "user_mypy.lock"):
+        saved = shared / "user_mypy.json"
+        if not saved.exists():
+            folder = shared / "user_project"
+            folder.mkdir()
+            completed = user_mypy(folder)
+            fields = ("args", "returncode", "stdout", "stderr")
+            saved.write_text(json.dumps({name: getattr(completed, name) for name in fields}))
+        return subprocess.CompletedProcess(**json.loads(saved.read_text()))
+
+
+def user_mypy(folder: Path) -> subprocess.CompletedProcess:
+    """mypy over the user's modules, written into `folder` with the user's settings."""
     (folder / "mypy.ini").write_text(USER_MYPY_INI)
     (folder / "correct.py").write_text(CORRECT)
     (folder / "misuses.py").write_text(MISUSES)
