@@ -18,10 +18,7 @@ from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.environments import engine_from, platform_environment
 from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import table_snapshot
-from jobs_platform_tests.runs import (
-    materialize,
-    record_requested_run,
-)
+from jobs_platform_tests.runs import materialize, record_requested_run
 from jobs_platform_tests.store.factories import a_quarantine_entry
 
 DAY = dt.date(2024, 8, 1)
