@@ -5,16 +5,17 @@ open the instance; started together on an empty database they raced on its CREAT
 and one of them died (`duplicate key value violates unique constraint
 "pg_type_typname_nsp_index"`, 1 start in 3). `up` now creates the storage first.
 
-Two cycles by default: the race is pinned deterministically by the storage being created
-before any process starts (`bin/stack up`, pinned in `test_stack.py`), and each cycle
-costs 20 to 40 s of a worker. The ten cycles the fix was shown with are
-`JOBS_PLATFORM_TEST_STACK_CYCLES=10 .venv/bin/python -m pytest -p no:xdist
+One cycle by default: the race is pinned deterministically by the storage being created
+before any process starts (`bin/stack up`, pinned in `test_stack.py`), and a cycle costs
+20 to 40 s of a worker. With `test_stack_module.py`'s, the suite pays for two fresh stacks
+(issue 27 asked for two, down from ten). The ten cycles in a row the fix was shown with
+are `JOBS_PLATFORM_TEST_STACK_CYCLES=10 .venv/bin/python -m pytest -p no:xdist
 jobs_platform_tests/distributed/test_stack_fresh_instances.py`.
 
 The first cycle starts two workers and checks everything `up` and `down` promise (a pid
 and a process group per process, the instance on PostgreSQL through psycopg2, workers
-that acknowledge late, every process stopped with its children): the suite's only other
-fresh stack is `test_stack_module.py`'s, so no third cycle is paid for the same proof.
+that acknowledge late, every process stopped with its children); cycles after it start
+one worker.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ from jobs_platform_tests.databases import pg_database
 from jobs_platform_tests.distributed.cluster import process_group_of
 from jobs_platform_tests.distributed.test_stack import bin_stack, free_port
 
-CYCLES = int(os.environ.get("JOBS_PLATFORM_TEST_STACK_CYCLES", "2"))
+CYCLES = int(os.environ.get("JOBS_PLATFORM_TEST_STACK_CYCLES", "1"))
 DAEMON_READY_SECONDS = 60.0
 
 
 @pytest.mark.slow
-def test_fresh_stacks_in_a_row_start_every_process_and_down_stops_them(rabbitmq_url, tmp_path):
+def test_fresh_stacks_start_every_process_and_down_stops_them(rabbitmq_url, tmp_path):
     started = time.monotonic()
     for cycle in range(1, CYCLES + 1):
         with (
