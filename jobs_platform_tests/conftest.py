@@ -6,7 +6,10 @@ message; it never skips.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -22,6 +25,36 @@ from jobs_platform_tests.databases import (
 from jobs_platform_tests.environments import enter_environment, platform_environment
 
 BACKENDS = ["postgresql", "sqlite"]
+
+# A tmpfs every Linux machine mounts; the suite's scratch goes there when TMPDIR is unset.
+MEMORY_FILESYSTEM = Path("/dev/shm")
+
+
+def _scratch_in_memory() -> None:
+    """The suite's scratch in memory (/dev/shm) where the machine has a tmpfs and TMPDIR is
+    unset (set TMPDIR to choose the folder).
+
+    Scratch is each test's folder (Dagster instances on SQLite, landing files, SQLite
+    warehouses) and what the test's processes put in the temporary directory (they inherit
+    TMPDIR). On a disk every SQLite commit waits for its fsync: the suite's in-process runs
+    write each Dagster event so. The crashes the suite makes are of processes (signals), which
+    a tmpfs survives as a disk's page cache does; PostgreSQL keeps its data where its cluster
+    does. docs/BENCHMARKS.md, "Scratch in memory".
+    """
+    if os.environ.get("TMPDIR") or not os.access(MEMORY_FILESYSTEM, os.W_OK):
+        return
+    folder = MEMORY_FILESYSTEM / f"jobs_platform_tests-{os.getuid()}"
+    folder.mkdir(exist_ok=True)
+    if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+        return  # another user's folder (the tmpfs is shared): the default stays
+    # Others may pass through, as through /tmp: a server-side COPY of the benchmarks reads
+    # files the server's own user is given; each folder in it is private (mkdtemp's 0700).
+    folder.chmod(0o755)
+    os.environ["TMPDIR"] = str(folder)  # before pytest makes its base folder, or a worker starts
+    tempfile.tempdir = None
+
+
+_scratch_in_memory()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

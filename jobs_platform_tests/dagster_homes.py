@@ -3,6 +3,7 @@ process."""
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from pathlib import Path
@@ -29,7 +30,9 @@ def fresh_dagster_home(dagster_home: Path) -> None:
             return
     template = _template_homes.get(dg.__version__)
     if template is None:
-        template = Path(tempfile.mkdtemp(prefix="jp_dagster_home_")) / "dagster_home"
+        folder = tempfile.mkdtemp(prefix="jp_dagster_home_")
+        atexit.register(shutil.rmtree, folder, True)  # the scratch is in memory (conftest.py)
+        template = Path(folder) / "dagster_home"
         template.mkdir()
         (template / "dagster.yaml").write_text(_INSTANCE_CONFIG)
         with dg.DagsterInstance.from_config(str(template)):
