@@ -51,6 +51,7 @@ __all__ = [
     "CELERY_CONFIG",
     "DAGSTER_MULTIPROCESS_EXECUTE_SHA256",
     "DAGSTER_VERSION_READ",
+    "INSTANCE_STORAGE_MODULES",
     "ActiveExecution",
     "BackfillPolicyType",
     "CeleryExecutor",
@@ -73,6 +74,13 @@ __all__ = [
 
 # The Dagster release the shims below were written for (dagster-celery 0.29.27 alike).
 DAGSTER_VERSION_READ = "1.13.27"
+
+# What a step process imports to build its instance from the run's `InstanceRef`, and
+# neither `dagster` nor a code location does: the storages' base, with their SQLAlchemy
+# schemas and Alembic (~0.35 CPU s a step; docs/BENCHMARKS.md, "Scratch in memory").
+# A forkserver that preloads it pays that once for every step it forks. Python's
+# forkserver ignores a preload module it cannot import: test_compat checks it exists.
+INSTANCE_STORAGE_MODULES = ("dagster._core.storage.base_storage",)
 
 
 class BackfillPolicy(dg.BackfillPolicy):

@@ -25,6 +25,7 @@ from typing import Any
 import dagster as dg
 
 from jobs_platform.orchestration._compat import (
+    INSTANCE_STORAGE_MODULES,
     ActiveExecution,
     PlanStateMultiprocessExecutor,
     job_module_name,
@@ -80,7 +81,8 @@ def with_forkserver_by_default(config: Mapping, job_module: str | None) -> Mappi
         return config
     # Name the modules: with `forkserver: {}` Dagster 1.13 preloads only its executor
     # module (its `preload_modules` reads as [] when absent, not as "the job's module").
-    preload = [job_module] if job_module else list(FRAMEWORK_MODULES)
+    # Before them what each step imports to build its instance: once for all the steps.
+    preload = [*INSTANCE_STORAGE_MODULES, *([job_module] if job_module else FRAMEWORK_MODULES)]
     return {
         "multiprocess": {
             **multiprocess,

@@ -7,14 +7,21 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sys
 from pathlib import Path
 
 import dagster as dg
 
+from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES
 from jobs_platform.orchestration.executors import platform_executor
 from jobs_platform.settings import Settings
 
 PROBE_FILE_VARIABLE = "JP_TEST_PROBE_FILE"
+
+
+# Imported with this module in the forkserver: True only if the forkserver preloaded the
+# instance's storage modules before it (the step builds its instance after the fork).
+_STORAGE_AT_FORK = INSTANCE_STORAGE_MODULES[0] in sys.modules
 
 
 @dg.op
@@ -26,6 +33,7 @@ def report_how_this_step_started() -> None:
                 "parent_command": Path(f"/proc/{parent}/cmdline").read_bytes().decode(),
                 "parent_pid": parent,
                 "run_worker_pid": multiprocessing.parent_process().pid,
+                "instance_storage_preloaded": _STORAGE_AT_FORK,
             }
         )
     )

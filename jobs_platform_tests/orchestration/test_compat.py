@@ -16,7 +16,11 @@ from typing import Any, ClassVar
 import dagster as dg
 import pytest
 
-from jobs_platform.orchestration._compat import ActiveExecution, PlanStateMultiprocessExecutor
+from jobs_platform.orchestration._compat import (
+    INSTANCE_STORAGE_MODULES,
+    ActiveExecution,
+    PlanStateMultiprocessExecutor,
+)
 
 # Module → names the shims import from it.
 PRIVATE_NAMES = {
@@ -92,6 +96,12 @@ def require_names(module_name: str, names: list[str], message: Callable[[str], s
 @pytest.mark.parametrize("module_name", sorted(PRIVATE_NAMES))
 def test_the_private_names_the_shims_import_exist(module_name):
     require_names(module_name, PRIVATE_NAMES[module_name], changed)
+
+
+@pytest.mark.parametrize("module_name", INSTANCE_STORAGE_MODULES)
+def test_the_modules_a_forkserver_preloads_for_step_instances_exist(module_name):
+    # A forkserver skips a preload module it cannot import: a rename would go unseen.
+    require_names(module_name, [], changed)
 
 
 @pytest.mark.parametrize("module_name", sorted(CELERY_PRIVATE_NAMES))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobs_platform.errors import TerminalError, WarehouseNotShared
+from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES
 from jobs_platform.orchestration.executors import (
     FRAMEWORK_MODULES,
     celery_executor_config,
@@ -32,7 +33,8 @@ def test_the_default_executor_is_multiprocess_and_a_run_may_still_ask_for_in_pro
 
 
 def test_multiprocess_runs_preload_the_jobs_module_in_a_forkserver_unless_a_start_method_is_named():
-    forked = {"forkserver": {"preload_modules": ["acme.definitions"]}}
+    preloaded = [*INSTANCE_STORAGE_MODULES, "acme.definitions"]
+    forked = {"forkserver": {"preload_modules": preloaded}}
     assert with_forkserver_by_default({"multiprocess": {}}, "acme.definitions") == {
         "multiprocess": {"start_method": forked}
     }
@@ -45,7 +47,10 @@ def test_multiprocess_runs_preload_the_jobs_module_in_a_forkserver_unless_a_star
     assert with_forkserver_by_default(spawned, "acme.definitions") == spawned
     assert with_forkserver_by_default({"in_process": {}}, "acme.definitions") == {"in_process": {}}
     from_a_file = with_forkserver_by_default({"multiprocess": {}}, None)["multiprocess"]
-    assert from_a_file["start_method"]["forkserver"]["preload_modules"] == list(FRAMEWORK_MODULES)
+    assert from_a_file["start_method"]["forkserver"]["preload_modules"] == [
+        *INSTANCE_STORAGE_MODULES,
+        *FRAMEWORK_MODULES,
+    ]
 
 
 def _run_probe(tmp_path, run_config: dict | None = None) -> dict:
@@ -71,6 +76,8 @@ def test_a_step_process_is_forked_from_a_forkserver_that_preloaded_the_jobs_modu
     assert probe["parent_pid"] != probe["run_worker_pid"]
     assert "multiprocessing.forkserver" in probe["parent_command"]
     assert "jobs_platform_tests.orchestration.forkserver_probe" in probe["parent_command"]
+    # and what the step imports to build its instance, once for every step it forks
+    assert probe["instance_storage_preloaded"]
 
 
 def test_a_run_that_names_spawn_gets_a_fresh_interpreter_per_step(tmp_path):
