@@ -44,7 +44,10 @@ def _scratch_in_memory() -> None:
     if os.environ.get("TMPDIR") or not os.access(MEMORY_FILESYSTEM, os.W_OK):
         return
     folder = MEMORY_FILESYSTEM / f"jobs_platform_tests-{os.getuid()}"
-    folder.mkdir(exist_ok=True)
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError:  # a file or a dangling link in its place: the default stays
+        return
     if folder.is_symlink() or folder.stat().st_uid != os.getuid():
         return  # another user's folder (the tmpfs is shared): the default stays
     # Others may pass through, as through /tmp: a server-side COPY of the benchmarks reads
