@@ -16,7 +16,6 @@ import argparse
 import json
 import multiprocessing
 import multiprocessing.forkserver
-import os
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jobs_platform.bench.timing import process_cpu_seconds
 from jobs_platform.location import CODE_LOCATION_MODULE
 
 VARIANTS = ("framework", "location_only")
@@ -57,11 +57,6 @@ def _step(home: str, results) -> None:
     results.put({"cpu": time.process_time() - started, "storage_preloaded": preloaded})
 
 
-def _cpu_seconds_of(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def one_round(variant: str, module: str, home: str, steps: int) -> dict:
     """In this process: a forkserver with the variant's preload, `steps` steps forked from it."""
     context = multiprocessing.get_context("forkserver")
@@ -75,7 +70,7 @@ def one_round(variant: str, module: str, home: str, steps: int) -> dict:
         process.join()
     server: Any = multiprocessing.forkserver._forkserver  # private: typeshed leaves it out
     return {
-        "forkserver_cpu": _cpu_seconds_of(server._forkserver_pid),
+        "forkserver_cpu": process_cpu_seconds(server._forkserver_pid),
         "steps": reports,
     }
 

@@ -14,7 +14,10 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def wall_seconds(repeats: int, work: Callable[[], object]) -> dict[str, Any]:
@@ -32,6 +35,16 @@ def wall_seconds(repeats: int, work: Callable[[], object]) -> dict[str, Any]:
         "seconds": seconds,
         "results": results,
     }
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far, if this host runs it (from
+    /proc/PID/stat; a server on another host, or a process gone, gives None)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 def run_command(command: list[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 
 from jobs_platform.bench import baselines
 from jobs_platform.bench.database import bench_database, fresh_schema
+from jobs_platform.bench.timing import process_cpu_seconds
 from jobs_platform.bench.upsert import (
     CHUNK_ROWS,
     checkpoint,
@@ -39,17 +40,6 @@ from jobs_platform.bench.upsert import (
     orders_shaped,
 )
 from jobs_platform.store.db import normalize_url
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def server_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of the server process `pid`, if this host runs it."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def _wal_position(engine: sa.Engine) -> str:
@@ -116,11 +106,11 @@ def profile_writer(database_url: str, rows: int, repeats: int) -> dict:
 
 
 def _measured(engine: sa.Engine, pid: int, work: Callable[[], object]) -> dict:
-    load, wal, server = os.getloadavg()[0], _wal_position(engine), server_cpu_seconds(pid)
+    load, wal, server = os.getloadavg()[0], _wal_position(engine), process_cpu_seconds(pid)
     client, began = time.process_time(), time.perf_counter()
     work()
     wall, client = time.perf_counter() - began, time.process_time() - client
-    server_after = server_cpu_seconds(pid)
+    server_after = process_cpu_seconds(pid)
     return {
         "wall_s": round(wall, 3),
         "client_cpu_s": round(client, 3),
