@@ -42,14 +42,21 @@ def group_summary(group: SignatureGroup) -> dict[str, Any]:
     return summary
 
 
-def group_requeue_command(group: SignatureGroup, module: str) -> str:
+def group_requeue_command(group: SignatureGroup, module: str | None) -> str:
     """The command that requeues every open entry of the cause, in the code location."""
     return suggested_command(
-        "dead-letter", "requeue", "-m", module, "--group", group.signature or ""
+        "dead-letter", "requeue", *_location(module), "--group", group.signature or ""
     )
 
 
-def groups_markdown(groups: Sequence[SignatureGroup], module: str, *, limit: int = 20) -> str:
+def _location(module: str | None) -> list[str]:
+    # A run whose code location Dagster does not name suggests commands without `-m`.
+    return ["-m", module] if module else []
+
+
+def groups_markdown(
+    groups: Sequence[SignatureGroup], module: str | None, *, limit: int = 20
+) -> str:
     """The causes as a markdown table for the UI: the largest `limit`, each with its
     requeue command (cells are one line: pipes and newlines would break the table)."""
     if not groups:
@@ -73,7 +80,7 @@ def groups_markdown(groups: Sequence[SignatureGroup], module: str, *, limit: int
         lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     hidden = len(groups) - limit
     if hidden > 0:
-        every = suggested_command("dead-letter", "groups", "-m", module)
+        every = suggested_command("dead-letter", "groups", *_location(module))
         lines.append(f"\n{hidden} smaller cause(s) not shown here: `{every}`")
     return "\n".join(lines)
 

@@ -1,11 +1,11 @@
 """What the command lines work on in Dagster: the code location, loaded by name, and the instance.
 
-`jobs-platform`, `bin/stack` (`deploy`) and the benchmarks (`bench`) stand outside the
-code location, as `dagster -m MODULE` does: a command that needs one takes `-m/--module
-MODULE` (a module with a module-level `defs`), else `$JOBS_PLATFORM_MODULE`, else the
-bundled example `jobs_platform.definitions`, and loads it when it needs it. No module of
-the package imports a code location, which imports them, so there is no import cycle
-through it. Here, not in `cli`, so that `deploy` and `bench` need nothing of the CLI.
+`jobs-platform`, `bin/stack` and the benchmarks stand outside the code location, as
+`dagster -m MODULE` does. A command that needs one takes `-m/--module MODULE` (a module
+with a module-level `defs`), else `$JOBS_PLATFORM_MODULE`, and loads it when it needs it.
+There is no default: a command never falls back to a location the user did not name. No
+module of the package imports a code location, which imports them, so there is no import
+cycle through it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from jobs_platform.engine.spec import BackfillSpec
     from jobs_platform.settings import Settings
 
-CODE_LOCATION_MODULE = "jobs_platform.definitions"
 MODULE_VARIABLE = "JOBS_PLATFORM_MODULE"
 
 
@@ -34,14 +33,19 @@ def add_module_option(parser: argparse.ArgumentParser) -> None:
         "--module",
         metavar="MODULE",
         default=None,
-        help=f"the code location: a module with `defs` (default ${MODULE_VARIABLE}, "
-        f"then {CODE_LOCATION_MODULE})",
+        help=f"the code location: a module with `defs` (default ${MODULE_VARIABLE})",
     )
 
 
 def code_location_module(module: str | None = None) -> str:
-    """The module the command works on: `-m`, then $JOBS_PLATFORM_MODULE, then the example."""
-    return module or os.environ.get(MODULE_VARIABLE) or CODE_LOCATION_MODULE
+    """The module the command works on: `-m`, then $JOBS_PLATFORM_MODULE; else an error."""
+    name = named_module(module)
+    if name is None:
+        raise LookupError(
+            f"no code location named: pass -m MODULE (a module with `defs`, as for "
+            f"`dagster … -m`) or set {MODULE_VARIABLE}"
+        )
+    return name
 
 
 def named_module(module: str | None = None) -> str | None:
@@ -81,6 +85,16 @@ def require_module(module: str | None = None) -> str:
     if found is None:
         raise _not_found(name, f"No module named {name!r}")
     return name
+
+
+def named_location(module: str | None = None) -> str | None:
+    """The code location `-m` or $JOBS_PLATFORM_MODULE names, checked as `require_module`
+    checks it; None when neither names one.
+
+    For the commands that read the whole warehouse and name a location only in the
+    commands they suggest: without one, the suggestions carry no `-m`.
+    """
+    return require_module(module) if named_module(module) else None
 
 
 def _search_working_directory() -> None:

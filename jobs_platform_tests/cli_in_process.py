@@ -55,3 +55,12 @@ def jobs_platform_in_process(
     from jobs_platform.cli.main import main
 
     return run_in_process(main, args, env, cwd=cwd)
+
+
+def bench_in_process(
+    args: Sequence[str], env: dict[str, str] | None = None, *, cwd: Path | str | None = None
+) -> subprocess.CompletedProcess:
+    """`bin/bench ARGS…` (`python -m benchmarks`) through its `main`."""
+    from benchmarks.__main__ import main
+
+    return run_in_process(main, args, env, cwd=cwd)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from jobs_platform.location import CODE_LOCATION_MODULE
 from jobs_platform.orchestration.tags import PARTITION_TAG
+from jobs_platform_tests.environments import EXAMPLE_MODULE as CODE_LOCATION_MODULE
 from jobs_platform_tests.runs import chunk_rows_config
 from jobs_platform_tests.waiting import wait_for
 
@@ -46,7 +46,7 @@ def run_cli(
 def dagster_job_execute(
     env: dict[str, str], partition: str, *, job: str = "orders_backfill", config: dict | None = None
 ) -> subprocess.CompletedProcess:
-    """`dagster job execute -m jobs_platform.definitions -j JOB` for one partition."""
+    """`dagster job execute -m orders_example.definitions -j JOB` for one partition."""
     return run_cli(_job_execute_args(partition, job, config), env)
 
 
@@ -92,7 +92,7 @@ def _config_file(config: dict) -> str:
 def dagster_asset_materialize(
     env: dict[str, str], assets: list[str], partition: str, *, chunk_rows: int | None = None
 ) -> subprocess.CompletedProcess:
-    """`dagster asset materialize -m jobs_platform.definitions --select … --partition …`."""
+    """`dagster asset materialize -m orders_example.definitions --select … --partition …`."""
     args = [
         DAGSTER,
         "asset",

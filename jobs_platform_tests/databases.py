@@ -231,7 +231,7 @@ def prepare_warehouse(url: str) -> sa.Engine:
 def loaded_backfills() -> dict[str, BackfillSpec]:
     """Every backfill a module of the package or of the suite loaded so far holds at its
     top level, by asset key: the examples' and the tests' own."""
-    import jobs_platform.definitions  # noqa: F401 - the examples' backfills
+    import orders_example.definitions  # noqa: F401 - the examples' backfills
     from jobs_platform.orchestration.specs import backfill_specs
 
     modules = [

@@ -11,6 +11,9 @@ from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform_tests.dagster_homes import fresh_dagster_home
 
+# The orders example's code location (examples/orders), which most tests run.
+EXAMPLE_MODULE = "orders_example.definitions"
+
 # Small numbers so that retries and leases play out in seconds, not minutes.
 TEST_ENV_DEFAULTS = {
     "JOBS_PLATFORM_RETRY_DELAY_SECONDS": "0.05",
@@ -27,6 +30,8 @@ def platform_environment(warehouse_url: str, folder: Path, **overrides: str) -> 
         "JOBS_PLATFORM_DATABASE_URL": warehouse_url,
         "JOBS_PLATFORM_LANDING": str(folder / "landing"),
         "DAGSTER_HOME": str(dagster_home),
+        # The code location the commands work on, as a user exports it once.
+        "JOBS_PLATFORM_MODULE": EXAMPLE_MODULE,
         **TEST_ENV_DEFAULTS,
     }
     env.update(overrides)

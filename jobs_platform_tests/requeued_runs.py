@@ -15,7 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from jobs_platform.deploy import stack
+from deploy import stack
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.waiting import wait_for
 

@@ -20,7 +20,7 @@ def materialize(
     tags: dict[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     """Materialize `assets` for one partition in this process, with the framework resource."""
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     run_config = {}
     if chunk_rows is not None:
@@ -47,7 +47,7 @@ def chunk_rows_config(assets: Sequence[str | dg.AssetsDefinition], chunk_rows: i
     """Run config giving each backfill computed by `assets` (definitions, or names of the
     bundled code location's backfills) `chunk_rows`, where its run config goes: under its
     own op, or, in a chain, under its own name in the chain op's config."""
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     definitions = [defs.get_assets_def(a) if isinstance(a, str) else a for a in assets]
     every_backfill = {
@@ -75,8 +75,8 @@ def materialize_into(
     database_url: str, assets, partition: str, *, chunk_rows: int | None = None
 ) -> dg.ExecuteInProcessResult:
     """A clean in-process run against another warehouse, on a throwaway Dagster instance."""
-    from jobs_platform.definitions import defs
     from jobs_platform.orchestration.resources import JobsPlatformResource
+    from orders_example.definitions import defs
 
     run_config = {}
     if chunk_rows is not None:
@@ -122,7 +122,7 @@ def record_requested_run(
     name another.
     """
     if definitions is None:
-        from jobs_platform.definitions import defs as definitions
+        from orders_example.definitions import defs as definitions
 
     tags = {**request.tags, RUN_KEY_TAG: request.run_key}
     if request.partition_key:

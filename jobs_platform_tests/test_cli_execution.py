@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform_tests.commands import dagster_asset_materialize, dagster_job_execute
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import expected_tables_from_landing
 from jobs_platform_tests.rows import attempts_of, declared_rows
 from jobs_platform_tests.runs import stored_materialization_metadata
+from orders_example.orders.seed import seed_orders
+from orders_example.orders.tables import daily_revenue_table, orders_table
 
 ORDERS_PER_DAY = 90
 

@@ -11,14 +11,6 @@ import datetime as dt
 
 import pytest
 
-from jobs_platform.examples.orders.assets import (
-    daily_revenue,
-    orders,
-    orders_of_day,
-    revenue_of_day,
-)
-from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import (
     expected_tables_from_landing,
@@ -28,6 +20,14 @@ from jobs_platform_tests.landing import (
 )
 from jobs_platform_tests.rows import declared_rows
 from jobs_platform_tests.runs import materialize, metadata_of
+from orders_example.orders.assets import (
+    daily_revenue,
+    orders,
+    orders_of_day,
+    revenue_of_day,
+)
+from orders_example.orders.seed import seed_orders
+from orders_example.orders.tables import daily_revenue_table, orders_table
 
 DAY = "2024-01-09"
 ORDERS_PER_DAY = 100

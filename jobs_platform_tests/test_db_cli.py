@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -202,7 +203,7 @@ def test_the_demo_needs_no_set_up_on_the_embedded_default(tmp_path):
     }
 
     finished = subprocess.run(
-        [JOBS_PLATFORM, "demo", "--orders-per-day", "40"],
+        [str(Path(JOBS_PLATFORM).with_name("orders-example")), "demo", "--orders-per-day", "40"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

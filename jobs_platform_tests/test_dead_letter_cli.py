@@ -8,8 +8,6 @@ import json
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
@@ -20,6 +18,8 @@ from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import materialize, record_requested_run
 from jobs_platform_tests.store.factories import a_quarantine_entry
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 8, 1)
 PARTITION = DAY.isoformat()
@@ -174,7 +174,7 @@ def test_requeue_in_a_location_without_the_asset_releases_nothing(upgraded_pg_ur
 
     assert refused.returncode == 2
     [line] = refused.stderr.strip().splitlines()
-    assert "code location jobs_platform.definitions has no backfill 'acme_events'" in line
+    assert "code location orders_example.definitions has no backfill 'acme_events'" in line
     (entry,) = json.loads(cli(env, "list", "--json").stdout)
     assert (entry["asset"], entry["status"]) == ("acme_events", "quarantined")
 

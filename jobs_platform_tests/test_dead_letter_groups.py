@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 
 from jobs_platform.cli.dead_letter import run_groups
-from jobs_platform.examples.orders.assets import orders
-from jobs_platform.examples.orders.landing import landing_file
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.triage import signature_groups
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.store.factories import AT, SECOND, a_quarantine_entry
+from orders_example.orders.assets import orders
+from orders_example.orders.landing import landing_file
+from orders_example.orders.seed import seed_orders
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 FIRST = dt.date(2024, 8, 1)
@@ -128,12 +128,12 @@ def test_each_cause_is_shown_with_the_command_that_requeues_its_group(pg_platfor
     entries_of_two_causes(pg_platform_env)
     groups = json.loads(groups_output(capsys, json_output=True))
 
-    shown = groups_output(capsys, module="jobs_platform.definitions")
+    shown = groups_output(capsys, module="orders_example.definitions")
 
     assert "5 quarantined partition(s), 2 cause(s), largest first" in shown
     for group in groups:
         assert (
-            "requeue: jobs-platform dead-letter requeue -m jobs_platform.definitions "
+            "requeue: jobs-platform dead-letter requeue -m orders_example.definitions "
             f"--group {group['signature']}"
         ) in shown
     assert "assets: orders 3, returns 1; e.g. returns/2024-09-04, orders/2024-09-03" in shown
@@ -173,7 +173,7 @@ def test_platform_health_shows_the_locations_causes_with_their_requeue_commands(
 ):
     import dagster as dg
 
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     entries_of_two_causes(pg_platform_env)  # `returns` is no backfill of this location
     with engine_from(pg_platform_env).connect() as connection:
@@ -195,6 +195,6 @@ def test_platform_health_shows_the_locations_causes_with_their_requeue_commands(
     assert [row.split(" | ")[0] for row in rows] == ["| 3", "| 1"]  # returns' entry left out
     for group, row in zip(orders_causes, rows, strict=True):
         assert (
-            f"`jobs-platform dead-letter requeue -m jobs_platform.definitions "
+            f"`jobs-platform dead-letter requeue -m orders_example.definitions "
             f"--group {group.signature}`"
         ) in row

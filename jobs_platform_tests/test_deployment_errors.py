@@ -11,13 +11,13 @@ import datetime as dt
 
 import pytest
 
-from jobs_platform.examples.orders.assets import orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import active_entry
 from jobs_platform_tests.environments import enter_environment, platform_environment
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import materialize
+from orders_example.orders.assets import orders
+from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 1, 3)
 PARTITION = DAY.isoformat()

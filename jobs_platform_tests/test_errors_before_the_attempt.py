@@ -8,9 +8,9 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from jobs_platform.examples.orders.assets import orders
 from jobs_platform_tests.environments import enter_environment, platform_environment
 from jobs_platform_tests.runs import materialize
+from orders_example.orders.assets import orders
 
 # Nothing listens on port 1; the password must never be printed.
 UNREACHABLE_URL = "postgresql+psycopg://app:s3cret@127.0.0.1:1/warehouse"

@@ -1,6 +1,6 @@
 """Every backfill in the code location is idempotent and crash-safe, with no test of its own.
 
-The suite enumerates the assets of `jobs_platform.definitions.defs` tagged as backfills and
+The suite enumerates the assets of `orders_example.definitions.defs` tagged as backfills and
 is parametrized by their names, so a new job type is covered the day it is declared: it
 only has to be given a seeder in `SEEDERS` (it writes a small sample input and returns
 its partitions).
@@ -13,7 +13,6 @@ from collections.abc import Callable
 import dagster as dg
 import pytest
 
-from jobs_platform.definitions import defs
 from jobs_platform.engine.spec import BackfillSpec
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.settings import Settings
@@ -23,6 +22,7 @@ from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.examples.samples import seed_example_customers, seed_example_orders
 from jobs_platform_tests.rows import attempts_of, declared_rows, row_versions, table_snapshot
 from jobs_platform_tests.runs import materialize
+from orders_example.definitions import defs
 
 CHUNK_ROWS = 7  # small, so that every example spans several chunks where it can
 
@@ -34,7 +34,7 @@ BACKFILL_ASSETS = sorted(
 
 
 def test_the_code_location_declares_backfills():
-    assert BACKFILL_ASSETS, "no asset of jobs_platform.definitions is tagged as a backfill"
+    assert BACKFILL_ASSETS, "no asset of orders_example.definitions is tagged as a backfill"
 
 
 # Each takes the landing root (the examples' `landing` resource reads it) and seeds it.
@@ -84,7 +84,7 @@ def _assets_def(name: str) -> dg.AssetsDefinition:
     for candidate in defs.assets or ():
         if isinstance(candidate, dg.AssetsDefinition) and dg.AssetKey(name) in candidate.keys:
             return candidate
-    pytest.fail(f"backfill {name!r} is not among the assets of jobs_platform.definitions")
+    pytest.fail(f"backfill {name!r} is not among the assets of orders_example.definitions")
 
 
 def _materialize_all(lineage: list[str], partitions: list[str]) -> None:

@@ -31,9 +31,6 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from jobs_platform.examples.orders.assets import orders
-from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.store.schema import attempts, checkpoints, leases, quarantine
 from jobs_platform_tests.commands import (
     ORDERS_BACKFILL_ASSETS,
@@ -47,6 +44,9 @@ from jobs_platform_tests.landing import expected_tables_from_landing
 from jobs_platform_tests.rows import declared_rows
 from jobs_platform_tests.runs import chunk_rows_config, materialize
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.assets import orders
+from orders_example.orders.seed import seed_orders
+from orders_example.orders.tables import daily_revenue_table, orders_table
 
 FIRST = dt.date(2024, 6, 1)
 CHUNK_ROWS = 50

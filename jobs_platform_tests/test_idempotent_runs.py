@@ -7,13 +7,13 @@ from dataclasses import replace
 from functools import partial
 
 from jobs_platform.engine.runner import Attempter, PartitionRunner
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.resources import LandingZone
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform_tests.databases import loaded_backfills
 from jobs_platform_tests.environments import engine_from, settings_from
 from jobs_platform_tests.rows import row_versions, table_snapshot
 from jobs_platform_tests.runs import materialize, metadata_of
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.resources import LandingZone
+from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 1, 5)
 

@@ -20,15 +20,15 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.examples.orders.assets import daily_partitions, revenue_of_day
-from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.store.schema import partitions, quarantine
 from jobs_platform_tests.commands import DAGSTER, run_cli
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import expected_tables_from_landing
 from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import declared_rows
+from orders_example.orders.assets import daily_partitions, revenue_of_day
+from orders_example.orders.seed import seed_orders
+from orders_example.orders.tables import daily_revenue_table, orders_table
 
 FIRST, POISON, LAST = dt.date(2024, 5, 1), dt.date(2024, 5, 3), dt.date(2024, 5, 5)
 DAYS = [(FIRST + dt.timedelta(days=n)).isoformat() for n in range(5)]
@@ -91,7 +91,7 @@ def assert_poison_day_alone_withheld(
 
 def test_a_job_run_over_a_range_computes_every_good_days_revenue(platform_env):
     """The run the job page, a schedule or `dagster job execute` over a range makes."""
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     seed_with_poison(platform_env)
     instance = dg.DagsterInstance.get()
@@ -111,7 +111,7 @@ def test_job_execute_over_a_range_withholds_only_the_poison_day_until_it_is_requ
     seed_with_poison(env)
     executed = run_cli(
         [
-            DAGSTER, "job", "execute", "-m", "jobs_platform.definitions", "-j", "orders_backfill",
+            DAGSTER, "job", "execute", "-m", "orders_example.definitions", "-j", "orders_backfill",
             "--tags", json.dumps(RANGE_TAGS),
         ],
         env,
@@ -146,7 +146,7 @@ def test_dagster_asset_materialize_over_a_partition_range_computes_every_good_da
     seed_with_poison(env)
     executed = run_cli(
         [
-            DAGSTER, "asset", "materialize", "-m", "jobs_platform.definitions",
+            DAGSTER, "asset", "materialize", "-m", "orders_example.definitions",
             "--select", "orders,daily_revenue",
             "--partition-range", f"{FIRST.isoformat()}...{LAST.isoformat()}",
         ],
@@ -163,7 +163,7 @@ def test_dagster_asset_materialize_over_a_partition_range_computes_every_good_da
 def test_the_daily_schedule_runs_each_day_alone_so_a_poison_day_withholds_only_itself(
     platform_env,
 ):
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     seed_with_poison(platform_env)
     instance = dg.DagsterInstance.get()
@@ -184,9 +184,9 @@ def test_the_daily_schedule_runs_each_day_alone_so_a_poison_day_withholds_only_i
 
 
 def test_an_outbox_request_over_the_range_withholds_only_the_poison_days_revenue(platform_env):
-    from jobs_platform.definitions import defs
     from jobs_platform.orchestration.outbox import backfill_request_sensor
     from jobs_platform.outbox import request_backfill
+    from orders_example.definitions import defs
 
     seed_with_poison(platform_env)
     instance = dg.DagsterInstance.get()
@@ -213,7 +213,7 @@ def test_an_outbox_request_over_the_range_withholds_only_the_poison_days_revenue
 def test_a_downstream_partition_alone_is_not_computed_while_its_upstream_is_quarantined(
     platform_env,
 ):
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     seed_with_poison(platform_env)
     instance = dg.DagsterInstance.get()

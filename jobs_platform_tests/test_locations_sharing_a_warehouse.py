@@ -21,8 +21,8 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from deploy import stack
 from jobs_platform import request_backfill
-from jobs_platform.deploy import stack
 from jobs_platform.outbox.store import queue_stats
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
@@ -319,7 +319,7 @@ def test_each_locations_health_counts_only_its_own_backfills(engine, instance):
 
 
 def test_two_locations_hold_no_duplicate_asset_key_or_definition_name(workspace):
-    from jobs_platform.definitions import defs as bundled
+    from orders_example.definitions import defs as bundled
 
     def names(defs: dg.Definitions) -> set[str]:
         repository = defs.get_repository_def()

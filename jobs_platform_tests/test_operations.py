@@ -10,8 +10,6 @@ import signal
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.tags import CORRELATION_TAG
 from jobs_platform.store.schema import attempts, leases, quarantine
 from jobs_platform_tests.commands import ORDERS_BACKFILL_ASSETS, dagster_job_execute, start_run
@@ -19,6 +17,8 @@ from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import chunk_rows_config, materialize
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 5, 9)
 PARTITION = DAY.isoformat()
@@ -63,7 +63,7 @@ def test_sigterm_mid_partition_releases_the_lease_and_a_rerun_finishes_once(
 
 
 def test_daily_schedule_runs_yesterdays_partition():
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     schedule = defs.resolve_schedule_def("orders_daily_schedule")
     tick = dt.datetime(2024, 5, 10, 0, 30, tzinfo=dt.UTC)
@@ -76,7 +76,7 @@ def test_daily_schedule_runs_yesterdays_partition():
 
 
 def test_dagster_job_execute_runs_the_schedules_partition(platform_env):
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     schedule = defs.resolve_schedule_def("orders_daily_schedule")
     tick = dt.datetime(2024, 5, 10, 0, 30, tzinfo=dt.UTC)

@@ -13,7 +13,6 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import GRACE_LEASES, abandoned_run_sensor
 from jobs_platform.store.schema import attempts, checkpoints, leases, quarantine
 from jobs_platform_tests.clocks import database_now, lease_has_expired
@@ -22,6 +21,7 @@ from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import materializations_metadata
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 3, 1)
 PARTITION = DAY.isoformat()
@@ -286,7 +286,7 @@ def test_run_whose_worker_was_killed_is_failed_and_the_partition_rerun_once(
         lease_expiry = connection.execute(sa.select(leases.c.expires_at)).scalar_one()
     grace = dt.timedelta(seconds=lease_seconds * GRACE_LEASES)
 
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     with dg.DagsterInstance.get() as instance:
         (run,) = instance.get_runs()

@@ -13,8 +13,6 @@ import datetime as dt
 
 import pytest
 
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform_tests.commands import ORDERS_BACKFILL_ASSETS, dagster_job_execute
 from jobs_platform_tests.databases import sibling_database
@@ -25,6 +23,8 @@ from jobs_platform_tests.runs import (
     materialize_into,
     stored_materialization_metadata,
 )
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
 DAY = "2024-01-07"
 ORDERS_PER_DAY = 100

@@ -101,7 +101,7 @@ def day_reference(day: str) -> list[tuple]:
 
 
 def location() -> dg.Definitions:
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     return dg.Definitions(
         assets=[events, events_daily], sensors=[requeue_sensor], resources=dict(defs.resources)
@@ -240,7 +240,7 @@ def mapped_tenant_days(source: PartitionInput):
 def test_a_multi_partition_reading_a_static_one_waits_for_its_own_tenant_only(pg_platform_env):
     engine = engine_from(pg_platform_env)
     create_user_tables(engine, tenants_table, tenant_days_table)
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     location = dg.Definitions(
         assets=[mapped_tenants, mapped_tenant_days], resources=dict(defs.resources)

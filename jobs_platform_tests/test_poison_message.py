@@ -7,13 +7,13 @@ import datetime as dt
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.quarantine import active_entry
 from jobs_platform.store.schema import attempts
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import materialize
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 2, 1)
 PARTITION = DAY.isoformat()

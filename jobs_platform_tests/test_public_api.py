@@ -15,7 +15,7 @@ import sqlalchemy as sa
 import jobs_platform
 
 PACKAGE_ROOT = Path(jobs_platform.__file__).parent
-ALLOWED_PREFIXES = ("jobs_platform.examples",)
+ALLOWED_PREFIXES = ("orders_example",)
 
 
 def module_files() -> dict[str, Path]:

@@ -1,10 +1,10 @@
 """A user's type checker sees the public surface with its real signatures.
 
 mypy runs as a user's would, once, on modules written outside the repository, with the
-package found on the path as an installed one (PEP 561: read only with its `py.typed`
-marker). A correct code location checks clean under `--strict`, and so does the README's;
-each misuse of `backfill_asset` is reported on its own line; no name of
-`jobs_platform.__all__` is `Any`.
+package found through the editable install bin/setup makes (PEP 561: read only with its
+`py.typed` marker); test_wheel checks a user's package against the built wheel. A correct
+code location checks clean under `--strict`, and so does the README's; each misuse of
+`backfill_asset` is reported on its own line; no name of `jobs_platform.__all__` is `Any`.
 """
 
 from __future__ import annotations
@@ -217,9 +217,10 @@ def user_mypy(folder: Path) -> subprocess.CompletedProcess:
         + "".join(f"reveal_type(jobs_platform.{name})\n" for name in jobs_platform.__all__)
     )
     (folder / "readme_defs.py").write_text(textwrap.dedent(readme_code_location()))
-    env = {key: value for key, value in os.environ.items() if key != "MYPYPATH"}
-    # On the path like an installed package: mypy then reads it only with its py.typed.
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    # Found as bin/setup installs it (editable, setuptools' compat mode: a .pth file), as a
+    # user's mypy finds it; mypy then reads it only with its py.typed. Nothing else on the
+    # path: the repository's root is not the working directory.
+    env = {key: value for key, value in os.environ.items() if key not in ("MYPYPATH", "PYTHONPATH")}
     files = ["correct.py", "misuses.py", "reveals.py", "readme_defs.py"]
     return subprocess.run(
         [str(MYPY), "--config-file", "mypy.ini", "--show-error-codes", *files],

@@ -8,14 +8,14 @@ import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.examples.orders.assets import daily_partitions, orders_of_day
-from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
-from jobs_platform.examples.orders.resources import LandingZone
-from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import orders_table
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 from jobs_platform.store.schema import quarantine
 from jobs_platform_tests.environments import engine_from
+from orders_example.orders.assets import daily_partitions, orders_of_day
+from orders_example.orders.landing import landing_file, read_order_chunks
+from orders_example.orders.resources import LandingZone
+from orders_example.orders.seed import seed_orders
+from orders_example.orders.tables import orders_table
 
 FIRST, POISON, LAST = dt.date(2024, 7, 1), dt.date(2024, 7, 2), dt.date(2024, 7, 3)
 
@@ -36,7 +36,7 @@ def ranged_orders(source: PartitionInput, landing: LandingZone):
 
 
 def materialize_range(first: dt.date, last: dt.date) -> dg.ExecuteInProcessResult:
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     return dg.materialize(
         [ranged_orders],

@@ -21,11 +21,6 @@ import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.errors import RetryableError
-from jobs_platform.examples.orders.assets import daily_partitions, orders_of_day
-from jobs_platform.examples.orders.landing import landing_file, read_order_chunks
-from jobs_platform.examples.orders.resources import LandingZone
-from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 from jobs_platform.store.schema import attempts, checkpoints, partitions, quarantine
 from jobs_platform_tests.commands import default_signal_handlers, ranged_job_command
@@ -34,6 +29,11 @@ from jobs_platform_tests.landing import expected_tables_from_landing
 from jobs_platform_tests.rows import declared_rows
 from jobs_platform_tests.tcp_proxy import TcpProxy
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.assets import daily_partitions, orders_of_day
+from orders_example.orders.landing import landing_file, read_order_chunks
+from orders_example.orders.resources import LandingZone
+from orders_example.orders.seed import seed_orders
+from orders_example.orders.tables import daily_revenue_table, orders_table
 
 FIRST = dt.date(2024, 8, 1)
 DAYS = [FIRST + dt.timedelta(days=i) for i in range(4)]
@@ -76,7 +76,7 @@ def test_a_retry_after_on_one_partition_of_a_range_is_honoured(platform_env):
     FAULTS[told].append(RetryableError("429 Too Many Requests", retry_after=1.5))
     # Its own backoff (base 0.05 s in the tests) is far shorter than the server's 1.5 s.
     FAULTS[backing_off].extend([RetryableError("503"), RetryableError("503")])
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     result = dg.materialize(
         [retried_orders],

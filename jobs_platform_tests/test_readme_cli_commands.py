@@ -16,14 +16,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from jobs_platform.examples.orders.assets import revenue_of_day
-from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.store.schema import quarantine
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import expected_tables_from_landing
 from jobs_platform_tests.rows import declared_rows
 from jobs_platform_tests.test_isolation import orders_of
+from orders_example.orders.assets import revenue_of_day
+from orders_example.orders.tables import daily_revenue_table, orders_table
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BIN = Path(sys.executable).parent

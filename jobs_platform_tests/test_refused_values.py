@@ -16,11 +16,11 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.examples.orders.resources import LandingZone
 from jobs_platform.store.quarantine import active_entry
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import materialize
+from orders_example.orders.resources import LandingZone
 
 DAY = "2024-01-03"
 CHUNK_ROWS = 3

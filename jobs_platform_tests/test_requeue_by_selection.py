@@ -19,9 +19,6 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.errors import Classification
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
@@ -49,8 +46,11 @@ from jobs_platform_tests.landing import (
 from jobs_platform_tests.requeued_runs import daemon_running
 from jobs_platform_tests.rows import declared_rows
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.seed import seed_orders
+from orders_example.orders.tables import daily_revenue_table, orders_table
 
-MODULE = "jobs_platform.definitions"
+MODULE = "orders_example.definitions"
 # Two causes over a week: malformed JSON on five days (in two contiguous stretches), an
 # unknown currency on two.
 MALFORMED = ["2024-08-01", "2024-08-02", "2024-08-03", "2024-08-05", "2024-08-06"]
@@ -112,7 +112,7 @@ def quarantine_two_causes(env: dict[str, str]) -> dict[str, str]:
         lines = read_landing_lines(landing, key)
         lines[ORDERS_PER_DAY // 2]["currency"] = "JPY"
         write_landing_lines(landing, key, lines)
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     dg.materialize(
         [orders, daily_revenue],
@@ -305,7 +305,7 @@ def test_the_requeue_sensor_finds_the_queued_ranged_run_of_a_selection_and_launc
         # Past the grace the sensor gives a launch under way: it asks Dagster for the run.
         long_ago = DATABASE_CLOCK.now(connection) - dt.timedelta(hours=1)
         mark_requeue_launched(connection, terminal, clock=ManualClock(long_ago))
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     with dg.DagsterInstance.get() as instance:
         context = dg.build_sensor_context(

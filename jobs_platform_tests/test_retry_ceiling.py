@@ -17,13 +17,13 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.examples.orders.assets import orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.schema import attempts, quarantine
 from jobs_platform_tests.commands import start_run
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.assets import orders
+from orders_example.orders.seed import seed_orders
 
 RETRY_AFTER_SECONDS = 2
 

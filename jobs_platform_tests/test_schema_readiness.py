@@ -19,9 +19,6 @@ import sqlalchemy as sa
 
 import jobs_platform
 from jobs_platform.cli.main import main
-from jobs_platform.definitions import defs
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.dead_letter import dead_letter_sensor
 from jobs_platform.orchestration.outbox import backfill_request_sensor
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
@@ -43,6 +40,9 @@ from jobs_platform_tests.environments import engine_from, enter_environment, pla
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0
+from orders_example.definitions import defs
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 1, 3)
 PARTITION = DAY.isoformat()

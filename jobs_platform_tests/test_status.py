@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from jobs_platform.examples.orders.assets import daily_partitions, daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.runs import materialize
+from orders_example.orders.assets import daily_partitions, daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
 FIRST = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 3)
@@ -43,7 +43,7 @@ def test_status_json_counts_done_quarantined_and_missing_partitions(platform_env
 def test_platform_health_schedule_refreshes_figures_and_quarantine_checks(platform_env):
     import dagster as dg
 
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     seed_orders(platform_env["JOBS_PLATFORM_LANDING"], POISON, POISON, poison_days=[POISON])
     materialize([orders], POISON.isoformat())
@@ -122,4 +122,19 @@ def test_status_with_a_bad_window_key_says_what_keys_look_like(pg_platform_env):
         "error: --from '2024-06-31' is not a partition key (or not one yet) of a "
         "time-partitioned backfill of this code location; their first keys: "
         "2024-01-01 (daily_revenue, orders)\n"
+    )
+
+
+def test_status_without_a_named_location_says_so_instead_of_reading_another(pg_platform_env):
+    # A user's shell: the warehouse set, no -m and no $JOBS_PLATFORM_MODULE. The command
+    # once fell back to the orders example and reported its assets against this warehouse.
+    env = {name: value for name, value in pg_platform_env.items() if name != "JOBS_PLATFORM_MODULE"}
+
+    finished = run_cli(["env", "-u", "JOBS_PLATFORM_MODULE", JOBS_PLATFORM, "status"], env)
+
+    assert finished.returncode == 2, finished.stdout
+    assert finished.stdout == ""
+    assert finished.stderr.strip() == (
+        "error: no code location named: pass -m MODULE (a module with `defs`, as for "
+        "`dagster … -m`) or set JOBS_PLATFORM_MODULE"
     )

@@ -18,8 +18,6 @@ import threading
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.examples.orders.assets import daily_partitions, daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.catalog import (
     CATALOG_STALE_AFTER_SECONDS,
     CatalogEntry,
@@ -35,14 +33,16 @@ from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.store.factories import a_quarantine_entry
+from orders_example.orders.assets import daily_partitions, daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
-EXAMPLE = "jobs_platform.definitions"
+EXAMPLE = "orders_example.definitions"
 # The bundled location's backfills, as the catalog lists them (by asset key).
 EXAMPLE_BACKFILLS = ["customer_order_history", "daily_revenue", "orders"]
 FIRST = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 3)
 # What importing these means: Dagster, or a code location (the bundled one, the examples).
-LOCATION_MODULES = ("dagster", "jobs_platform.definitions", "jobs_platform.examples", ACME)
+LOCATION_MODULES = ("dagster", "orders_example.definitions", "orders_example", ACME)
 
 
 def catalog_rows(engine: sa.Engine) -> list[sa.Row]:

@@ -47,6 +47,6 @@ def test_the_cli_reads_a_suggested_command_as_the_asset_partition_and_module_it_
 
 
 def test_a_plain_key_needs_no_quotes():
-    assert requeue_command("orders", "2024-01-04", "jobs_platform.definitions") == (
-        "jobs-platform dead-letter requeue -m jobs_platform.definitions orders 2024-01-04"
+    assert requeue_command("orders", "2024-01-04", "orders_example.definitions") == (
+        "jobs-platform dead-letter requeue -m orders_example.definitions orders 2024-01-04"
     )

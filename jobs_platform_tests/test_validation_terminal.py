@@ -12,7 +12,6 @@ import json
 
 import pytest
 
-from jobs_platform.examples.orders.assets import daily_revenue, orders
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import requeue_partition
@@ -21,6 +20,7 @@ from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import order_line, write_landing_lines
 from jobs_platform_tests.rows import attempts_of, table_snapshot
 from jobs_platform_tests.runs import materialize, materialize_into
+from orders_example.orders.assets import daily_revenue, orders
 
 DAY = "2024-01-11"
 CHUNK_ROWS = 10

@@ -137,7 +137,7 @@ class SlackSink:
         try:
             self._client.chat_postMessage(channel=self.channel, text=alert.summary())
         except Exception as exc:
-            raise AlertDeliveryError(f"slack #{self.channel}: {type(exc).__name__}: {exc}") from exc
+            raise AlertDeliveryError(f"slack {self.channel}: {type(exc).__name__}: {exc}") from exc
 
 
 class EmailSink:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # version does not know) or a backfill table missing.
 EXIT_BEHIND = 1
 EXIT_UNREACHABLE = 2
+NO_LOCATION = "none named (-m): the framework's tables only"
 
 
 def register(commands) -> None:
@@ -78,7 +79,7 @@ def run_upgrade(args: argparse.Namespace) -> int:
             )
             return 0
         print(f"warehouse:     {url}")
-        print(f"code location: {module}")
+        print(f"code location: {module or NO_LOCATION}")
         deployed = deploy_warehouse(engine, tables)
     except sa.exc.OperationalError as exc:
         return _unreachable(url, exc)
@@ -94,9 +95,11 @@ def run_upgrade(args: argparse.Namespace) -> int:
     existing = sorted({spec.table.name for spec in backfills} - {t.name for t in created})
     if existing:
         print(f"backfill tables already there, left as they are: {', '.join(existing)}")
+    if module is None:
+        return 0
     if not backfills:
         print(f"code location {module} declares no backfill: no table to create")
-    written = _write_catalog(engine, args.module)
+    written = _write_catalog(engine, module)
     print(
         f"catalog: {len(written)} backfill(s) of {module} written "
         "(what `jobs-platform status` reads without loading the location)"
@@ -104,22 +107,20 @@ def run_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_catalog(engine: sa.Engine, module: str | None) -> list:
+def _write_catalog(engine: sa.Engine, module: str) -> list:
     """The location's backfills and their partition keys, into the catalog (`store.catalog`).
 
     After the upgrade, which creates the catalog's table. The location is loaded already
     (`_location`): importing it again is free.
     """
-    from jobs_platform.location import code_location_module, dagster_instance, load_definitions
+    from jobs_platform.location import dagster_instance, load_definitions
     from jobs_platform.orchestration.catalog import location_assets, write_location_catalog
     from jobs_platform.store.clock import DATABASE_CLOCK
     from jobs_platform.store.handle import Store
 
     assets_defs = location_assets(load_definitions(module))
     with dagster_instance() as instance:
-        return write_location_catalog(
-            Store(engine, DATABASE_CLOCK), code_location_module(module), assets_defs, instance
-        )
+        return write_location_catalog(Store(engine, DATABASE_CLOCK), module, assets_defs, instance)
 
 
 def run_current(args: argparse.Namespace) -> int:
@@ -147,9 +148,8 @@ def run_check(args: argparse.Namespace) -> int:
             f"{_missing_note(missing, backfills, module)}"
         )
         return 0
-    # The remedy names the location: without -m, `db upgrade` creates the tables of
-    # $JOBS_PLATFORM_MODULE or of the bundled example, wherever the command is pasted.
-    upgrade = suggested_command("db", "upgrade", "-m", module)
+    # The remedy names the location the check read, wherever the command is pasted.
+    upgrade = suggested_command("db", "upgrade", *(["-m", module] if module else []))
     if not state.at_head:
         print(state.not_ready_message(upgrade))
     for table in missing:
@@ -160,22 +160,26 @@ def run_check(args: argparse.Namespace) -> int:
     return EXIT_BEHIND
 
 
-def _location(module: str | None) -> tuple[str, list[BackfillSpec], str]:
+def _location(module: str | None) -> tuple[str | None, list[BackfillSpec], str]:
     """The code location's name, its backfills (loading it declares them) and the URL of
-    its warehouse (its bound `jobs_platform` resource's, else the environment's)."""
+    its warehouse (its bound `jobs_platform` resource's, else the environment's).
+
+    Without `-m` or $JOBS_PLATFORM_MODULE: no location, no backfill, the environment's
+    warehouse; the commands then work on the framework's tables alone.
+    """
     from jobs_platform.location import (
-        code_location_module,
         load_definitions,
         location_backfills,
         location_settings,
+        named_module,
     )
+    from jobs_platform.settings import Settings
 
-    definitions = load_definitions(module)
-    return (
-        code_location_module(module),
-        location_backfills(definitions),
-        location_settings(definitions).database_url,
-    )
+    name = named_module(module)
+    if name is None:
+        return None, [], Settings.from_env().database_url
+    definitions = load_definitions(name)
+    return name, location_backfills(definitions), location_settings(definitions).database_url
 
 
 def _read_warehouse(module: str | None):
@@ -193,7 +197,11 @@ def _read_warehouse(module: str | None):
     return state, missing, backfills, name, url
 
 
-def _missing_note(missing: list[sa.Table], backfills: list[BackfillSpec], module: str) -> str:
+def _missing_note(
+    missing: list[sa.Table], backfills: list[BackfillSpec], module: str | None
+) -> str:
+    if module is None:
+        return "no code location named (-m), so no backfill table checked"
     if not backfills:
         return f"code location {module} declares no backfill"
     if not missing:

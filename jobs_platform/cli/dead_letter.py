@@ -20,7 +20,7 @@ from jobs_platform.dead_letter_view import (
     plain,
 )
 from jobs_platform.errors import Classification
-from jobs_platform.location import add_module_option, require_module
+from jobs_platform.location import add_module_option, named_location
 from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.attempts import attempt_history
@@ -94,7 +94,7 @@ def register_rows(actions) -> None:
 
 def run_rows(args: argparse.Namespace) -> int:
     """The rows a partition set aside, in input order: row, column, SQLSTATE, reason, values."""
-    require_module(args.module)
+    named_location(args.module)
     with open_warehouse(command_settings(args.module)).connect() as connection:
         rejected = reject_store.partition_rejects(connection, args.asset, args.partition)
     if args.json:
@@ -145,7 +145,7 @@ def run_list(args: argparse.Namespace) -> int:
     # named by -m or $JOBS_PLATFORM_MODULE is loaded for its warehouse (its bound
     # `jobs_platform` resource); without, the environment names the warehouse and
     # Dagster is not imported (seconds, for a command that answers in a fraction of one).
-    module = require_module(args.module)
+    module = named_location(args.module)
     with open_warehouse(command_settings(args.module)).connect() as connection:
         entries = [entry_summary(row) for row in quarantine_store.list_entries(connection)]
     if args.json:
@@ -180,7 +180,7 @@ def run_groups(args: argparse.Namespace) -> int:
     # Like `list`: every open entry of the warehouse (`--asset` narrows), whatever the
     # location, which is named only in the suggested commands; Dagster is not imported
     # unless -m or $JOBS_PLATFORM_MODULE names a location whose warehouse to read.
-    module = require_module(args.module)
+    module = named_location(args.module)
     with open_warehouse(command_settings(args.module)).connect() as connection:
         groups = signature_groups(connection, asset=args.asset)
     if args.json:
@@ -215,7 +215,7 @@ def run_show(args: argparse.Namespace) -> int:
     # A partition is read by its asset's name, whatever the location; the location is
     # named in the requeue hint, and, when -m or $JOBS_PLATFORM_MODULE names it, names
     # the warehouse (its bound resource).
-    module = require_module(args.module)
+    module = named_location(args.module)
     asset, partition = args.asset, args.partition
     with open_warehouse(command_settings(args.module)).connect() as connection:
         history = history_rows(connection, asset, partition)

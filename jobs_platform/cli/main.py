@@ -1,5 +1,5 @@
-"""`jobs-platform`: seed landing data, run the demo, inspect and requeue the dead letter,
-migrate the framework's tables."""
+"""`jobs-platform`: inspect and requeue the dead letter, read status and the outbox, serve
+metrics, migrate the framework's tables."""
 
 from __future__ import annotations
 
@@ -30,19 +30,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import bench, db, dead_letter, demo, metrics, outbox, seed, status
+    from jobs_platform.cli import db, dead_letter, metrics, outbox, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
         description="Idempotent, retry-safe historical backfills on Dagster.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    seed.register(commands)
-    demo.register(commands)
     dead_letter.register(commands)
     status.register(commands)
     outbox.register(commands)
-    bench.register(commands)
     db.register(commands)
     metrics.register(commands)
     return parser

@@ -119,17 +119,19 @@ def platform_health_asset(
         settings = context.resources.jobs_platform.settings()
         report = status_report(specs, context.instance, settings)
         location = location_of_run(context.run)
-        # The catalog `jobs-platform status` answers from, refreshed with the figures.
-        write_location_catalog(
-            ready_store(settings.database_url), location, backfills, context.instance
-        )
+        # The catalog `jobs-platform status -m` answers from, refreshed with the figures;
+        # a run whose location nothing names has no catalog to refresh.
+        if location is not None:
+            write_location_catalog(
+                ready_store(settings.database_url), location, backfills, context.instance
+            )
         causes = dead_letter_causes(specs, settings, location)
         yield from _health_results(report, causes)
 
     return platform_health
 
 
-def dead_letter_causes(specs: Sequence[dg.AssetSpec], settings, module: str) -> dict:
+def dead_letter_causes(specs: Sequence[dg.AssetSpec], settings, module: str | None) -> dict:
     """The `dead-letter groups` table of the location's own backfills, for the UI: markdown,
     each cause with the command that requeues it in `module`, and the number of causes."""
     backfills = [

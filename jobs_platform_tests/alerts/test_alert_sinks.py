@@ -153,6 +153,18 @@ def test_slack_error_becomes_a_delivery_error(receiver):
         SlackSink("xoxb-test-token", "nowhere", base_url=receiver.url + "/api/").send(ALERT)
 
 
+@pytest.mark.parametrize("channel", ["#shop-data", "C0123ABCD"])
+def test_slack_names_the_channel_as_configured(receiver, channel):
+    receiver.response_body = b'{"ok": false, "error": "channel_not_found"}'
+    sink = SlackSink("xoxb-test-token", channel, base_url=receiver.url + "/api/")
+
+    with pytest.raises(AlertDeliveryError) as failed:
+        sink.send(ALERT)
+
+    assert str(failed.value).startswith(f"slack {channel}: ")
+    assert repr(sink) == f"SlackSink(channel={channel!r})"
+
+
 def test_email_is_sent_with_a_stable_message_id():
     with smtp_receiver() as smtp:
         sink = EmailSink(smtp.host, smtp.port, "jobs@example.com", ["oncall@example.com"])

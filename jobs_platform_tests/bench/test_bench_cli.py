@@ -1,11 +1,11 @@
-"""`jobs-platform bench`: both benchmarks run for real and report every figure.
+"""`bin/bench` (`python -m benchmarks`): both benchmarks run for real and report every figure.
 
 Their JSON shapes: docs/ARCHITECTURE.md, "Contracts".
 
 Tiny sizes: these check the commands and their output, not the speed (docs/BENCHMARKS.md
 has the figures). Each bench runs through the CLI's `main` in this process
 (`cli_in_process`): the bench's own processes (webservers, daemons, `dagster asset
-materialize`, the commands it times) are real, only the `jobs-platform bench` process
+materialize`, the commands it times) are real, only the `bin/bench` process
 around them is not started. The installed command and its exit code are checked in a real
 process (`test_bench_without_a_reachable_postgresql_says_so`).
 """
@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.bench.baselines import PLAIN_VARIANTS
-from jobs_platform_tests.cli_in_process import jobs_platform_in_process
+from benchmarks.baselines import PLAIN_VARIANTS
+from jobs_platform_tests.cli_in_process import bench_in_process
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
 
-JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 UPSERT_METHODS = {
     "framework_upsert",
     "framework_upsert_unchanged",
@@ -41,8 +39,8 @@ FIGURES = {"rows", "seconds", "rows_per_s", "min_seconds", "max_seconds", "runs_
 
 
 def bench(args: list[str], env: dict[str, str], tmp_path) -> dict:
-    """`jobs-platform bench ARGS… --json` in `tmp_path`, through `main`: its figures."""
-    completed = jobs_platform_in_process(["bench", *args, "--json"], env, cwd=tmp_path)
+    """`bin/bench ARGS… --json` in `tmp_path`, through `main`: its figures."""
+    completed = bench_in_process([*args, "--json"], env, cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 
@@ -153,7 +151,16 @@ def test_bench_without_a_reachable_postgresql_says_so(tmp_path):
     unreachable = "postgresql+psycopg://postgres@127.0.0.1:1/nowhere"
 
     completed = run_cli(
-        [JOBS_PLATFORM, "bench", "upsert", "--rows", "10", "--database-url", unreachable],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "upsert",
+            "--rows",
+            "10",
+            "--database-url",
+            unreachable,
+        ],
         {},
         cwd=tmp_path,
     )
@@ -260,7 +267,7 @@ def test_bench_status_times_status_dead_letter_list_and_platform_health(pg_url, 
 
 
 # The redrive tick's `get_sensor_def` warns, once per process, of a Dagster 1.11 change
-# that does not concern it; as a `jobs-platform bench` process, its stderr held it.
+# that does not concern it; as a `bin/bench` process, its stderr held it.
 @pytest.mark.filterwarnings("ignore:Starting in dagster 1.11, get_sensor_def:UserWarning")
 def test_bench_scale_times_the_four_on_an_hourly_backfill_it_seeds(pg_url, tmp_path):
     figures = bench(

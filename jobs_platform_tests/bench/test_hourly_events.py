@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs_platform import InputValidationError
-from jobs_platform.bench.hourly_events import (
+from benchmarks.hourly_events import (
     EVENT_ID_HOUR_STRIDE,
     hour_file,
     hour_keys,
@@ -16,7 +15,8 @@ from jobs_platform.bench.hourly_events import (
     read_hour_rows,
     seed_events,
 )
-from jobs_platform.bench.hourly_partitions import backfill_policy
+from benchmarks.hourly_partitions import backfill_policy
+from jobs_platform import InputValidationError
 
 
 def test_the_seed_writes_one_file_per_hour_that_reads_back_in_its_hour(tmp_path):

@@ -1,4 +1,4 @@
-"""`python -m jobs_platform.bench.metrics`: runs for real at a tiny size and reports its
+"""`python -m benchmarks.metrics`: runs for real at a tiny size and reports its
 figures (the 10,000-partition figure is in README "Monitoring").
 
 Through the module's `main` in this process (`cli_in_process`); the `metrics serve` it
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from jobs_platform.bench.metrics import main
+from benchmarks.metrics import main
 from jobs_platform_tests.cli_in_process import run_in_process
 
 

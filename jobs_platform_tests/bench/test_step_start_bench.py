@@ -1,4 +1,4 @@
-"""`python -m jobs_platform.bench.step_start`: runs for real at a tiny size (its figures are
+"""`python -m benchmarks.step_start`: runs for real at a tiny size (its figures are
 in docs/BENCHMARKS.md, "Scratch in memory").
 
 Through the module's `main` in this process (`cli_in_process`); each round is a real
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from jobs_platform.bench.step_start import main
+from benchmarks.step_start import main
 from jobs_platform_tests.cli_in_process import run_in_process
 
 

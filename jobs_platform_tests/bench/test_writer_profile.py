@@ -1,10 +1,10 @@
-"""`python -m jobs_platform.bench.writer_profile` reports each method's wall, CPU and WAL."""
+"""`python -m benchmarks.writer_profile` reports each method's wall, CPU and WAL."""
 
 from __future__ import annotations
 
 import json
 
-from jobs_platform.bench.writer_profile import main
+from benchmarks.writer_profile import main
 
 
 def test_writer_profile_reports_client_and_server_cpu_for_the_writer_and_both_floors(

@@ -23,7 +23,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from jobs_platform.deploy import stack
+from deploy import stack
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.databases import prepare_warehouse
 from jobs_platform_tests.environments import platform_environment
@@ -312,9 +312,9 @@ def runs_in_status(instance: dg.DagsterInstance, *statuses: dg.DagsterRunStatus)
 
 
 def seed(env: dict[str, str], start: str, end: str, orders_per_day: int = 300) -> None:
-    """Landing files for the days from `start` to `end` (`jobs-platform seed`)."""
+    """Landing files for the days from `start` to `end` (`orders-example seed`)."""
     seeded = run_cli(
-        [str(stack.BIN / "jobs-platform"), "seed", "--start", start, "--end", end,
+        [str(stack.BIN / "orders-example"), "seed", "--start", start, "--end", end,
          "--orders-per-day", str(orders_per_day)],
         env,
     )  # fmt: skip

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.deploy.stack import StackLayout
+from deploy.stack import StackLayout
 from jobs_platform_tests.databases import pg_database
 from jobs_platform_tests.distributed.cluster import (
     Workers,

@@ -15,11 +15,11 @@ import os
 import dagster as dg
 
 from jobs_platform import platform_definitions
-from jobs_platform.examples.orders.assets import daily_revenue, orders, orders_backfill
-from jobs_platform.examples.orders.resources import LANDING_RESOURCE_KEY, LandingZone
 from jobs_platform.orchestration.celery_executor import bounded_celery_executor
 from jobs_platform.orchestration.executors import celery_executor_config
 from jobs_platform.settings import Settings
+from orders_example.orders.assets import daily_revenue, orders, orders_backfill
+from orders_example.orders.resources import LANDING_RESOURCE_KEY, LandingZone
 
 # Long enough to be told apart from stopping at once (a run that did not wait for the
 # grace stops within about a second of the SIGTERM), short enough to cost little. Whole

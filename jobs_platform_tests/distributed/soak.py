@@ -36,7 +36,7 @@ from pathlib import Path
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.deploy import stack
+from deploy import stack
 from jobs_platform.store.db import dispose_engines
 from jobs_platform_tests.commands import start_run
 from jobs_platform_tests.databases import PG_ADMIN_URL, pg_database, wait_for_drops
@@ -139,7 +139,7 @@ class Soak:
         return 1 if self.failures else 0
 
     def _seed(self, round_number: int) -> None:
-        from jobs_platform.examples.orders.seed import seed_orders
+        from orders_example.orders.seed import seed_orders
 
         seed_orders(
             self.env["JOBS_PLATFORM_LANDING"],

@@ -7,7 +7,6 @@ import json
 
 import dagster as dg
 
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform_tests.commands import DAGSTER, run_cli
 from jobs_platform_tests.distributed.cluster import distributed_environment, runs_in_status
 from jobs_platform_tests.test_isolation import (
@@ -17,6 +16,7 @@ from jobs_platform_tests.test_isolation import (
     RANGE_TAGS,
     assert_poison_day_alone_withheld,
 )
+from orders_example.orders.seed import seed_orders
 
 RUN_SECONDS = 300
 
@@ -31,7 +31,7 @@ def test_a_job_run_over_a_range_on_workers_withholds_only_the_poison_days_revenu
 
     executed = run_cli(
         [
-            DAGSTER, "job", "execute", "-m", "jobs_platform.definitions", "-j", "orders_backfill",
+            DAGSTER, "job", "execute", "-m", "orders_example.definitions", "-j", "orders_backfill",
             "--tags", json.dumps(RANGE_TAGS),
         ],
         env,

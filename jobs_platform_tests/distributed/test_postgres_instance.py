@@ -6,9 +6,7 @@ from __future__ import annotations
 import dagster as dg
 from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType
 
-from jobs_platform.definitions import defs
-from jobs_platform.deploy import stack
-from jobs_platform.examples.orders.assets import daily_revenue, orders
+from deploy import stack
 from jobs_platform_tests.commands import REPO_ROOT, run_cli
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.databases import prepare_warehouse
@@ -16,6 +14,8 @@ from jobs_platform_tests.distributed.cluster import seed, stop_now
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.waiting import wait_for
+from orders_example.definitions import defs
+from orders_example.orders.assets import daily_revenue, orders
 
 DAY = "2024-01-04"
 DAEMON_SECONDS = 180

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from jobs_platform.deploy import stack
+from deploy import stack
 from jobs_platform_tests.commands import ORDERS_BACKFILL_STEP, REPO_ROOT, run_cli, start_run
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.distributed.cluster import (
@@ -34,7 +34,7 @@ def test_a_requeue_from_the_cli_runs_on_the_celery_workers(
     # itself once the fixed input is seen, before or while the CLI does).
     env["JOBS_PLATFORM_MAX_REDRIVES"] = "0"
     started = workers.launch(1, env, cwd=tmp_path)
-    run_cli([str(stack.BIN / "jobs-platform"), "seed", "--start", DAY, "--end", DAY,
+    run_cli([str(stack.BIN / "orders-example"), "seed", "--start", DAY, "--end", DAY,
              "--poison", DAY], env)  # fmt: skip
     workers.wait_until_ready(started)
     assert start_run(env, DAY, log_path=tmp_path / "poisoned.log").wait(timeout=240) != 0

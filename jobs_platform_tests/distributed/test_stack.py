@@ -15,8 +15,8 @@ import subprocess
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.deploy import stack
-from jobs_platform.deploy.stack import StackLayout
+from deploy import stack
+from deploy.stack import StackLayout
 from jobs_platform_tests.commands import REPO_ROOT
 from jobs_platform_tests.databases import pg_database
 

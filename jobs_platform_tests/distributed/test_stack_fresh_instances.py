@@ -26,7 +26,7 @@ import time
 import httpx
 import pytest
 
-from jobs_platform.deploy.stack import (
+from deploy.stack import (
     DAEMON_READY,
     StackLayout,
     group_has_live_member,

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.deploy.stack import StackLayout
+from deploy.stack import StackLayout
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform_tests.databases import pg_database
 from jobs_platform_tests.distributed.cluster import stop_now

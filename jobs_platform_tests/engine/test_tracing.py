@@ -21,11 +21,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from jobs_platform import request_backfill
 from jobs_platform.engine import tracing
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.outbox import backfill_request_sensor
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.runs import materialize
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
 GOOD = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 2)
@@ -45,7 +45,7 @@ def spans(monkeypatch) -> Iterator[InMemorySpanExporter]:
 
 def launch_through_the_outbox(env: dict[str, str], partitions: list[str], **request) -> None:
     """`request_backfill`, one outbox sensor tick, then each run it requests, here."""
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     with engine_from(env).begin() as connection:
         request_backfill(connection, "orders", partitions, reason="invoice corrected", **request)

@@ -7,9 +7,9 @@ import datetime as dt
 
 import dagster as dg
 
-from jobs_platform.examples.customers.assets import CUSTOMER_PARTITIONS
-from jobs_platform.examples.customers.history import busiest_customers
-from jobs_platform.examples.orders.seed import seed_orders
+from orders_example.customers.assets import CUSTOMER_PARTITIONS
+from orders_example.customers.history import busiest_customers
+from orders_example.orders.seed import seed_orders
 
 EXAMPLE_DAYS = (dt.date(2024, 1, 2), dt.date(2024, 1, 3))
 EXAMPLE_CUSTOMERS = 3

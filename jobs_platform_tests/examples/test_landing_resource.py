@@ -1,9 +1,9 @@
-"""The examples' `landing` resource reads where `jobs-platform seed` and the demo write."""
+"""The examples' `landing` resource reads where `orders-example seed` and the demo write."""
 
 from __future__ import annotations
 
-from jobs_platform.examples.orders.resources import LandingZone
 from jobs_platform.settings import Settings
+from orders_example.orders.resources import LandingZone
 
 
 def test_unconfigured_it_is_the_landing_root_seed_writes_to(tmp_path, monkeypatch):

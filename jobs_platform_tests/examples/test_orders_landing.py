@@ -17,13 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs_platform.errors import InputValidationError, TerminalError
-from jobs_platform.examples.orders.landing import (
+from orders_example.orders.landing import (
     ORDER_COLUMNS,
     input_fingerprint,
     landing_file,
     read_order_chunks,
 )
-from jobs_platform.examples.orders.seed import iter_days, seed_orders
+from orders_example.orders.seed import iter_days, seed_orders
 
 DAY = "2024-01-03"
 

@@ -23,8 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from jobs_platform.examples.orders.assets import orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform_tests.metrics.prometheus_tools import (
     PROMETHEUS_DIR,
     dashboard_expressions,
@@ -32,6 +30,8 @@ from jobs_platform_tests.metrics.prometheus_tools import (
 )
 from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.assets import orders
+from orders_example.orders.seed import seed_orders
 
 GOOD = dt.date(2024, 6, 1)
 POISON = dt.date(2024, 6, 2)

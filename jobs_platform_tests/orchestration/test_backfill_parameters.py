@@ -77,7 +77,7 @@ def fingerprinted_rows(source: PartitionInput) -> Iterator[pd.DataFrame]:
 def run(
     asset: dg.AssetsDefinition, run_config=None, instance=None, **resources
 ) -> dg.ExecuteInProcessResult:
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     return dg.materialize(
         [asset],

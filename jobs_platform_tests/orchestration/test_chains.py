@@ -75,7 +75,7 @@ CHAIN_OP = "chain__chained_extract__chained_labels"
 
 
 def run(run_config: dict, instance: dg.DagsterInstance | None = None):
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     return dg.materialize(
         [chain],
@@ -88,8 +88,8 @@ def run(run_config: dict, instance: dg.DagsterInstance | None = None):
 
 
 def test_backfill_chains_names_each_chain_op_for_its_members_upstream_first():
-    from jobs_platform.examples.customers.assets import customer_order_history
-    from jobs_platform.examples.orders.assets import daily_revenue, orders
+    from orders_example.customers.assets import customer_order_history
+    from orders_example.orders.assets import daily_revenue, orders
 
     assert backfill_chains([chained_labels, chained_extract]) == {
         CHAIN_OP: ("chained_extract", "chained_labels")
@@ -214,7 +214,7 @@ def test_run_config_under_a_members_own_name_in_the_asset_job_fails_before_any_w
 ):
     """Dagster's implicit asset job (the asset graph, `dagster asset materialize`) lets an
     unknown op name through: the step refuses it rather than run unconfigured."""
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     SEEN.clear()
     location = dg.Definitions(assets=[chain], resources=dict(defs.resources))

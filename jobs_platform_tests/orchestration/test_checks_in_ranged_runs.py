@@ -16,12 +16,12 @@ import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform import JobsPlatformResource
-from jobs_platform.examples.orders.assets import daily_partitions, revenue_of_day
-from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import declared_rows
+from orders_example.orders.assets import daily_partitions, revenue_of_day
+from orders_example.orders.seed import seed_orders
+from orders_example.orders.tables import daily_revenue_table, orders_table
 
 FIRST, POISON, LAST = dt.date(2024, 9, 1), dt.date(2024, 9, 2), dt.date(2024, 9, 3)
 DAYS = [FIRST.isoformat(), POISON.isoformat(), LAST.isoformat()]
@@ -44,13 +44,13 @@ def orders_blocking_check() -> dg.AssetCheckResult:
 
 def chain() -> dg.AssetsDefinition:
     """The bundled `orders` and `daily_revenue`: one multi-asset, one step."""
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     return defs.get_assets_def(dg.AssetKey("orders"))
 
 
 def run(checks: list[dg.AssetChecksDefinition], **kwargs) -> dg.ExecuteInProcessResult:
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     return dg.materialize(
         [chain(), *checks],
@@ -63,7 +63,7 @@ def run(checks: list[dg.AssetChecksDefinition], **kwargs) -> dg.ExecuteInProcess
 
 def framework_checks() -> list[dg.AssetChecksDefinition]:
     """The `no_quarantined_partitions` checks of `orders` and `daily_revenue`."""
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     wanted = {dg.AssetKey("orders"), dg.AssetKey("daily_revenue")}
     return [
@@ -95,7 +95,7 @@ def seed(env, *, poison: bool = True) -> None:
 
 
 def test_the_health_schedule_that_evaluates_the_quarantine_checks_runs_by_default():
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     schedule = defs.resolve_schedule_def("platform_health_every_10_minutes")
 
@@ -105,7 +105,7 @@ def test_the_health_schedule_that_evaluates_the_quarantine_checks_runs_by_defaul
 def test_the_health_schedule_turns_a_skipped_quarantine_check_into_a_failed_one_listing_it(
     pg_platform_env,
 ):
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     seed(pg_platform_env)
     check = dg.AssetCheckKey(dg.AssetKey("orders"), "no_quarantined_partitions")
@@ -128,7 +128,7 @@ def test_the_health_schedule_turns_a_skipped_quarantine_check_into_a_failed_one_
 def test_a_users_check_is_skipped_in_a_ranged_run_with_a_poison_day_and_runs_in_the_requeue(
     pg_platform_env,
 ):
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     seed(pg_platform_env)
     check = orders_amounts_are_positive.check_key

@@ -372,7 +372,7 @@ def test_the_code_locations_snapshot_carries_every_backfill_policy_as_plain_mult
     from dagster._core.remote_representation.external_data import RepositorySnap
     from dagster_shared.serdes import deserialize_value, serialize_value
 
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     snapshot = RepositorySnap.from_def(defs.get_repository_def())
     sent = deserialize_value(serialize_value(snapshot), RepositorySnap)

@@ -12,9 +12,6 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.definitions import defs
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.dead_letter import (
     DeadLetterCursor,
     dead_letter,
@@ -38,6 +35,9 @@ from jobs_platform_tests.alert_fixtures import (
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.runs import materialize, record_requested_run
+from orders_example.definitions import defs
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 3, 4)
 PARTITION = DAY.isoformat()
@@ -282,7 +282,7 @@ def test_dead_letter_partition_shows_the_whole_history_in_the_ui(engine, instanc
     assert metadata["error_class"].value == "retryable"
     # A run in this process names no code location: the one the CLI loads without -m.
     assert metadata["requeue"].value == (
-        "jobs-platform dead-letter requeue -m jobs_platform.definitions orders 2024-01-05"
+        "jobs-platform dead-letter requeue -m orders_example.definitions orders 2024-01-05"
     )
     assert metadata["first_failed_at"].value <= metadata["last_failed_at"].value
     history = metadata["history"]

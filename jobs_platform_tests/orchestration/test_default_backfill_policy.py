@@ -18,21 +18,21 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.examples.orders.assets import (
-    daily_partitions,
-    orders,
-    orders_backfill,
-    orders_of_day,
-    revenue_of_day,
-)
-from jobs_platform.examples.orders.seed import seed_orders
-from jobs_platform.examples.orders.tables import daily_revenue_table, orders_table
 from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY
 from jobs_platform.store.schema import quarantine
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import expected_tables_from_landing
 from jobs_platform_tests.rows import declared_rows
+from orders_example.orders.assets import (
+    daily_partitions,
+    orders,
+    orders_backfill,
+    orders_of_day,
+    revenue_of_day,
+)
+from orders_example.orders.seed import seed_orders
+from orders_example.orders.tables import daily_revenue_table, orders_table
 
 FIRST, POISON, LAST = dt.date(2024, 8, 1), dt.date(2024, 8, 2), dt.date(2024, 8, 3)
 DAYS = [FIRST.isoformat(), POISON.isoformat(), LAST.isoformat()]
@@ -63,7 +63,7 @@ def quarantined(env) -> list[tuple[str, str]]:
 
 
 def test_backfills_run_a_month_of_partitions_per_run_unless_told_otherwise():
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     assert orders.backfill_policy == DEFAULT_BACKFILL_POLICY
     assert DEFAULT_BACKFILL_POLICY.max_partitions_per_run == 30
@@ -74,7 +74,7 @@ def test_backfills_run_a_month_of_partitions_per_run_unless_told_otherwise():
 
 
 def test_backfills_that_read_one_another_run_as_one_step_a_month_per_run():
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     chain = defs.get_assets_def(dg.AssetKey("daily_revenue"))
     assert chain is defs.get_assets_def(dg.AssetKey("orders"))
@@ -83,7 +83,7 @@ def test_backfills_that_read_one_another_run_as_one_step_a_month_per_run():
 
 
 def test_a_poison_day_in_a_ranged_run_is_quarantined_alone_and_shown_failed(platform_env):
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     seed_orders(
         platform_env["JOBS_PLATFORM_LANDING"], FIRST, LAST, orders_per_day=20, poison_days=[POISON]
@@ -113,7 +113,7 @@ def test_a_poison_day_in_a_ranged_run_is_quarantined_alone_and_shown_failed(plat
 
 def ui_backfill(env, tmp_path, params: dict):
     """Launch a backfill through the webserver's GraphQL as the UI does; wait for the end."""
-    from jobs_platform.bench.daemon import DagsterStack, wait_for_backfill
+    from benchmarks.daemon import DagsterStack, wait_for_backfill
 
     stack_env = fast_daemon_loops({name: env[name] for name in env if name != "DAGSTER_HOME"})
     with DagsterStack(tmp_path / "stack", stack_env) as stack:
@@ -128,7 +128,7 @@ def test_a_backfill_from_the_asset_graph_runs_30_days_a_run_and_withholds_the_po
     pg_platform_env, tmp_path
 ):
     """31 days: a run of 30 and a run of 1, though the CLI may run a range in one run."""
-    from jobs_platform.bench.daemon import ui_backfill_params
+    from benchmarks.daemon import ui_backfill_params
     from jobs_platform_tests.test_isolation import (
         DAYS,
         assert_poison_day_alone_withheld,
@@ -188,7 +188,7 @@ def test_a_backfill_from_the_job_page_withholds_only_the_poison_days_revenue(
         "selector": {
             "partitionSetName": "orders_backfill_partition_set",
             "repositorySelector": {
-                "repositoryLocationName": "jobs_platform.definitions",
+                "repositoryLocationName": "orders_example.definitions",
                 "repositoryName": "__repository__",
             },
         },

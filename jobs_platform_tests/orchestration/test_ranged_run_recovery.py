@@ -15,7 +15,6 @@ import subprocess
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
 from jobs_platform.store.schema import attempts, checkpoints
 from jobs_platform_tests.commands import DAGSTER, ORDERS_BACKFILL_ASSETS, _config_file
@@ -23,6 +22,7 @@ from jobs_platform_tests.databases import upgraded_warehouse
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.runs import chunk_rows_config
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.seed import seed_orders
 
 FIRST, LAST = dt.date(2024, 9, 1), dt.date(2024, 9, 2)
 CHUNK_ROWS = 50
@@ -38,7 +38,7 @@ def start_ranged_run(env: dict[str, str]) -> subprocess.Popen:
         "dagster/asset_partition_range_end": LAST.isoformat(),
     }
     command = [
-        DAGSTER, "job", "execute", "-m", "jobs_platform.definitions", "-j", "orders_backfill",
+        DAGSTER, "job", "execute", "-m", "orders_example.definitions", "-j", "orders_backfill",
         "--tags", json.dumps(tags), "--config", _config_file(config),
     ]  # fmt: skip
     return subprocess.Popen(
@@ -76,7 +76,7 @@ def test_a_ranged_run_whose_worker_was_killed_is_failed_and_its_attempt_is_a_cra
     os.killpg(victim.pid, signal.SIGKILL)
     victim.wait()
 
-    from jobs_platform.definitions import defs
+    from orders_example.definitions import defs
 
     with dg.DagsterInstance.get() as instance:
         (run,) = instance.get_runs()

@@ -17,9 +17,6 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, TerminalError, backfill_asset, platform_definitions
-from jobs_platform.definitions import defs
-from jobs_platform.examples.orders.assets import daily_revenue, orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.metrics.reader import read_metrics
 from jobs_platform.orchestration import redrive as redrive_module
 from jobs_platform.orchestration.redrive import dead_letter_redrive_sensor
@@ -33,6 +30,9 @@ from jobs_platform_tests.alert_fixtures import http_receiver
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import materialize
+from orders_example.definitions import defs
+from orders_example.orders.assets import daily_revenue, orders
+from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 3, 4)
 PARTITION = DAY.isoformat()

@@ -15,13 +15,6 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.definitions import defs
-from jobs_platform.examples.orders.assets import (
-    daily_partitions,
-    daily_revenue,
-    orders,
-    revenue_of_day,
-)
 from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.orchestration.requeue_plan import partitions_per_run, requeue_runs
 from jobs_platform.orchestration.tags import (
@@ -44,6 +37,13 @@ from jobs_platform.store.quarantine import (
 from jobs_platform.store.schema import quarantine
 from jobs_platform_tests.alert_fixtures import quarantine_entry
 from jobs_platform_tests.environments import engine_from
+from orders_example.definitions import defs
+from orders_example.orders.assets import (
+    daily_partitions,
+    daily_revenue,
+    orders,
+    revenue_of_day,
+)
 
 GRAPH = defs.get_repository_def().asset_graph
 

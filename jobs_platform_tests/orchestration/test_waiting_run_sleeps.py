@@ -18,12 +18,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.leases import Grant, acquire_lease, release_lease, this_holder
 from jobs_platform_tests.commands import start_run
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.seed import seed_orders
 
 DAY = "2024-01-02"
 ASSET = "orders"

@@ -16,12 +16,6 @@ import sqlalchemy as sa
 
 from jobs_platform import request_backfill
 from jobs_platform.cli.main import main
-from jobs_platform.definitions import defs
-from jobs_platform.examples.customers.assets import customer_order_history
-from jobs_platform.examples.customers.history import busiest_customers
-from jobs_platform.examples.customers.tables import customer_order_history_table
-from jobs_platform.examples.orders.assets import orders
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform.orchestration.outbox import (
     HEALTH_CHECK_NAME,
     REQUESTS_PER_TICK,
@@ -47,6 +41,12 @@ from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.examples.samples import seed_example_orders
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import materialize, record_requested_run
+from orders_example.customers.assets import customer_order_history
+from orders_example.customers.history import busiest_customers
+from orders_example.customers.tables import customer_order_history_table
+from orders_example.definitions import defs
+from orders_example.orders.assets import orders
+from orders_example.orders.seed import seed_orders
 
 DAY = "2024-01-03"
 # The bundled location's, over its backfills' requests.

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs_platform.errors import AttemptTimedOut, InputValidationError, classify
-from jobs_platform.examples.orders.landing import read_order_chunks
 from jobs_platform.store.attempts import crash_values
 from jobs_platform.store.signature import SIGNATURE_LENGTH, failure_signature, normalised_message
 from jobs_platform.store.upsert import RefusedValue
+from orders_example.orders.landing import read_order_chunks
 
 GOOD_LINE = (
     '{{"schema_version":1,"order_id":{id},"customer_id":1,"amount_cents":100,'

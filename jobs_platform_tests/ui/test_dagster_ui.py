@@ -23,12 +23,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobs_platform.examples.orders.seed import seed_orders
 from jobs_platform_tests.commands import DAGSTER, REPO_ROOT
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.databases import prepare_warehouse
 from jobs_platform_tests.environments import platform_environment
 from jobs_platform_tests.waiting import wait_for
+from orders_example.orders.seed import seed_orders
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Flags checked on this stack (shared NOTES): no sandbox as root, no GPU, nothing phoning home.
@@ -45,7 +45,7 @@ VIEWPORT = {"width": 1760, "height": 1000}
 ARTIFACTS = REPO_ROOT / "artifacts" / "ui"
 README_IMAGES = {"backfill.png": "ui-backfill.png", "dead_letter.png": "ui-dead-letter.png"}
 
-LOCATION = "jobs_platform.definitions"
+LOCATION = "orders_example.definitions"
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 POISON_DAY = "2024-01-02"
 
@@ -209,7 +209,7 @@ def test_backfill_from_the_ui_and_its_dead_letter_history(pg_url, tmp_path):
                 "terminal",
                 "not valid JSON",
                 # Named by the location `dagster dev` loaded (workspace.yaml), pasteable.
-                f"dead-letter requeue -m jobs_platform.definitions orders {POISON_DAY}",
+                f"dead-letter requeue -m orders_example.definitions orders {POISON_DAY}",
             ]:
                 expect(body).to_contain_text(text, timeout=UI_TIMEOUT_MS)
             for column in ["episode", "attempt", "run_id", "error_class", "message", "at"]:
