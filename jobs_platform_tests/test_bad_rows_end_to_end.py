@@ -22,7 +22,7 @@ from jobs_platform_tests.landing import order_line, write_landing_lines
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import stored_materialization_metadata
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "bad-rows.md"
 BIN = Path(sys.executable).parent
 MODULE = "shop.defs"
 ASSET = "shop_orders_backfill"
@@ -33,7 +33,7 @@ TOO_MUCH = 200_000_000  # refused by the table's CHECK (amount_cents < 100000000
 
 
 def readme_code_location() -> str:
-    section = README.read_text().split("## Bad rows without losing the day", 1)[1]
+    section = README.read_text().split("# Bad rows without losing the day", 1)[1]
     return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
 
 

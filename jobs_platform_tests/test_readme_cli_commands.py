@@ -25,7 +25,7 @@ from jobs_platform_tests.test_isolation import orders_of
 from orders_example.orders.assets import revenue_of_day
 from orders_example.orders.tables import daily_revenue_table, orders_table
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "operating.md"
 BIN = Path(sys.executable).parent
 
 
@@ -43,7 +43,7 @@ def test_the_readme_command_line_block_works_when_pasted(pg_platform_env, tmp_pa
     env = {**pg_platform_env, "PATH": f"{BIN}:/usr/bin:/bin"}
     commands = cli_block()
     seed = commands[0]
-    assert seed.startswith("jobs-platform seed "), seed
+    assert seed.startswith("orders-example seed "), seed
     assert sum("--partition-range" in command for command in commands) == 1
     first, last = re.search(r"--start (\S+) --end (\S+)", seed).groups()
     poison = re.search(r"--poison (\S+)", seed).group(1)
