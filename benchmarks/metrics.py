@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from benchmarks import EXAMPLE_MODULE
 from benchmarks.database import json_report_main, server_facts
 from benchmarks.status import _timed, seeded_warehouse
 
@@ -35,7 +36,7 @@ def run_metrics_bench(
     from jobs_platform.orchestration.health import backfill_expected_keys
     from jobs_platform.orchestration.tags import BACKFILL_TAG
 
-    specs = load_definitions().resolve_all_asset_specs()
+    specs = load_definitions(EXAMPLE_MODULE).resolve_all_asset_specs()
     assets = sorted(
         spec.key.to_user_string() for spec in specs if spec.tags.get(BACKFILL_TAG) == "true"
     )
@@ -46,7 +47,7 @@ def run_metrics_bench(
         env,
         build_seconds,
     ):
-        with served_metrics(env, folder) as address:
+        with served_metrics(env, folder, EXAMPLE_MODULE) as address:
             body = scrape(address)  # warm: the engine connected, the schema checked
             results = {"scrape_http_cold_cache": _timed(repeats, lambda: scrape(address))}
         results["read_metrics_in_process"] = _in_process(url, home, specs, repeats,
@@ -72,7 +73,7 @@ def run_metrics_bench(
 @contextlib.contextmanager
 def served_metrics(env: dict[str, str], folder: str, module: str | None = None) -> Iterator[str]:
     """`jobs-platform metrics serve --cache-seconds 0` in a subprocess, as an operator runs
-    it (of `module`, else the environment's location): yields its /metrics URL, then
+    it (of `module`, else $JOBS_PLATFORM_MODULE's): yields its /metrics URL, then
     stops it."""
     command = [str(Path(sys.executable).with_name("jobs-platform")), "metrics", "serve",
                "--port", "0", "--cache-seconds", "0"]  # fmt: skip

@@ -28,12 +28,14 @@ from string import Template
 
 import sqlalchemy as sa
 
-from jobs_platform.location import add_module_option, code_location_module
+from jobs_platform.location import named_module
 from jobs_platform.orchestration.step_bounds import celery_app_settings, step_deadline_seconds
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import normalize_url, redact_url
 
 TEMPLATES = Path(__file__).parent / "templates"
+# The code location `up` serves unless -m or $JOBS_PLATFORM_MODULE names one (it says which).
+EXAMPLE_MODULE = "orders_example.definitions"
 BIN = Path(sys.executable).parent
 
 # Local services as this machine runs them; a deployment passes its own URLs.
@@ -294,7 +296,7 @@ def process_environment(extra: dict[str, str]) -> dict[str, str]:
 
 def up(args: argparse.Namespace) -> int:
     layout = StackLayout(Path(args.folder).resolve())
-    module = code_location_module(args.module)
+    module = named_module(args.module) or EXAMPLE_MODULE
     if layout.running():
         print(f"already running: {', '.join(layout.running())}; `bin/stack down` first")
         return 1
@@ -445,7 +447,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", default=".jobs_platform/stack", help="pids, logs, configs")
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("up", help="start daemon, webserver and Celery workers")
-    add_module_option(start)
+    start.add_argument(
+        "-m", "--module", metavar="MODULE", default=None,
+        help=f"the code location (default $JOBS_PLATFORM_MODULE, then {EXAMPLE_MODULE})",
+    )  # fmt: skip
     start.add_argument("--workers", type=int, default=2)
     start.add_argument("--broker", choices=sorted(BROKERS), default="rabbitmq")
     start.add_argument("--instance-db", default=DEFAULT_INSTANCE_URL, help="instance database")

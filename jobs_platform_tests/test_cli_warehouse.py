@@ -15,16 +15,18 @@ import pytest
 
 from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.environments import EXAMPLE_MODULE
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 SECRET = "s3cr3t-pw"
 # Port 1 on the loopback: nothing listens there, so the connection is refused at once.
 CLOSED_PORT_URL = f"postgresql+psycopg://backfill:{SECRET}@127.0.0.1:1/warehouse"
+# `status` and `requeue` work on a code location, so they name one.
 COMMANDS = [
-    ["status"],
+    ["status", "-m", EXAMPLE_MODULE],
     ["dead-letter", "list"],
     ["dead-letter", "show", "orders", "2024-01-03"],
-    ["dead-letter", "requeue", "orders", "2024-01-03"],
+    ["dead-letter", "requeue", "-m", EXAMPLE_MODULE, "orders", "2024-01-03"],
     ["outbox", "list"],
 ]
 # The command also run as a real process (the cheapest: it loads no code location).

@@ -29,6 +29,7 @@ from jobs_platform.store.migrate import (
 )
 from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
+from jobs_platform_tests.environments import EXAMPLE_MODULE
 from jobs_platform_tests.store.schema_0_1_0 import metadata_0_1_0
 from jobs_platform_tests.waiting import wait_for
 
@@ -73,7 +74,7 @@ def upgrade_to(url: str, revision: str) -> None:
 
 def test_db_check_exits_1_on_an_empty_warehouse_and_0_after_db_upgrade(url):
     behind = jobs_platform(url, "db", "check")
-    upgraded = jobs_platform(url, "db", "upgrade")
+    upgraded = jobs_platform(url, "db", "upgrade", "-m", EXAMPLE_MODULE)
     at_head = jobs_platform(url, "db", "check")
 
     assert behind.returncode == 1
@@ -82,7 +83,7 @@ def test_db_check_exits_1_on_an_empty_warehouse_and_0_after_db_upgrade(url):
     assert f"upgraded from an empty schema to {head_revision()}" in upgraded.stdout
     assert at_head.returncode == 0
     assert f"is at head {head_revision()}" in at_head.stdout
-    assert table_names(url) >= EXAMPLE_TABLES  # without -m: the bundled example's tables
+    assert table_names(url) >= EXAMPLE_TABLES  # the tables of the location -m names
 
 
 def test_db_check_exits_1_on_a_warehouse_one_revision_behind(url):
@@ -143,7 +144,7 @@ def test_two_db_upgrades_at_once_on_postgresql_make_one_upgrade_and_both_succeed
         holder.commit()
         upgraders = [
             subprocess.Popen(
-                [JOBS_PLATFORM, "db", "upgrade"],
+                [JOBS_PLATFORM, "db", "upgrade", "-m", EXAMPLE_MODULE],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -181,7 +182,9 @@ def waiting_on_the_lock(engine: sa.Engine) -> int:
         ).scalar_one()
 
 
-@pytest.mark.parametrize("read", [["dead-letter", "list"], ["outbox", "list"], ["status"]])
+@pytest.mark.parametrize(
+    "read", [["dead-letter", "list"], ["outbox", "list"], ["status", "-m", EXAMPLE_MODULE]]
+)
 def test_a_read_command_on_an_empty_warehouse_prints_one_line_and_exits_2(pg_url, read):
     """PostgreSQL only: the check is the same on SQLite, and here the URL has a password."""
     url = sa.make_url(pg_url).set(password=PASSWORD).render_as_string(hide_password=False)

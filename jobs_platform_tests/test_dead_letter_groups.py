@@ -162,7 +162,10 @@ def test_groups_answer_without_importing_dagster(pg_platform_env):
         "assert 'dagster' not in sys.modules, 'dagster imported'; sys.exit(code)"
     )
 
-    finished = run_cli([sys.executable, "-c", probe], pg_platform_env)
+    # No code location named: the groups of the environment's warehouse.
+    finished = run_cli(
+        [sys.executable, "-c", probe], {**pg_platform_env, "JOBS_PLATFORM_MODULE": ""}
+    )
 
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert json.loads(finished.stdout)

@@ -30,13 +30,13 @@ from jobs_platform.store.schema import backfill_catalog
 from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.commands import ACME, DAGSTER, run_cli
 from jobs_platform_tests.databases import upgraded_warehouse
-from jobs_platform_tests.environments import platform_environment
+from jobs_platform_tests.environments import EXAMPLE_MODULE, platform_environment
 from jobs_platform_tests.runs import materialize
 from jobs_platform_tests.store.factories import a_quarantine_entry
 from orders_example.orders.assets import daily_partitions, daily_revenue, orders
 from orders_example.orders.seed import seed_orders
 
-EXAMPLE = "orders_example.definitions"
+EXAMPLE = EXAMPLE_MODULE
 # The bundled location's backfills, as the catalog lists them (by asset key).
 EXAMPLE_BACKFILLS = ["customer_order_history", "daily_revenue", "orders"]
 FIRST = dt.date(2024, 6, 1)
@@ -160,7 +160,8 @@ def test_status_from_the_catalog_imports_neither_dagster_nor_the_location(pg_url
 
 
 def test_the_read_only_commands_import_neither_dagster_nor_the_location(pg_url, tmp_path):
-    env = platform_environment(pg_url, tmp_path)
+    # No code location named: they read the environment's warehouse.
+    env = platform_environment(pg_url, tmp_path, JOBS_PLATFORM_MODULE="")
     with upgraded_warehouse(pg_url).begin() as connection:
         a_quarantine_entry(connection, asset="orders", partition="2024-06-01")
 
@@ -173,7 +174,8 @@ def test_the_read_only_commands_import_neither_dagster_nor_the_location(pg_url, 
         modules, _ = imported_modules(args, env)
         assert of_a_location(modules) == [], args
         assert {"alembic", "numpy"} & modules == set(), args
-    modules, _ = imported_modules(["status", "--load-location", "--json"], env)
+    status = ["status", "-m", EXAMPLE_MODULE, "--load-location", "--json"]
+    modules, _ = imported_modules(status, env)
     assert "dagster" in modules  # the check sees Dagster when it is imported
 
 
@@ -250,12 +252,12 @@ def test_two_locations_sharing_a_warehouse_keep_their_own_catalog_rows(pg_url, t
     engine = warehouse_engine(pg_url)
     acme_written = [row.updated_at for row in catalog_rows(engine) if row.location == ACME]
 
-    deploy(env)  # the bundled location again: ACME's rows are left alone
+    deploy(env)  # the example's location again: ACME's rows are left alone
 
     rows = catalog_rows(engine)
     assert [(row.location, row.asset) for row in rows] == [
+        (ACME, "acme_events"),  # in the order of the locations' names
         *((EXAMPLE, asset) for asset in EXAMPLE_BACKFILLS),
-        (ACME, "acme_events"),
     ]
     assert [row.updated_at for row in rows if row.location == ACME] == acme_written
     acme = cli_json("status", "-m", ACME, env=env)

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from jobs_platform_tests.commands import run_cli
+from jobs_platform_tests.environments import EXAMPLE_MODULE
 
 JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 
@@ -13,7 +14,8 @@ JOBS_PLATFORM = str(Path(sys.executable).with_name("jobs-platform"))
 def test_serve_on_an_unreachable_warehouse_says_so_in_one_line_and_exits_2(tmp_path):
     env = {"JOBS_PLATFORM_DATABASE_URL": "postgresql://etl:secret@127.0.0.1:1/warehouse"}
 
-    finished = run_cli([JOBS_PLATFORM, "metrics", "serve", "--port", "0"], env, cwd=tmp_path)
+    serve = [JOBS_PLATFORM, "metrics", "serve", "-m", EXAMPLE_MODULE, "--port", "0"]
+    finished = run_cli(serve, env, cwd=tmp_path)
 
     assert finished.returncode == 2
     assert finished.stderr.startswith("error: cannot open the warehouse postgresql")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from jobs_platform.orchestration.platform import platform_definitions
+from jobs_platform import platform_definitions
 from orders_example.customers.assets import customer_order_history
 from orders_example.orders.assets import (
     daily_revenue,
