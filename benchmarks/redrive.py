@@ -161,7 +161,7 @@ def seed(url: str, landing: Path, assets: list[str], entries: int, *, busy: bool
 
 
 def run_redrive_bench(database_url: str, entries: int, asset_count: int, repeats: int) -> dict:
-    from jobs_platform.orchestration.redrive import (
+    from jobs_platform.dead_letter.redrive_sensor import (
         FINGERPRINTS_PER_TICK,
         REDRIVES_PER_TICK,
     )
@@ -209,7 +209,7 @@ def _ticks(location: dg.Definitions, instance: dg.DagsterInstance, repeats: int)
 def sensor_tick(location: dg.Definitions, instance: dg.DagsterInstance) -> Callable[[], str | None]:
     """One tick of the location's redrive sensor as the daemon ticks it, the cursor kept
     from tick to tick; returns what the tick said when it skipped."""
-    from jobs_platform.orchestration.redrive import dead_letter_redrive_sensor
+    from jobs_platform.dead_letter.redrive_sensor import dead_letter_redrive_sensor
 
     sensor = location.get_sensor_def(dead_letter_redrive_sensor.name)
     cursor: list[str | None] = [None]
@@ -230,7 +230,8 @@ def sensor_tick(location: dg.Definitions, instance: dg.DagsterInstance) -> Calla
 
 def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) -> dict[str, float]:
     """Where a tick's time goes: each question on its own (after the timed ticks)."""
-    from jobs_platform.orchestration.redrive import (
+    from jobs_platform.dead_letter import redrive as redrive_rules
+    from jobs_platform.dead_letter.redrive_sensor import (
         FINGERPRINTS_PER_TICK,
         REDRIVES_PER_TICK,
         RedriveCursor,
@@ -239,7 +240,6 @@ def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) ->
         redriven_backfills,
     )
     from jobs_platform.settings import Settings
-    from jobs_platform.store import redrive as redrive_store
     from jobs_platform.store.db import warehouse_engine
 
     repository = location.get_repository_def()
@@ -257,17 +257,17 @@ def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) ->
     def candidate_queries() -> None:
         with engine.connect() as connection:
             for spec in specs:
-                redrive_store.code_changed_entries(
+                redrive_rules.code_changed_entries(
                     connection, spec.asset, spec.version, max_redrives=3, limit=REDRIVES_PER_TICK
                 )
-            redrive_store.fingerprinted_entries(
+            redrive_rules.fingerprinted_entries(
                 connection, assets, after_id=0, max_redrives=3, limit=FINGERPRINTS_PER_TICK
             )
-            redrive_store.cooldown_due_entries(
+            redrive_rules.cooldown_due_entries(
                 connection, assets, first_cooldown_seconds=900, max_redrives=3,
                 limit=REDRIVES_PER_TICK, clock=DATABASE_CLOCK,
             )  # fmt: skip
-            redrive_store.exhausted_entries_to_alert(
+            redrive_rules.exhausted_entries_to_alert(
                 connection, assets, max_redrives=3, sinks=["log"], limit=20
             )
 

@@ -274,12 +274,12 @@ def _attempt(asset: str, key: str, number: int, at: dt.datetime, error_class: st
 def _in_process(url: str, home: Path, repeats: int, module: str) -> dict[str, dict]:
     import dagster as dg
 
-    from jobs_platform.dead_letter_view import entry_summary
+    from jobs_platform.dead_letter.entries import list_entries
+    from jobs_platform.dead_letter.view import entry_summary
     from jobs_platform.location import load_definitions
     from jobs_platform.orchestration.health import status_report
     from jobs_platform.orchestration.resources import JobsPlatformResource
     from jobs_platform.settings import Settings
-    from jobs_platform.store import quarantine as quarantine_store
 
     defs = load_definitions(module)
     # The asset as the code location declares it (not resolved: that one has the
@@ -294,7 +294,7 @@ def _in_process(url: str, home: Path, repeats: int, module: str) -> dict[str, di
 
     def dead_letter_listing() -> int:
         with engine.connect() as connection:
-            return len([entry_summary(row) for row in quarantine_store.list_entries(connection)])
+            return len([entry_summary(row) for row in list_entries(connection)])
 
     try:
         with dg.DagsterInstance.from_config(str(home)) as instance:

@@ -4,7 +4,7 @@ It builds, in a fresh schema, the dead letter a bad week leaves: `entries` open
 (quarantined) entries over three assets, from a realistic mix of `len(CAUSES)` causes (a
 few large, many small: entry n's cause is drawn with weight 1/rank), each message with its
 own variable parts (line numbers, refused values, paths, URLs, SQLAlchemy's statement
-and parameters), signed by `store.signature` as `quarantine_partition` signs them; plus a
+and parameters), signed by `dead_letter.signature` as `quarantine_partition` signs them; plus a
 fifth as many resolved entries, which the grouping must skip. It then times, `repeats`
 times each:
 
@@ -33,10 +33,10 @@ import sqlalchemy as sa
 
 from benchmarks.database import copy_rows, fresh_schema, server_facts
 from benchmarks.timing import run_command, wall_seconds
+from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.db import normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
 from jobs_platform.store.schema import quarantine
-from jobs_platform.store.signature import failure_signature
 
 ASSETS = ("orders", "daily_revenue", "acme/events")
 FIRST_DAY = dt.date(2015, 1, 1)
@@ -167,7 +167,7 @@ class DeadLetterBench:
 
 
 def _time_signature_groups(bench: DeadLetterBench) -> Callable[[], object]:
-    from jobs_platform.store.triage import signature_groups
+    from jobs_platform.dead_letter.triage import signature_groups
 
     engine = warehouse_engine(bench.url)
 
@@ -204,7 +204,7 @@ def run_triage_bench(database_url: str, entries: int, repeats: int = 5) -> dict:
             work()  # warm: connections opened, caches filled, as a second run finds them
             results[name] = _without_results(wall_seconds(repeats, work))
         with warehouse_engine(bench.url).connect() as connection:
-            from jobs_platform.store.triage import open_signature_count, signature_groups
+            from jobs_platform.dead_letter.triage import open_signature_count, signature_groups
 
             groups = signature_groups(connection)
             open_causes = open_signature_count(connection)

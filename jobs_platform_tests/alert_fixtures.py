@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import EntryStatus, quarantine_partition
 from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import AttemptFailure, finish_attempt, start_attempt
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import current_episode
-from jobs_platform.store.quarantine import QuarantineStatus, quarantine_partition
 from jobs_platform.store.schema import quarantine
 
 
@@ -186,7 +186,7 @@ def bulk_quarantine_entries(engine: sa.Engine, count: int, asset: str = "orders"
             "asset": asset,
             "partition": f"bulk-{number:06d}",
             "episode": 1,
-            "status": QuarantineStatus.QUARANTINED,
+            "status": EntryStatus.QUARANTINED,
             "attempts": 1,
             "error_class": "terminal",
             "last_error": "bulk",

@@ -8,10 +8,10 @@ import json
 import dagster as dg
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import mark_requeue_launched, requeue_partition
 from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.quarantine import mark_requeue_launched, requeue_partition
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.environments import engine_from, platform_environment
 from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from jobs_platform.cli.dead_letter import run_groups
-from jobs_platform.store.triage import signature_groups
+from jobs_platform.dead_letter.triage import signature_groups
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.runs import materialize

@@ -11,8 +11,8 @@ import datetime as dt
 
 import pytest
 
+from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.quarantine import active_entry
 from jobs_platform_tests.environments import enter_environment, platform_environment
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import materialize

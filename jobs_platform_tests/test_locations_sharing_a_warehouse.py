@@ -23,10 +23,10 @@ import sqlalchemy as sa
 
 from deploy import stack
 from jobs_platform import request_backfill
+from jobs_platform.dead_letter.entries import latest_entry, requeue_partition
 from jobs_platform.outbox.store import queue_stats
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.quarantine import latest_entry, requeue_partition
 from jobs_platform.store.schema import attempts, create_user_tables, outbox
 from jobs_platform_tests.alert_fixtures import HttpReceiver, http_receiver, quarantine_entry
 from jobs_platform_tests.daemon_loops import fast_daemon_loops

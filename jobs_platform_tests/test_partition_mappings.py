@@ -17,13 +17,13 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, TerminalError, backfill_asset
-from jobs_platform.orchestration.requeue import requeue_sensor
+from jobs_platform.dead_letter.entries import list_entries, requeue_partition
+from jobs_platform.dead_letter.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
     PARTITION_RANGE_START_TAG,
     downstream_run_key,
 )
-from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.schema import create_user_tables
 from jobs_platform_tests.environments import engine_from
@@ -137,7 +137,7 @@ def test_a_day_with_a_poison_hour_is_blocked_then_relaunched_by_the_hours_requeu
         assert not run_hours(f"{DAY}-00:00", f"{DAY}-23:00").success
     finally:
         poison_hours.clear()
-    assert [e.asset for e in quarantine_store.list_entries(engine.connect())] == ["mapped/events"]
+    assert [e.asset for e in list_entries(engine.connect())] == ["mapped/events"]
 
     blocked = run(events_daily.key, partition_key=DAY)
     assert not blocked.success
@@ -146,9 +146,7 @@ def test_a_day_with_a_poison_hour_is_blocked_then_relaunched_by_the_hours_requeu
 
     # The hour is fixed and requeued; its requeue run succeeds.
     with engine.begin() as connection:
-        entry = quarantine_store.requeue_partition(
-            connection, "mapped/events", POISON_HOUR, clock=DATABASE_CLOCK
-        )
+        entry = requeue_partition(connection, "mapped/events", POISON_HOUR, clock=DATABASE_CLOCK)
     assert run(events.key, partition_key=POISON_HOUR).success
 
     # The requeue sensor launches the day that reads the fixed hour, once.

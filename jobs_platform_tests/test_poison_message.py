@@ -7,7 +7,7 @@ import datetime as dt
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.store.quarantine import active_entry
+from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform.store.schema import attempts
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import table_snapshot

@@ -12,7 +12,7 @@ import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.store.quarantine import active_entry
+from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import materialize

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.store.quarantine import active_entry
+from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.rows import attempts_of
 from jobs_platform_tests.runs import materialize

@@ -18,8 +18,9 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import entries_by_id, mark_requeue_launched, open_entries
+from jobs_platform.dead_letter.requeue import requeue_sensor
 from jobs_platform.errors import Classification
-from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
     PARTITION_RANGE_START_TAG,
@@ -31,7 +32,6 @@ from jobs_platform.orchestration.tags import (
     requeue_run_key,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.quarantine import entries_by_id, mark_requeue_launched, open_entries
 from jobs_platform.store.schema import attempts, quarantine, requeues
 from jobs_platform_tests.alert_fixtures import quarantine_entry
 from jobs_platform_tests.cli_in_process import jobs_platform_in_process
@@ -63,7 +63,7 @@ DAEMON_SECONDS = 300
 # here) as it starts: they stay queued (limit 0), so that they do not take the CPU the
 # requeue's runs, which the tests wait for, need (a run worker and a step process each,
 # on two cores). Nothing the tests assert is about them: the dead-letter sensor and its
-# runs have tests of their own (orchestration/test_dead_letter_sensor.py, ui/).
+# runs have tests of their own (dead_letter/test_dead_letter_sensor.py, ui/).
 QUEUED_INSTANCE = """
 run_coordinator:
   module: dagster.core.run_coordinator

@@ -12,9 +12,9 @@ import json
 
 import pytest
 
+from jobs_platform.dead_letter.entries import requeue_partition
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.quarantine import requeue_partition
 from jobs_platform_tests.databases import sibling_database
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import order_line, write_landing_lines

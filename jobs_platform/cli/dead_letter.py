@@ -11,8 +11,16 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_warehouse
-from jobs_platform.dead_letter_selection import Selection
-from jobs_platform.dead_letter_view import (
+from jobs_platform.dead_letter.entries import (
+    EntryStatus,
+    UnknownEntry,
+    latest_entry,
+    list_entries,
+    requeue_log,
+)
+from jobs_platform.dead_letter.selection import Selection
+from jobs_platform.dead_letter.triage import signature_groups
+from jobs_platform.dead_letter.view import (
     entry_summary,
     group_requeue_command,
     group_summary,
@@ -21,11 +29,9 @@ from jobs_platform.dead_letter_view import (
 )
 from jobs_platform.errors import Classification
 from jobs_platform.location import add_module_option, named_location
-from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
-from jobs_platform.store.triage import signature_groups
 from jobs_platform.suggested_commands import requeue_command, show_command
 
 
@@ -130,7 +136,7 @@ def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[
                 "at": plain(release.at),
             },
         )
-        for release in quarantine_store.requeue_log(connection, asset, partition)
+        for release in requeue_log(connection, asset, partition)
     ]
     # A release comes after the attempts of the episode it ends and before the next one's.
     merged = sorted(attempts + releases, key=lambda item: (item[0] is None, item[0], item[1]))
@@ -147,7 +153,7 @@ def run_list(args: argparse.Namespace) -> int:
     # Dagster is not imported (seconds, for a command that answers in a fraction of one).
     module = named_location(args.module)
     with open_warehouse(command_settings(args.module)).connect() as connection:
-        entries = [entry_summary(row) for row in quarantine_store.list_entries(connection)]
+        entries = [entry_summary(row) for row in list_entries(connection)]
     if args.json:
         print(json.dumps(entries, indent=2))
         return 0
@@ -220,8 +226,8 @@ def run_show(args: argparse.Namespace) -> int:
     with open_warehouse(command_settings(args.module)).connect() as connection:
         history = history_rows(connection, asset, partition)
         try:
-            row = quarantine_store.latest_entry(connection, asset, partition)
-        except quarantine_store.UnknownEntry:
+            row = latest_entry(connection, asset, partition)
+        except UnknownEntry:
             row = None
         # A partition with no entry: its own status, or `missing` while no attempt ended.
         status = None if row is not None else partition_status(connection, asset, partition)
@@ -234,7 +240,7 @@ def run_show(args: argparse.Namespace) -> int:
         shown = {"asset": asset, "partition": partition, "status": status or "missing"}
     else:
         shown = {"id": row.id, "episode": row.episode, **entry_summary(row)}
-    shown["quarantined"] = shown["status"] == quarantine_store.QuarantineStatus.QUARANTINED
+    shown["quarantined"] = shown["status"] == EntryStatus.QUARANTINED
     shown["history"] = history
     if args.json:
         print(json.dumps(shown, indent=2))

@@ -8,7 +8,7 @@ import json
 import sqlalchemy as sa
 
 from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_store
-from jobs_platform.dead_letter_view import one_line
+from jobs_platform.dead_letter.view import one_line
 from jobs_platform.outbox.store import OutboxStatus, list_requests
 
 LIST_FIELDS = (

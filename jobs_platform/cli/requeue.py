@@ -3,7 +3,7 @@ C]) [--dry-run] [--no-launch]`.
 
 Every form goes one way, the UI's: the open entries it selects, of the backfills of the
 code location given (`-m`), are released and their runs submitted to the Dagster
-instance, queued for its daemon (`orchestration.requeue` launches them: create the runs,
+instance, queued for its daemon (`dead_letter.requeue` launches them: create the runs,
 release and mark launched in one transaction, submit); the command returns once they are
 queued. One entry is a selection of one: its run has the key `requeue-<entry id>`, and
 an entry requeued before whose run was never launched is launched again (refused while
@@ -21,15 +21,15 @@ import os
 import sys
 
 from jobs_platform.cli.warehouse import open_store
-from jobs_platform.dead_letter_selection import Selection
-from jobs_platform.dead_letter_view import one_line
+from jobs_platform.dead_letter.entries import RequeuedBy, UnknownEntry
+from jobs_platform.dead_letter.selection import Selection
+from jobs_platform.dead_letter.view import one_line
 from jobs_platform.location import (
     code_location_module,
     dagster_instance,
     load_definitions,
     location_settings,
 )
-from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.suggested_commands import suggested_command
 
 NO_MATCH = 1
@@ -38,7 +38,7 @@ LAUNCH_FAILED = 2
 
 def run_requeue(args: argparse.Namespace, selection: Selection) -> int:
     """Release the open entries `selection` picks and queue their runs."""
-    from jobs_platform.orchestration.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, RequeueNotQueued
+    from jobs_platform.dead_letter.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, RequeueNotQueued
     from jobs_platform.orchestration.selections import served_backfills
 
     module = code_location_module(args.module)
@@ -79,7 +79,7 @@ def run_requeue(args: argparse.Namespace, selection: Selection) -> int:
             file=sys.stderr,
         )
         return LAUNCH_FAILED
-    except quarantine_store.UnknownEntry:
+    except UnknownEntry:
         raise  # one entry not quarantined, or its run already there: said as it is
     except Exception as error:
         print(
@@ -91,8 +91,8 @@ def run_requeue(args: argparse.Namespace, selection: Selection) -> int:
 
 def _through_instance(instance, args, selection, module, repository, store, entries) -> int:
     """Plan, then release and queue (or only print, or only release) through `instance`."""
-    from jobs_platform.orchestration.requeue import lost_launch, submit_requeue
-    from jobs_platform.orchestration.requeue_plan import requeue_runs
+    from jobs_platform.dead_letter.requeue import lost_launch, submit_requeue
+    from jobs_platform.dead_letter.requeue_plan import requeue_runs
 
     lost = None
     if not entries:
@@ -101,7 +101,7 @@ def _through_instance(instance, args, selection, module, repository, store, entr
         with store.connect() as connection:
             lost = lost_launch(instance, connection, selection.asset, selection.partition)
         if lost is None:
-            raise quarantine_store.UnknownEntry(f"{selection.describe()} is not quarantined")
+            raise UnknownEntry(f"{selection.describe()} is not quarantined")
     targets = entries if lost is None else [lost]
     runs = requeue_runs(repository.asset_graph, targets, instance)
     if args.dry_run:
@@ -154,9 +154,7 @@ def _reason(error: BaseException) -> str:
 
 
 def _release(store, connection, entries):
-    return store.release_entries(
-        connection, entries, by=quarantine_store.RequeuedBy.CLI, reason="requested"
-    )
+    return store.release_entries(connection, entries, by=RequeuedBy.CLI, reason="requested")
 
 
 def _print_released(selection: Selection, released, runs) -> None:

@@ -17,6 +17,7 @@ import random
 import time
 from dataclasses import dataclass
 
+from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform.engine.decisions import NextStep, RetryBudget
 from jobs_platform.engine.events import EventTrail
 from jobs_platform.engine.outcomes import Blocked, BudgetSpent, Busy, Refused
@@ -25,7 +26,6 @@ from jobs_platform.engine.spec import BackfillSpec, UpstreamReads, reads_nothing
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
 from jobs_platform.store import leases as lease_store
-from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.handle import Store
 from jobs_platform.store.partitions import current_episode, unfinished
 from jobs_platform.store.rows import TableRow
@@ -107,7 +107,7 @@ def begin_attempt(
     """Pass the gates, take the lease and record the attempt, or say why not."""
     asset = place.spec.asset
     with place.store.connect() as connection:
-        entry = quarantine_store.active_entry(connection, asset, partition)
+        entry = active_entry(connection, asset, partition)
         waiting_on = unfinished(connection, list(place.upstream(partition)))
     if entry is not None:
         return Refused(

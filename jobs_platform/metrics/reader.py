@@ -4,7 +4,7 @@ Partition states, leases and speed are `store.health`'s figures (one home for ea
 the outbox backlog is `store.outbox.queue_stats`; the attempt history by outcome and
 error class with its duration histogram (one grouped query), the rows the done partitions
 hold and the open quarantine entries are `store.tallies`, shaped here for Prometheus; the
-number of open causes is `store.triage`'s (one count over the distinct signatures).
+number of open causes is `dead_letter.triage`'s (one count over the distinct signatures).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter import redrive
+from jobs_platform.dead_letter.triage import open_signature_count
 from jobs_platform.settings import DEFAULT_MAX_REDRIVES
-from jobs_platform.store import redrive, tallies
+from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.health import AssetHealth, ExpectedKeys, asset_health
 from jobs_platform.store.outbox import QueueStats, queue_stats
 from jobs_platform.store.rejects import rejected_counts
-from jobs_platform.store.triage import open_signature_count
 
 # Upper bounds (seconds) of the attempt duration histogram: an attempt takes from well
 # under a second (a small or unchanged partition) to the one-hour attempt deadline.

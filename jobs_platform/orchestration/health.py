@@ -5,7 +5,8 @@ from collections.abc import Iterable, Sequence
 
 import dagster as dg
 
-from jobs_platform.dead_letter_view import groups_markdown
+from jobs_platform.dead_letter.triage import signature_groups
+from jobs_platform.dead_letter.view import groups_markdown
 from jobs_platform.orchestration.catalog import expected_keys, write_location_catalog
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
@@ -14,7 +15,6 @@ from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
 from jobs_platform.store.handle import ready_store
 from jobs_platform.store.health import AssetHealth, ExpectedKeys
 from jobs_platform.store.migrate import ready_warehouse
-from jobs_platform.store.triage import signature_groups
 
 
 def backfill_partition_keys(

@@ -7,18 +7,18 @@ from typing import TypeVar
 
 import dagster as dg
 
+from jobs_platform.dead_letter.asset import dead_letter_definitions
+from jobs_platform.dead_letter.checks import no_quarantined_partitions_checks
+from jobs_platform.dead_letter.redrive_sensor import redrive_sensor_named
+from jobs_platform.dead_letter.requeue import requeue_job, requeue_sensor_named
 from jobs_platform.orchestration.alerting import ALERTS_RESOURCE_KEY, AlertsResource
 from jobs_platform.orchestration.backfill_asset import RESOURCE_KEY
 from jobs_platform.orchestration.chains import chain_backfills
-from jobs_platform.orchestration.dead_letter import dead_letter_definitions
 from jobs_platform.orchestration.executors import platform_executor
 from jobs_platform.orchestration.health import platform_health_asset, platform_health_schedule
 from jobs_platform.orchestration.naming import FrameworkNames
 from jobs_platform.orchestration.outbox import backfill_request_sensor_named, outbox_health_asset
-from jobs_platform.orchestration.quarantine_checks import no_quarantined_partitions_checks
 from jobs_platform.orchestration.recovery import abandoned_run_sensor_named
-from jobs_platform.orchestration.redrive import redrive_sensor_named
-from jobs_platform.orchestration.requeue import requeue_job, requeue_sensor_named
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 
@@ -69,7 +69,7 @@ def platform_definitions(
         for spec in assets_def.specs
         if spec.tags.get(BACKFILL_TAG) == "true"
     ]
-    quarantine_checks = no_quarantined_partitions_checks(backfills)
+    dead_letter_checks = no_quarantined_partitions_checks(backfills)
     dead_letter, dead_letter_sensor = dead_letter_definitions(names)
     return dg.Definitions(
         assets=[
@@ -78,9 +78,9 @@ def platform_definitions(
             outbox_health_asset(backfill_keys, names),
             platform_health_asset(backfills, names),
         ],
-        asset_checks=quarantine_checks,
+        asset_checks=dead_letter_checks,
         jobs=[requeue_job(backfill_keys, names)],
-        schedules=[platform_health_schedule(quarantine_checks, names)],
+        schedules=[platform_health_schedule(dead_letter_checks, names)],
         sensors=[
             abandoned_run_sensor_named(names),
             dead_letter_sensor,

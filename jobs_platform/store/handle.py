@@ -19,6 +19,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter import entries as dead_letter
+from jobs_platform.dead_letter import redrive
 from jobs_platform.store import (
     alert_ledger,
     attempts,
@@ -28,9 +30,7 @@ from jobs_platform.store import (
     leases,
     outbox,
     partitions,
-    quarantine,
     recovery,
-    redrive,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.migrate import ready_warehouse
@@ -149,12 +149,12 @@ class Store:
             clock=self.clock,
         )  # fmt: skip
 
-    # The dead letter (`store.quarantine`, `store.redrive`).
+    # The dead letter (`dead_letter.entries`, `dead_letter.redrive`).
 
     def quarantine_partition(
         self, connection: sa.Connection, asset: str, partition: str, episode: int
     ) -> int:
-        return quarantine.quarantine_partition(
+        return dead_letter.quarantine_partition(
             connection, asset, partition, episode, clock=self.clock
         )
 
@@ -164,10 +164,10 @@ class Store:
         asset: str,
         partition: str,
         *,
-        by: quarantine.RequeuedBy = quarantine.RequeuedBy.CLI,
+        by: dead_letter.RequeuedBy = dead_letter.RequeuedBy.CLI,
         reason: str = "requested",
     ) -> TableRow:
-        return quarantine.requeue_partition(
+        return dead_letter.requeue_partition(
             connection, asset, partition, by=by, reason=reason, clock=self.clock
         )
 
@@ -176,25 +176,25 @@ class Store:
         connection: sa.Connection,
         entries: Sequence[TableRow],
         *,
-        by: quarantine.RequeuedBy,
+        by: dead_letter.RequeuedBy,
         reason: str,
     ) -> list[TableRow]:
-        return quarantine.release_entries(
+        return dead_letter.release_entries(
             connection, entries, by=by, reason=reason, clock=self.clock
         )
 
     def mark_requeue_launched(self, connection: sa.Connection, entry_ids: Sequence[int]) -> None:
-        quarantine.mark_requeue_launched(connection, entry_ids, clock=self.clock)
+        dead_letter.mark_requeue_launched(connection, entry_ids, clock=self.clock)
 
     def requeues_awaiting_run(
         self, connection: sa.Connection, assets: Sequence[str], limit: int, *, grace: dt.timedelta
     ) -> list[TableRow]:
-        return quarantine.requeues_awaiting_run(
+        return dead_letter.requeues_awaiting_run(
             connection, assets, limit, grace=grace, clock=self.clock
         )
 
     def resolve_requeued(self, connection: sa.Connection, asset: str, partition: str) -> int:
-        return quarantine.resolve_requeued(connection, asset, partition, clock=self.clock)
+        return dead_letter.resolve_requeued(connection, asset, partition, clock=self.clock)
 
     def cooldown_due_entries(
         self,

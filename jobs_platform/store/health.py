@@ -9,10 +9,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import EntryStatus
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.outbox import queue_stats
 from jobs_platform.store.partitions import PartitionStatus
-from jobs_platform.store.quarantine import QuarantineStatus
 from jobs_platform.store.schema import leases, partitions, quarantine, rejected_rows
 
 _DONE_OR_FAILED = (PartitionStatus.DONE, PartitionStatus.FAILED)
@@ -106,7 +106,7 @@ def _missing(
     quarantined_only = connection.execute(
         sa.select(sa.func.count(sa.distinct(quarantine.c.partition))).where(
             in_window(quarantine),
-            quarantine.c.status == QuarantineStatus.QUARANTINED,
+            quarantine.c.status == EntryStatus.QUARANTINED,
             ~sa.exists().where(
                 partitions.c.asset == asset,
                 partitions.c.partition == quarantine.c.partition,
@@ -123,7 +123,7 @@ def _one_asset(
     of_asset = partitions.c.asset == asset
     done = sa.and_(of_asset, partitions.c.status == PartitionStatus.DONE)
     open_entry = sa.and_(
-        quarantine.c.asset == asset, quarantine.c.status == QuarantineStatus.QUARANTINED
+        quarantine.c.asset == asset, quarantine.c.status == EntryStatus.QUARANTINED
     )
     done_count, timed, total_seconds, total_rows = connection.execute(
         sa.select(
@@ -238,7 +238,7 @@ def _one_asset_in(
     quarantined = window & set(
         connection.execute(
             sa.select(quarantine.c.partition).where(
-                in_range(quarantine), quarantine.c.status == QuarantineStatus.QUARANTINED
+                in_range(quarantine), quarantine.c.status == EntryStatus.QUARANTINED
             )
         ).scalars()
     )

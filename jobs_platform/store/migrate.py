@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, TextIO
 import sqlalchemy as sa
 from sqlalchemy.schema import CreateIndex, CreateTable, ExecutableDDLElement
 
+from jobs_platform.dead_letter.entries import sign_unsigned_entries
 from jobs_platform.errors import TerminalError
 from jobs_platform.settings import embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
-from jobs_platform.store.quarantine import sign_unsigned_entries
 from jobs_platform.store.schema import VERSION_TABLE, create_user_tables, in_creation_order
 
 if TYPE_CHECKING:

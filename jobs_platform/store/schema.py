@@ -149,7 +149,7 @@ quarantine = sa.Table(
     # Set when a run for the requeued partition was launched (by the CLI or the sensor).
     sa.Column("requeue_launched_at", UtcDateTime),
     sa.Column("resolved_at", UtcDateTime),
-    # The cause, grouped by (`store.signature`): a dead letter is read and requeued by it.
+    # The cause, grouped by (`dead_letter.signature`): a dead letter is read and requeued by it.
     sa.Column("signature", sa.String(16)),
     # What its last failing attempt ran and read, for the redrive's set-based comparisons.
     sa.Column("code_version", sa.String(255)),

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import EntryStatus
 from jobs_platform.store.attempts import AttemptOutcome
 from jobs_platform.store.partitions import PartitionStatus
-from jobs_platform.store.quarantine import QuarantineStatus
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import attempts, partitions, quarantine
 
@@ -22,7 +22,7 @@ from jobs_platform.store.schema import attempts, partitions, quarantine
 ENDED_OUTCOMES = (str(AttemptOutcome.SUCCEEDED), str(AttemptOutcome.FAILED))
 # Open entries: the dead letter's own (quarantined) and those a person released whose new
 # run has not succeeded yet (requeued).
-OPEN_ENTRY_STATUSES = (str(QuarantineStatus.QUARANTINED), str(QuarantineStatus.REQUEUED))
+OPEN_ENTRY_STATUSES = (str(EntryStatus.QUARANTINED), str(EntryStatus.REQUEUED))
 
 
 def ended_attempts_by_duration(

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import latest_entry, requeue_partition
 from jobs_platform.engine.outcomes import Failed, Outcome
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput, RejectRows
@@ -21,7 +22,6 @@ from jobs_platform.errors import Classification
 from jobs_platform.settings import Settings
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.quarantine import latest_entry, requeue_partition
 from jobs_platform.store.rejects import RejectedRow, partition_rejects
 from jobs_platform.store.schema import create_user_tables
 from jobs_platform_tests.databases import upgraded_warehouse

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import EntryStatus, latest_entry, requeue_partition
 from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.outcomes import BudgetSpent, Busy, Failed, Outcome, Refused
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
@@ -29,7 +30,6 @@ from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.holders import HolderIdentity
 from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 from jobs_platform.store.partitions import partition_rows
-from jobs_platform.store.quarantine import QuarantineStatus, latest_entry, requeue_partition
 from jobs_platform.store.schema import create_user_tables
 from jobs_platform.store.upsert import UpsertCounts
 
@@ -331,7 +331,7 @@ def test_requeue_starts_a_new_episode_and_a_later_success_resolves_the_entry(run
 
     assert isinstance(report, PartitionReport)
     assert report.attempt == 1
-    assert quarantine_entry(runner).status == QuarantineStatus.RESOLVED
+    assert quarantine_entry(runner).status == EntryStatus.RESOLVED
     assert partition_state(runner) == ("done", 2)
     assert history(runner) == [(1, 1, "failed", "terminal"), (2, 1, "succeeded", None)]
 
@@ -346,7 +346,7 @@ def test_requeued_partition_has_a_fresh_attempt_budget(runner, items_input):
 
     assert failed.decision.next_step is NextStep.RETRY
     assert (failed.attempt, failed.failures) == (1, 1)
-    assert quarantine_entry(runner).status == QuarantineStatus.REQUEUED
+    assert quarantine_entry(runner).status == EntryStatus.REQUEUED
 
 
 # Not the input's fault

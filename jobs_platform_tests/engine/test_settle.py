@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform.engine.decisions import NextStep, RetryBudget
 from jobs_platform.engine.settle import Record, settle
 from jobs_platform.errors import Classification, Verdict
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.handle import Store
 from jobs_platform.store.partitions import partition_rows
-from jobs_platform.store.quarantine import active_entry
 from jobs_platform_tests.store.factories import ASSET, PARTITION, an_attempt
 
 BUDGET = RetryBudget(max_attempts=3, base_delay_seconds=0.0, lease_seconds=60.0)

@@ -15,6 +15,7 @@ from dataclasses import replace
 import pandas as pd
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import list_entries
 from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
@@ -24,7 +25,6 @@ from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.handle import Store
 from jobs_platform.store.leases import acquire_lease
-from jobs_platform.store.quarantine import list_entries
 from jobs_platform.store.schema import leases
 from jobs_platform_tests.engine.test_runner import (
     ASSET,

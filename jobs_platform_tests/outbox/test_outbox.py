@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from jobs_platform import request_backfill
 from jobs_platform.cli.main import main
+from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform.orchestration.outbox import (
     HEALTH_CHECK_NAME,
     REQUESTS_PER_TICK,
@@ -33,7 +34,6 @@ from jobs_platform.outbox.store import mark_rejected
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.outbox import claim_pending, mark_launched, queue_stats, reclaim_unlaunched
-from jobs_platform.store.quarantine import active_entry
 from jobs_platform.store.schema import create_user_tables, outbox, utcnow
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.databases import upgraded_warehouse

@@ -12,10 +12,10 @@ import subprocess
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.attempts import next_attempt_number
 from jobs_platform.store.holders import HolderIdentity, this_holder
 from jobs_platform.store.schema import attempts, leases, partitions, quarantine
-from jobs_platform.store.signature import failure_signature
 
 ASSET = "items"
 PARTITION = "2024-01-03"

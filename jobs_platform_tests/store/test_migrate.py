@@ -12,6 +12,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.settings import embedded_database_url
 from jobs_platform.store import migrations
 from jobs_platform.store.db import warehouse_engine
@@ -26,7 +27,6 @@ from jobs_platform.store.migrate import (
     upgrade_warehouse,
 )
 from jobs_platform.store.schema import VERSION_TABLE, framework_metadata, quarantine
-from jobs_platform.store.signature import failure_signature
 from jobs_platform_tests.commands import REPO_ROOT
 from jobs_platform_tests.store.schema_0_1_0 import build_0_1_0_warehouse, metadata_0_1_0
 

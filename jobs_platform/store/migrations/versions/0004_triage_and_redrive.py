@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context, op
 
-from jobs_platform.store.quarantine import sign_unsigned_entries
+from jobs_platform.dead_letter.entries import sign_unsigned_entries
 
 revision = "0004_triage_and_redrive"
 down_revision = "0003_partitions_status_index"

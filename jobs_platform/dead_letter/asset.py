@@ -1,6 +1,6 @@
-"""The dead letter in Dagster: one `dead_letter` partition per quarantine entry, and alerts.
+"""The dead letter in Dagster: one `dead_letter` partition per dead-letter entry, and alerts.
 
-`dead_letter_sensor` walks new quarantine entries of its code location's backfills by id
+`dead_letter_sensor` walks new dead-letter entries of its code location's backfills by id
 (its cursor), alerts each once through the ledger and launches the entry's `dead_letter`
 partition; entries of backfills other locations serve are theirs. Requeueing is in
 `requeue.py`. `dead_letter_definitions(names)` builds the asset and the sensor under a
@@ -16,12 +16,12 @@ import dagster as dg
 
 from jobs_platform.alerts.alert import QuarantineAlert, alert_for_entry, load_alert, load_alerts
 from jobs_platform.alerts.ledger import deliver_once, is_settled
+from jobs_platform.dead_letter.entries import UnknownEntry, entries_after
 from jobs_platform.orchestration.alerting import AlertsResource
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run, location_of_sensor
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.selections import served_backfills
-from jobs_platform.store import quarantine as quarantine_store
 
 # A tick must finish within Dagster's sensor timeout (60 s) even when every sink hangs
 # until its own timeout (webhook ~17 s with its tries, Slack 10 s, SMTP 10 s) right at
@@ -44,7 +44,7 @@ HISTORY_SCHEMA = dg.TableSchema(
 
 
 def dead_letter_metadata(alert: QuarantineAlert) -> dict:
-    """What the UI shows for a quarantine entry."""
+    """What the UI shows for a dead-letter entry."""
     return {
         "entry_id": alert.entry_id,
         "asset": alert.asset,
@@ -156,7 +156,7 @@ def _dead_letter_asset(
                 alert = load_alert(
                     connection, int(context.partition_key), location_of_run(context.run)
                 )
-            except (quarantine_store.UnknownEntry, ValueError) as error:
+            except (UnknownEntry, ValueError) as error:
                 raise dg.Failure(
                     f"dead_letter partition {context.partition_key!r}: {error}",
                     allow_retries=False,
@@ -190,7 +190,7 @@ def _dead_letter_tick(
         # Only entries after the cursor, walked by primary key: a tick costs what is new.
         new = [
             alert_for_entry(connection, entry, location)
-            for entry in quarantine_store.entries_after(
+            for entry in entries_after(
                 connection, cursor.last_entry_id, limit=ENTRIES_PER_TICK, assets=served
             )
         ]

@@ -29,9 +29,9 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.entries import EntryStatus, RequeuedBy
 from jobs_platform.store.alert_ledger import SETTLED, event_sink
 from jobs_platform.store.clock import Clock
-from jobs_platform.store.quarantine import QuarantineStatus, RequeuedBy
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import alert_ledger, quarantine, requeues
 
@@ -90,7 +90,7 @@ def _oldest_open_with_redrives_left(
         connection.execute(
             sa.select(quarantine)
             .where(
-                quarantine.c.status == QuarantineStatus.QUARANTINED,
+                quarantine.c.status == EntryStatus.QUARANTINED,
                 quarantine.c.asset.in_(list(assets)),
                 redrives_of_partition() < max_redrives,
                 *conditions,
@@ -205,7 +205,7 @@ def exhausted_entries_to_alert(
         connection.execute(
             sa.select(quarantine, redrives.label("redrives"))
             .where(
-                quarantine.c.status == QuarantineStatus.QUARANTINED,
+                quarantine.c.status == EntryStatus.QUARANTINED,
                 quarantine.c.asset.in_(list(assets)),
                 redrives >= max(max_redrives, 1),
                 settled < len(keys),
@@ -235,7 +235,7 @@ def exhausted_entries(connection: sa.Connection, max_redrives: int) -> dict[str,
         connection.execute(
             sa.select(quarantine.c.asset, sa.func.count())
             .where(
-                quarantine.c.status == QuarantineStatus.QUARANTINED,
+                quarantine.c.status == EntryStatus.QUARANTINED,
                 redrives_of_partition() >= max(max_redrives, 1),
             )
             .group_by(quarantine.c.asset)

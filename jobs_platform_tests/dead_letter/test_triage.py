@@ -1,11 +1,12 @@
-"""Specifications of the dead letter read by cause (`store.triage`), on PostgreSQL and SQLite."""
+"""Specifications of the dead letter read by cause (`dead_letter.triage`), on PostgreSQL and
+SQLite."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.triage import open_signature_count, signature_groups
 from jobs_platform.store.schema import quarantine
-from jobs_platform.store.triage import open_signature_count, signature_groups
 from jobs_platform_tests.store.factories import AT, SECOND, a_quarantine_entry
 
 MALFORMED = "line {line}: not valid JSON (Expecting value, column 35)"

@@ -1,6 +1,6 @@
 """The dead letter heals itself: `dead_letter_redrive_sensor` requeues entries whose cause is gone.
 
-Each tick asks the store (`store/redrive.py`, where the rules and their SQL live) for the
+Each tick asks the store (`dead_letter/redrive.py`, where the rules and their SQL live) for the
 open entries of this location's backfills that
 
 - ran another `code_version` than the backfill's now (`code_changed`),
@@ -35,6 +35,9 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import alert_for_entry
 from jobs_platform.alerts.ledger import deliver_once
+from jobs_platform.dead_letter import redrive as redrive_rules
+from jobs_platform.dead_letter.entries import RequeuedBy
+from jobs_platform.dead_letter.redrive import EXHAUSTED_EVENT, RedriveReason
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
 from jobs_platform.orchestration.alerting import AlertsResource
 from jobs_platform.orchestration.backfill_asset import declared_config, resource_parameters
@@ -44,10 +47,7 @@ from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.selections import served_backfills
 from jobs_platform.orchestration.specs import backfill_specs
 from jobs_platform.settings import Settings
-from jobs_platform.store import quarantine as quarantine_store
-from jobs_platform.store import redrive as redrive_store
 from jobs_platform.store.handle import Store
-from jobs_platform.store.redrive import EXHAUSTED_EVENT, RedriveReason
 from jobs_platform.store.rows import TableRow
 
 # A redrive answers a fix or an outage's end: a minute's delay is nothing next to the
@@ -224,7 +224,7 @@ def find_redrives(
     found: dict[int, Redrive] = {}
     with store.connect() as connection:
         for spec in specs:
-            for entry in redrive_store.code_changed_entries(
+            for entry in redrive_rules.code_changed_entries(
                 connection,
                 spec.asset,
                 spec.version,
@@ -232,7 +232,7 @@ def find_redrives(
                 limit=REDRIVES_PER_TICK,
             ):
                 found.setdefault(entry.id, Redrive(entry, RedriveReason.CODE_CHANGED))
-        page = redrive_store.fingerprinted_entries(
+        page = redrive_rules.fingerprinted_entries(
             connection,
             [asset for asset in assets if asset in fingerprints],
             after_id=cursor.fingerprinted_after,
@@ -304,7 +304,7 @@ def release(store: Store, redrives: Sequence[Redrive]) -> list[Redrive]:
             for entry in store.release_entries(
                 connection,
                 [r.entry for r in chosen.values()],
-                by=quarantine_store.RequeuedBy.REDRIVE,
+                by=RequeuedBy.REDRIVE,
                 reason=str(reason),
             ):
                 released.append(chosen[entry.id])
@@ -323,7 +323,7 @@ def alert_exhausted(
     sinks = alerts.sinks(settings)
     location = location_of_sensor(context)
     with store.connect() as connection:
-        exhausted = redrive_store.exhausted_entries_to_alert(
+        exhausted = redrive_rules.exhausted_entries_to_alert(
             connection,
             assets,
             max_redrives=settings.max_redrives,

@@ -6,10 +6,8 @@ import datetime as dt
 
 import pytest
 
-from jobs_platform.store.alert_ledger import claim_delivery, event_sink, mark_sent
-from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.quarantine import RequeuedBy, entries_by_id, release_entries
-from jobs_platform.store.redrive import (
+from jobs_platform.dead_letter.entries import RequeuedBy, entries_by_id, release_entries
+from jobs_platform.dead_letter.redrive import (
     EXHAUSTED_EVENT,
     MAX_COOLDOWN_SECONDS,
     RedriveReason,
@@ -21,6 +19,8 @@ from jobs_platform.store.redrive import (
     fingerprinted_entries,
     redrives_by_reason,
 )
+from jobs_platform.store.alert_ledger import claim_delivery, event_sink, mark_sent
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.store.factories import AT, SECOND, a_quarantine_entry
 

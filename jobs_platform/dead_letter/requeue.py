@@ -1,11 +1,11 @@
-"""Requeue's launcher: the one place released quarantine entries become runs, and are found again.
+"""Requeue's launcher: the one place released entries become runs, and are found again.
 
 Whoever released the entries (a person with `jobs-platform dead-letter requeue`, in any
 of its forms, or with the `requeue_dead_letter` job from the UI; the redrive), their runs
 are launched and deduplicated here, by one set of rules:
 
 - **The runs**: one per contiguous range of an asset's partitions, with the backfills it
-  feeds (`orchestration.requeue_plan`, the plan only).
+  feeds (`dead_letter.requeue_plan`, the plan only).
 - **Launch, from the CLI** (`submit_requeue`): the runs are created `NOT_STARTED` from a
   workspace of the code location, then the entries are released and marked launched in
   one transaction, then the runs are submitted to the instance's run coordinator (queued
@@ -42,10 +42,16 @@ from typing import Any
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter_selection import Selection
+from jobs_platform.dead_letter.entries import (
+    RequeuedBy,
+    UnknownEntry,
+    requeue_awaiting_run,
+    resolved_since,
+)
+from jobs_platform.dead_letter.requeue_plan import RequeueRun, requeue_runs
+from jobs_platform.dead_letter.selection import Selection
 from jobs_platform.orchestration.launch_sensors import backfill_launching_sensor
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
-from jobs_platform.orchestration.requeue_plan import RequeueRun, requeue_runs
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
 from jobs_platform.orchestration.selections import served_backfills, with_downstream_backfills
@@ -59,7 +65,6 @@ from jobs_platform.orchestration.tags import (
     requeue_run_key,
 )
 from jobs_platform.orchestration.upstream import downstream_partitions
-from jobs_platform.store import quarantine as quarantine_store
 from jobs_platform.store.handle import Store
 from jobs_platform.store.rows import TableRow
 
@@ -105,7 +110,7 @@ def _requeue_tick(
     )
     with store.connect() as connection:
         entries = entries_awaiting_run(store, connection, names, REQUEUES_PER_TICK)
-        resolved = quarantine_store.resolved_since(connection, names, since, REQUEUES_PER_TICK)
+        resolved = resolved_since(connection, names, since, REQUEUES_PER_TICK)
     found = list(requeue_runs_found(context.instance, entries))
     if found:
         with store.begin() as connection:
@@ -214,12 +219,12 @@ def lost_launch(
 
     Raises `UnknownEntry`, naming the run, when that entry's run exists.
     """
-    entry = quarantine_store.requeue_awaiting_run(connection, asset, partition)
+    entry = requeue_awaiting_run(connection, asset, partition)
     if entry is None:
         return None
     run = requeue_runs_found(instance, [entry]).get(entry.id)
     if run is not None:
-        raise quarantine_store.UnknownEntry(
+        raise UnknownEntry(
             f"{asset}/{partition} is already requeued: its run {run.run_id} is "
             f"{run.status.value.lower()}; follow it in the Dagster UI"
         )
@@ -335,7 +340,7 @@ def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) 
     def requeue_partition_op(
         context: dg.OpExecutionContext, config: RequeueConfig, jobs_platform: JobsPlatformResource
     ) -> None:
-        """Release the selected quarantine entries; the requeue sensor then launches their
+        """Release the selected dead-letter entries; the requeue sensor then launches their
         runs, one per contiguous range of each asset's partitions."""
         selection = config.selection()
         problem = selection.problem()
@@ -351,7 +356,7 @@ def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) 
         with store.begin() as connection:
             entries = selection.open_entries(connection, sorted(served))
             released = store.release_entries(
-                connection, entries, by=quarantine_store.RequeuedBy.UI, reason="requested"
+                connection, entries, by=RequeuedBy.UI, reason="requested"
             )
         if not released:
             missing = (

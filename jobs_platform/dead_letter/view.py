@@ -1,6 +1,6 @@
-"""How the dead letter shows a quarantine entry and a cause: JSON-ready values, a table.
+"""How the dead letter shows an entry and a cause: JSON-ready values, a table.
 
-Plain Python over a `jp_quarantine` row or a `store.triage.SignatureGroup`, shared by
+Plain Python over a `jp_quarantine` row or a `dead_letter.triage.SignatureGroup`, shared by
 `jobs-platform dead-letter`, the `platform_health` asset and the benches that time them;
 no Dagster, so the command answers without importing it.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobs_platform.store.triage import SignatureGroup
+from jobs_platform.dead_letter.triage import SignatureGroup
 from jobs_platform.suggested_commands import suggested_command
 
 LIST_FIELDS = (

@@ -12,20 +12,20 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.orchestration.dead_letter import (
+from jobs_platform.dead_letter.asset import (
     DeadLetterCursor,
     dead_letter,
     dead_letter_sensor,
 )
-from jobs_platform.orchestration.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, requeue_sensor
-from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
-from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.quarantine import (
-    QuarantineStatus,
+from jobs_platform.dead_letter.entries import (
+    EntryStatus,
     latest_entry,
     mark_requeue_launched,
     requeue_partition,
 )
+from jobs_platform.dead_letter.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, requeue_sensor
+from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.schema import alert_ledger, utcnow
 from jobs_platform_tests.alert_fixtures import (
     bulk_quarantine_entries,
@@ -185,7 +185,7 @@ def test_poison_day_alerts_once_and_not_again_after_requeue_and_success(
     assert receiver.keys() == [alert.headers["idempotency-key"]]
     assert [r.run_key for r in from_scratch.run_requests] == [alert.headers["idempotency-key"]]
     with engine.connect() as connection:
-        assert latest_entry(connection, "orders", PARTITION).status == QuarantineStatus.RESOLVED
+        assert latest_entry(connection, "orders", PARTITION).status == EntryStatus.RESOLVED
 
 
 def test_alert_that_failed_is_retried_on_the_next_tick_past_the_cursor(
@@ -378,7 +378,7 @@ def test_requeue_job_releases_the_entry_and_the_sensor_launches_it_until_its_run
     assert second.run_requests == []
     with engine.connect() as connection:
         entry = latest_entry(connection, "orders", PARTITION)
-    assert entry.status == QuarantineStatus.REQUEUED
+    assert entry.status == EntryStatus.REQUEUED
     assert entry.requeue_launched_at is not None
 
 

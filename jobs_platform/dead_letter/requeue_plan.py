@@ -1,6 +1,6 @@
 """Which runs relaunch requeued entries: one run per contiguous range of an asset's partitions.
 
-The plan only: `orchestration.requeue`, the launcher, creates, submits or requests these
+The plan only: `dead_letter.requeue`, the launcher, creates, submits or requests these
 runs and finds them again. Many entries of one asset become few runs, never a process per
 entry: each run covers a contiguous range of the asset's partitions (a ranged run
 computes every key between its ends, so a gap in the selection starts another run) of at

@@ -1,4 +1,4 @@
-"""The dead letter read by cause: open quarantine entries grouped by their signature.
+"""The dead letter read by cause: open entries grouped by their signature.
 
 A dead letter of thousands of entries is read a cause at a time (`dead-letter groups`, the
 `platform_health` table, `jobs_platform_quarantine_groups`). Two set-based queries, served
@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobs_platform.store.quarantine import QuarantineStatus
+from jobs_platform.dead_letter.entries import EntryStatus
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import quarantine
 
@@ -87,7 +87,7 @@ def signature_groups(
 
 
 def _open(asset: str | None, assets: Sequence[str] | None) -> list[sa.ColumnElement[bool]]:
-    conditions = [quarantine.c.status == QuarantineStatus.QUARANTINED]
+    conditions = [quarantine.c.status == EntryStatus.QUARANTINED]
     if asset is not None:
         conditions.append(quarantine.c.asset == asset)
     if assets is not None:

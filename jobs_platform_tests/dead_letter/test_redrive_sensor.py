@@ -17,14 +17,14 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, TerminalError, backfill_asset, platform_definitions
+from jobs_platform.dead_letter import redrive_sensor as redrive_module
+from jobs_platform.dead_letter.entries import active_entry, latest_entry, requeue_log
+from jobs_platform.dead_letter.redrive_sensor import dead_letter_redrive_sensor
+from jobs_platform.dead_letter.requeue import requeue_sensor
 from jobs_platform.metrics.reader import read_metrics
-from jobs_platform.orchestration import redrive as redrive_module
-from jobs_platform.orchestration.redrive import dead_letter_redrive_sensor
-from jobs_platform.orchestration.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.handle import Store
-from jobs_platform.store.quarantine import active_entry, latest_entry, requeue_log
 from jobs_platform.store.schema import alert_ledger, quarantine
 from jobs_platform_tests.alert_fixtures import http_receiver
 from jobs_platform_tests.environments import engine_from

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from jobs_platform.store import quarantine as quarantine_store
+from jobs_platform.dead_letter import entries
 from jobs_platform.store.rows import TableRow
 
 
@@ -55,9 +55,9 @@ class Selection:
         """The open (quarantined) entries it selects among the `served` backfills' ones."""
         if self.partition is not None:
             assert self.asset is not None
-            entry = quarantine_store.active_entry(connection, self.asset, self.partition)
+            entry = entries.active_entry(connection, self.asset, self.partition)
             return [entry] if entry is not None and self.asset in served else []
-        return quarantine_store.open_entries(
+        return entries.open_entries(
             connection,
             signature=self.group,
             asset=self.asset,

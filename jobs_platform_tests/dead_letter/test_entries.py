@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from jobs_platform.store.attempts import attempt_history, budget_state, record_fingerprint
-from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.partitions import current_episode, partition_rows
-from jobs_platform.store.quarantine import (
+from jobs_platform.dead_letter.entries import (
     UNREAD_INPUT,
-    QuarantineStatus,
+    EntryStatus,
     RequeuedBy,
     active_entry,
     entries_after,
@@ -23,8 +20,11 @@ from jobs_platform.store.quarantine import (
     requeues_awaiting_run,
     resolve_requeued,
 )
+from jobs_platform.dead_letter.signature import failure_signature
+from jobs_platform.store.attempts import attempt_history, budget_state, record_fingerprint
+from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.partitions import current_episode, partition_rows
 from jobs_platform.store.schema import quarantine
-from jobs_platform.store.signature import failure_signature
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.store.factories import (
     ASSET,
@@ -35,7 +35,7 @@ from jobs_platform_tests.store.factories import (
     an_attempt,
 )
 
-# The store takes the grace as given; the rule's own value is `orchestration.requeue`'s.
+# The store takes the grace as given; the rule's own value is `dead_letter.requeue`'s.
 GRACE = 300 * SECOND
 
 
@@ -148,7 +148,7 @@ def test_listing_shows_open_entries_unless_other_statuses_are_asked_for(connecti
     a_quarantine_entry(connection, partition="2024-01-03", status="resolved")
 
     by_default = [row.id for row in list_entries(connection)]
-    asked = (QuarantineStatus.QUARANTINED, QuarantineStatus.REQUEUED)
+    asked = (EntryStatus.QUARANTINED, EntryStatus.REQUEUED)
     both = [row.id for row in list_entries(connection, asked)]
 
     assert (by_default, both) == ([open_entry], [open_entry, requeued])

@@ -1,6 +1,6 @@
 """Released entries become one run per contiguous range of an asset's partitions.
 
-The rule (`orchestration.requeue_plan`) the requeue sensor and `dead-letter requeue` with
+The rule (`dead_letter.requeue_plan`) the requeue sensor and `dead-letter requeue` with
 a selection share: hundreds of released entries (a redrive's) are a handful of runs, each
 at most the backfill policy's partitions, never a run per entry.
 """
@@ -15,8 +15,15 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.orchestration.requeue import requeue_sensor
-from jobs_platform.orchestration.requeue_plan import partitions_per_run, requeue_runs
+from jobs_platform.dead_letter.entries import (
+    EntryStatus,
+    RequeuedBy,
+    entries_by_id,
+    release_entries,
+    requeue_log,
+)
+from jobs_platform.dead_letter.requeue import requeue_sensor
+from jobs_platform.dead_letter.requeue_plan import partitions_per_run, requeue_runs
 from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
     PARTITION_RANGE_START_TAG,
@@ -27,13 +34,6 @@ from jobs_platform.orchestration.tags import (
     tagged_entry_ids,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.quarantine import (
-    QuarantineStatus,
-    RequeuedBy,
-    entries_by_id,
-    release_entries,
-    requeue_log,
-)
 from jobs_platform.store.schema import quarantine
 from jobs_platform_tests.alert_fixtures import quarantine_entry
 from jobs_platform_tests.environments import engine_from
@@ -223,7 +223,7 @@ def test_requeue_job_releases_a_group_as_the_ui_and_the_sensor_ranges_it(engine,
     with engine.connect() as connection:
         statuses = {e.id: e.status for e in entries_by_id(connection, [*malformed, other])}
         log = requeue_log(connection, "orders", "2024-03-02")
-    assert statuses == {**dict.fromkeys(malformed, QuarantineStatus.REQUEUED), other: "quarantined"}
+    assert statuses == {**dict.fromkeys(malformed, EntryStatus.REQUEUED), other: "quarantined"}
     assert [(row.by, row.reason) for row in log] == [("ui", "requested")]
     [request] = tick(instance).run_requests
     assert span(request) == ("2024-03-01", "2024-03-03")

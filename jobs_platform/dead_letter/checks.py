@@ -4,9 +4,9 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from jobs_platform.dead_letter.entries import list_entries
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.tags import BACKFILL_TAG
-from jobs_platform.store import quarantine as quarantine_store
 
 CHECK_NAME = "no_quarantined_partitions"
 # Enough to act on in the UI; the CLI lists them all.
@@ -36,9 +36,7 @@ def _no_quarantined_partitions(asset_key: dg.AssetKey) -> dg.AssetChecksDefiniti
     def _check(jobs_platform: JobsPlatformResource) -> dg.AssetCheckResult:
         engine = jobs_platform.ready_warehouse()
         with engine.connect() as connection:
-            partitions = sorted(
-                entry.partition for entry in quarantine_store.list_entries(connection, asset=asset)
-            )
+            partitions = sorted(entry.partition for entry in list_entries(connection, asset=asset))
         listed = ", ".join(partitions[:LISTED_PARTITIONS])
         if len(partitions) > LISTED_PARTITIONS:
             listed += f", … ({len(partitions) - LISTED_PARTITIONS} more)"

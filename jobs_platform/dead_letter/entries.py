@@ -1,6 +1,7 @@
-"""The quarantine (dead letter): partitions that must stop and wait for a person.
+"""The dead letter's entries: partitions that must stop and wait for a person.
 
-An entry is created once per partition and episode, however many times the runner, the
+Quarantining a partition creates its entry (table `jp_quarantine`). An entry is created
+once per partition and episode, however many times the runner, the
 failure hook or a repeated sensor tick report the same failure.
 """
 
@@ -12,16 +13,16 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.attempts import budget_state, failing_streak
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.partitions import PartitionStatus, set_partition_status
 from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import attempts, partitions, quarantine, requeues
-from jobs_platform.store.signature import failure_signature
 
 
-class QuarantineStatus(enum.StrEnum):
-    """Where a quarantine entry stands."""
+class EntryStatus(enum.StrEnum):
+    """Where a dead-letter entry stands."""
 
     QUARANTINED = "quarantined"  # the partition failed for good; its gate refuses all work
     REQUEUED = "requeued"  # a person released it; a run (key requeue-<id>) starts a new episode
@@ -43,7 +44,7 @@ class RequeuedBy(enum.StrEnum):
 
 
 class UnknownEntry(LookupError):
-    """No quarantine entry matches."""
+    """No dead-letter entry matches."""
 
 
 def quarantine_partition(
@@ -71,7 +72,7 @@ def quarantine_partition(
             "asset": asset,
             "partition": partition,
             "episode": episode,
-            "status": QuarantineStatus.QUARANTINED,
+            "status": EntryStatus.QUARANTINED,
             # What spent the budget: lease-lost and interrupted attempts stay in the history.
             "attempts": budget_state(connection, asset, partition, episode).counted_failures,
             "error_class": error_class,
@@ -141,7 +142,7 @@ def active_entry(connection: sa.Connection, asset: str, partition: str) -> Table
         sa.select(quarantine).where(
             quarantine.c.asset == asset,
             quarantine.c.partition == partition,
-            quarantine.c.status == QuarantineStatus.QUARANTINED,
+            quarantine.c.status == EntryStatus.QUARANTINED,
         )
     ).first()
 
@@ -160,7 +161,7 @@ def latest_entry(connection: sa.Connection, asset: str, partition: str) -> Table
 
 def list_entries(
     connection: sa.Connection,
-    statuses: tuple[QuarantineStatus, ...] = (QuarantineStatus.QUARANTINED,),
+    statuses: tuple[EntryStatus, ...] = (EntryStatus.QUARANTINED,),
     asset: str | None = None,
 ) -> list[TableRow]:
     """Entries in `statuses` (of one asset if given), oldest first; by `ix_jp_quarantine_status`."""
@@ -240,9 +241,9 @@ def release_entries(
             sa.update(quarantine)
             .where(
                 quarantine.c.id.in_(list(by_id)),
-                quarantine.c.status == QuarantineStatus.QUARANTINED,
+                quarantine.c.status == EntryStatus.QUARANTINED,
             )
-            .values(status=QuarantineStatus.REQUEUED, requeued_at=now)
+            .values(status=EntryStatus.REQUEUED, requeued_at=now)
             .returning(quarantine.c.id)
         )
     ]
@@ -294,7 +295,7 @@ def open_entries(
 ) -> list[TableRow]:
     """Quarantined entries matching every filter given, oldest first: a selection to
     requeue (`signature`: one cause; `asset`, `error_class`; `assets`: a location's)."""
-    query = sa.select(quarantine).where(quarantine.c.status == QuarantineStatus.QUARANTINED)
+    query = sa.select(quarantine).where(quarantine.c.status == EntryStatus.QUARANTINED)
     if signature is not None:
         query = query.where(quarantine.c.signature == signature)
     if asset is not None:
@@ -324,7 +325,7 @@ def mark_requeue_launched(
     connection: sa.Connection, entry_ids: Sequence[int], *, clock: Clock
 ) -> None:
     """Record that the CLI started launching these requeues' runs, or a sensor found them
-    (the lost-launch rules: `orchestration.requeue`)."""
+    (the lost-launch rules: `dead_letter.requeue`)."""
     if entry_ids:
         connection.execute(
             sa.update(quarantine)
@@ -343,7 +344,7 @@ def requeues_awaiting_run(
 ) -> list[TableRow]:
     """Requeued entries of `assets` whose run may never have been launched, never-launched
     first: no attempt in the episode the requeue opened, and no launch marked within
-    `grace` of now (on `clock`). The query only: the rules are `orchestration.requeue`'s."""
+    `grace` of now (on `clock`). The query only: the rules are `dead_letter.requeue`'s."""
     if not assets:
         return []
     recent = clock.now(connection) - grace
@@ -364,7 +365,7 @@ def requeues_awaiting_run(
 
 def requeue_awaiting_run(connection: sa.Connection, asset: str, partition: str) -> TableRow | None:
     """The partition's latest entry if it is requeued and its new episode has not started
-    (the lost-launch rules: `orchestration.requeue`)."""
+    (the lost-launch rules: `dead_letter.requeue`)."""
     latest = (
         sa.select(sa.func.max(quarantine.c.id))
         .where(quarantine.c.asset == asset, quarantine.c.partition == partition)
@@ -382,7 +383,7 @@ def _awaiting_run() -> sa.ColumnElement[bool]:
         attempts.c.partition == quarantine.c.partition,
         attempts.c.episode == quarantine.c.episode + 1,
     )
-    return sa.and_(quarantine.c.status == QuarantineStatus.REQUEUED, ~started)
+    return sa.and_(quarantine.c.status == EntryStatus.REQUEUED, ~started)
 
 
 def resolve_requeued(connection: sa.Connection, asset: str, partition: str, *, clock: Clock) -> int:
@@ -392,9 +393,9 @@ def resolve_requeued(connection: sa.Connection, asset: str, partition: str, *, c
         .where(
             quarantine.c.asset == asset,
             quarantine.c.partition == partition,
-            quarantine.c.status == QuarantineStatus.REQUEUED,
+            quarantine.c.status == EntryStatus.REQUEUED,
         )
-        .values(status=QuarantineStatus.RESOLVED, resolved_at=clock.now(connection))
+        .values(status=EntryStatus.RESOLVED, resolved_at=clock.now(connection))
     ).rowcount
 
 
@@ -409,7 +410,7 @@ def resolved_since(
     if not assets:
         return []
     query = sa.select(quarantine).where(
-        quarantine.c.status == QuarantineStatus.RESOLVED, quarantine.c.asset.in_(list(assets))
+        quarantine.c.status == EntryStatus.RESOLVED, quarantine.c.asset.in_(list(assets))
     )
     if since is not None:
         query = query.where(quarantine.c.resolved_at >= since)

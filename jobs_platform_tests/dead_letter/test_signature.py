@@ -1,4 +1,4 @@
-"""Specifications of a failure's signature (`store.signature`): one cause, one signature.
+"""Specifications of a failure's signature (`dead_letter.signature`): one cause, one signature.
 
 The messages are the taxonomy's real ones: raised by the orders reader on real files,
 by PostgreSQL through SQLAlchemy, by httpx and requests, by the writer's refusals and by
@@ -17,9 +17,13 @@ import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs_platform.dead_letter.signature import (
+    SIGNATURE_LENGTH,
+    failure_signature,
+    normalised_message,
+)
 from jobs_platform.errors import AttemptTimedOut, InputValidationError, classify
 from jobs_platform.store.attempts import crash_values
-from jobs_platform.store.signature import SIGNATURE_LENGTH, failure_signature, normalised_message
 from jobs_platform.store.upsert import RefusedValue
 from orders_example.orders.landing import read_order_chunks
 
