@@ -20,6 +20,9 @@ from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import quarantine
 
 SAMPLES_PER_GROUP = 5
+# Open entries: the dead letter's own (quarantined) and those a person released whose new
+# run has not succeeded yet (requeued).
+OPEN_ENTRY_STATUSES = (str(EntryStatus.QUARANTINED), str(EntryStatus.REQUEUED))
 # A cause as the entries record it: signature, error class, error type.
 Cause = tuple[str | None, str, str | None]
 
@@ -154,6 +157,17 @@ def open_signature_count(connection: sa.Connection) -> int:
         .subquery("causes")
     )
     return int(connection.execute(sa.select(sa.func.count()).select_from(causes)).scalar_one())
+
+
+def open_entries_by_asset(connection: sa.Connection) -> dict[str, int]:
+    """Open entries per asset, for `/metrics` (`jobs_platform_quarantine_entries`)."""
+    return dict(
+        connection.execute(
+            sa.select(quarantine.c.asset, sa.func.count())
+            .where(quarantine.c.status.in_(OPEN_ENTRY_STATUSES))
+            .group_by(quarantine.c.asset)
+        ).all()
+    )
 
 
 def _earliest(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None:

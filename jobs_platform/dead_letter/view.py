@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import sqlalchemy as sa
-
 from jobs_platform.dead_letter.triage import SignatureGroup
+from jobs_platform.store.rows import TableRow
 from jobs_platform.suggested_commands import suggested_command
 
 LIST_FIELDS = (
@@ -25,7 +24,7 @@ GROUP_FIELDS = (
 )  # fmt: skip
 
 
-def entry_summary(row: sa.Row) -> dict[str, Any]:
+def entry_summary(row: TableRow) -> dict[str, Any]:
     """The entry's listed fields, times as ISO 8601 text."""
     return {name: plain(getattr(row, name)) for name in LIST_FIELDS}
 

@@ -2,9 +2,10 @@
 
 Partition states, leases and speed are `store.health`'s figures (one home for each rule);
 the outbox backlog is `store.outbox.queue_stats`; the attempt history by outcome and
-error class with its duration histogram (one grouped query), the rows the done partitions
-hold and the open quarantine entries are `store.tallies`, shaped here for Prometheus; the
-number of open causes is `dead_letter.triage`'s (one count over the distinct signatures).
+error class with its duration histogram (one grouped query) and the rows the done
+partitions hold are `store.tallies`, shaped here for Prometheus. The dead letter's open
+entries per asset and its number of open causes (one count over the distinct signatures)
+are `dead_letter.triage`'s.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from jobs_platform.dead_letter import redrive
-from jobs_platform.dead_letter.triage import open_signature_count
+from jobs_platform.dead_letter.triage import open_entries_by_asset, open_signature_count
 from jobs_platform.settings import DEFAULT_MAX_REDRIVES
 from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
@@ -81,7 +82,7 @@ def read_metrics(
     health = asset_health(connection, partition_keys, clock=clock)
     by_outcome, durations = _attempts_and_durations(connection)
     rows = dict.fromkeys(partition_keys, 0) | tallies.rows_written(connection)
-    entries = dict.fromkeys(partition_keys, 0) | tallies.open_entries(connection)
+    entries = dict.fromkeys(partition_keys, 0) | open_entries_by_asset(connection)
     return MetricsReading(
         health=health,
         attempts=by_outcome,

@@ -11,18 +11,14 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import EntryStatus
 from jobs_platform.store.attempts import AttemptOutcome
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.rows import TableRow
-from jobs_platform.store.schema import attempts, partitions, quarantine
+from jobs_platform.store.schema import attempts, partitions
 
 # Only ended attempts are counted, so each count only grows; a running attempt is seen in
 # `in_flight` instead, and counted once it ends.
 ENDED_OUTCOMES = (str(AttemptOutcome.SUCCEEDED), str(AttemptOutcome.FAILED))
-# Open entries: the dead letter's own (quarantined) and those a person released whose new
-# run has not succeeded yet (requeued).
-OPEN_ENTRY_STATUSES = (str(EntryStatus.QUARANTINED), str(EntryStatus.REQUEUED))
 
 
 def ended_attempts_by_duration(
@@ -69,17 +65,6 @@ def rows_written(connection: sa.Connection) -> dict[str, int]:
             .group_by(partitions.c.asset)
         )
     }
-
-
-def open_entries(connection: sa.Connection) -> dict[str, int]:
-    """Open quarantine entries per asset."""
-    return dict(
-        connection.execute(
-            sa.select(quarantine.c.asset, sa.func.count())
-            .where(quarantine.c.status.in_(OPEN_ENTRY_STATUSES))
-            .group_by(quarantine.c.asset)
-        ).all()
-    )
 
 
 def _seconds_between(
