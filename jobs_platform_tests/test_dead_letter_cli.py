@@ -17,7 +17,7 @@ from jobs_platform_tests.environments import engine_from, platform_environment
 from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import materialize, record_requested_run
-from jobs_platform_tests.store.factories import a_quarantine_entry
+from jobs_platform_tests.store.factories import a_partition, a_quarantine_entry
 from orders_example.orders.assets import daily_revenue, orders
 from orders_example.orders.seed import seed_orders
 
@@ -96,7 +96,7 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     assert run.status == dg.DagsterRunStatus.SUCCESS
     assert read_json("list") == []
     after = read_json("show", "orders", PARTITION)
-    assert after["status"] == "resolved"
+    assert (after["status"], after["entry"]["status"]) == ("done", "resolved")
     assert [(a["episode"], a["error_class"]) for a in attempts_in(after["history"])] == [
         (1, "terminal"),
         (2, "succeeded"),
@@ -112,7 +112,7 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
 
 
 def listed_id() -> int:
-    return read_json("show", "orders", PARTITION)["id"]
+    return read_json("show", "orders", PARTITION)["entry"]["id"]
 
 
 def quarantined_day(env) -> None:
@@ -141,7 +141,7 @@ def test_a_second_requeue_relaunches_an_entry_whose_launch_was_lost(pg_platform_
     assert "but no run of it was ever launched" in relaunched.stdout
     finished_runs(pg_platform_env["DAGSTER_HOME"], relaunched.stdout)
     after = read_json("show", "orders", PARTITION)
-    assert after["status"] == "resolved"
+    assert (after["status"], after["entry"]["status"]) == ("done", "resolved")
     # Relaunched, not released again: one release in the history.
     assert [r["kind"] for r in after["history"]].count("requeue") == 1
     with dg.DagsterInstance.get() as instance:
@@ -194,7 +194,7 @@ def test_show_gives_the_attempts_of_a_partition_retried_then_done(pg_platform_en
     assert code == 0
     shown = json.loads(out)
     assert (shown["asset"], shown["partition"]) == ("orders", PARTITION)
-    assert (shown["status"], shown["quarantined"]) == ("done", False)
+    assert (shown["status"], shown["quarantined"], shown["entry"]) == ("done", False, None)
     assert [set(attempt) >= HISTORY_FIELDS for attempt in shown["history"]] == [True, True]
     assert [(a["attempt"], a["error_class"]) for a in shown["history"]] == [
         (1, "retryable"),
@@ -218,12 +218,34 @@ def test_show_of_a_partition_with_no_attempt_is_a_clear_error(pg_platform_env):
 
 def test_show_of_an_entry_says_it_is_quarantined(pg_platform_env):
     with engine_from(pg_platform_env).begin() as connection:
-        a_quarantine_entry(connection, asset="orders", partition=PARTITION)
+        a_partition(connection, asset="orders", partition=PARTITION, status="quarantined")
+        entry_id = a_quarantine_entry(connection, asset="orders", partition=PARTITION)
 
-    code, out, _ = show("orders", PARTITION, "--json")
+    shown = read_json("show", "orders", PARTITION)
+
+    assert (shown["status"], shown["quarantined"]) == ("quarantined", True)
+    assert set(shown["entry"]) == LIST_FIELDS | {"id", "episode"}
+    assert (shown["entry"]["id"], shown["entry"]["status"]) == (entry_id, "quarantined")
+
+
+def test_show_of_a_partition_done_since_its_requeue_gives_its_status_and_its_entrys_apart(
+    pg_platform_env,
+):
+    with engine_from(pg_platform_env).begin() as connection:
+        a_partition(connection, asset="orders", partition=PARTITION, status="done", episode=2)
+        entry_id = a_quarantine_entry(
+            connection, asset="orders", partition=PARTITION, status="resolved"
+        )
+
+    shown = read_json("show", "orders", PARTITION)
+    code, out, _ = show("orders", PARTITION)
 
     assert code == 0
-    assert (json.loads(out)["status"], json.loads(out)["quarantined"]) == ("quarantined", True)
+    assert (shown["status"], shown["quarantined"]) == ("done", False)
+    assert (shown["entry"]["id"], shown["entry"]["status"]) == (entry_id, "resolved")
+    assert out.splitlines()[0] == (
+        f"orders/{PARTITION}: done; entry {entry_id} resolved (episode 1, 3 attempt(s))"
+    )
 
 
 MULTI_KEY = "2024-03-03|apac"

@@ -97,7 +97,7 @@ def test_twelve_quarantined_days_of_three_causes_are_three_groups_and_each_entry
     }
     show = [JOBS_PLATFORM, "dead-letter", "show", "orders", CURRENCY_DAYS[-1].isoformat()]
     shown = run_cli([*show, "--json"], pg_platform_env)
-    assert json.loads(shown.stdout)["signature"] == currency["signature"]
+    assert json.loads(shown.stdout)["entry"]["signature"] == currency["signature"]
 
 
 def entries_of_two_causes(env) -> None:

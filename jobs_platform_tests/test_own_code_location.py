@@ -203,7 +203,7 @@ def test_a_code_location_of_its_own_gets_every_guarantee_with_the_readme_command
     assert ASSET in json.dumps(status) and "orders" not in json.dumps(status)
     # The failed step and the entry's `dead_letter` partition suggest the requeue in this
     # location, as its runs were launched from it.
-    entry_id = json.loads(ok(shown))["id"]
+    entry_id = json.loads(ok(shown))["entry"]["id"]
     suggested = f"jobs-platform dead-letter requeue -m {MODULE} {ASSET} {POISON}"
     assert dead_letter_partition_in(env, entry_id)["requeue"] == suggested
     assert failed_step_metadata(env)["requeue"] == suggested

@@ -258,7 +258,7 @@ def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updat
     )  # fmt: skip
     (entry,) = json.loads(ok(listed))
     assert (entry["asset"], entry["partition"]) == ("acme/events", POISON_HOUR)
-    entry_id = json.loads(ok(shown))["id"]
+    entry_id = json.loads(ok(shown))["entry"]["id"]
 
     # The day reads the poison hour: blocked, not computed from 23 hours.
     day = [str(BIN / "dagster"), "asset", "materialize", "-m", MODULE,

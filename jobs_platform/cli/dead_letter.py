@@ -47,7 +47,7 @@ def register(commands) -> None:
     add_reading_command(
         actions,
         "show",
-        "a partition's entry, if quarantined, and its whole attempt history",
+        "a partition's status, its latest entry if it was quarantined, and its whole history",
         run_show,
         one_partition=True,
     )
@@ -229,33 +229,39 @@ def run_show(args: argparse.Namespace) -> int:
             row = latest_entry(connection, asset, partition)
         except UnknownEntry:
             row = None
-        # A partition with no entry: its own status, or `missing` while no attempt ended.
-        status = None if row is not None else partition_status(connection, asset, partition)
+        # `missing` while no attempt of it has ended.
+        status = partition_status(connection, asset, partition) or "missing"
     if row is None and not history:
         raise LookupError(
             f"{asset}/{partition} has no attempt and no quarantine entry: it has never run "
             "(check the asset's name and the partition key)"
         )
-    if row is None:
-        shown = {"asset": asset, "partition": partition, "status": status or "missing"}
-    else:
-        shown = {"id": row.id, "episode": row.episode, **entry_summary(row)}
-    shown["quarantined"] = shown["status"] == EntryStatus.QUARANTINED
-    shown["history"] = history
+    # Two statuses, two keys: the partition's (`done`, `failed`, `quarantined`, `missing`)
+    # and its latest entry's (`quarantined`, `requeued`, `resolved`), null when it never
+    # was quarantined. A partition done since its requeue is `done`, its entry `resolved`.
+    entry = None if row is None else {"id": row.id, "episode": row.episode, **entry_summary(row)}
+    shown = {
+        "asset": asset,
+        "partition": partition,
+        "status": status,
+        "quarantined": entry is not None and entry["status"] == EntryStatus.QUARANTINED,
+        "entry": entry,
+        "history": history,
+    }
     if args.json:
         print(json.dumps(shown, indent=2))
         return 0
-    if row is None:
+    if entry is None:
         tried = sum(record["kind"] == "attempt" for record in history)
         attempts = f"{tried} attempt{'s' if tried != 1 else ''}"
-        print(f"{asset}/{partition}: {shown['status']}, not quarantined ({attempts})\n")
+        print(f"{asset}/{partition}: {status}, not quarantined ({attempts})\n")
     else:
         print(
-            f"{asset}/{partition}: {shown['status']} (entry {shown['id']}, "
-            f"episode {shown['episode']}, {shown['attempts']} attempt(s))"
+            f"{asset}/{partition}: {status}; entry {entry['id']} {entry['status']} "
+            f"(episode {entry['episode']}, {entry['attempts']} attempt(s))"
         )
-        print(f"first failed {shown['first_failed_at']}, last failed {shown['last_failed_at']}")
-        print(f"last error ({shown['error_class']}): {one_line(shown['last_error'])}\n")
+        print(f"first failed {entry['first_failed_at']}, last failed {entry['last_failed_at']}")
+        print(f"last error ({entry['error_class']}): {one_line(entry['last_error'])}\n")
     for record in history:
         if record["kind"] == "requeue":
             print(
