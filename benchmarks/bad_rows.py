@@ -2,7 +2,7 @@
 
 The writer of a backfill under `bad_rows=RejectRows(...)`, chunk by chunk as the runner
 does it: the plain upsert in one transaction and, only when the warehouse refuses it, the
-chunk again in a new transaction, in parts under savepoints (`store.set_aside`). Measured
+chunk again in a new transaction, in parts under savepoints (`writer.set_aside`). Measured
 on the same orders frame twice, alternately, into tables of the orders shape with a CHECK
 (`amount_cents >= 0`): clean, and with one row in every N made negative (refused). Each
 pass twice: new rows (the COPY fast path) and the same frame again over the loaded table
@@ -19,8 +19,9 @@ import pandas as pd
 import sqlalchemy as sa
 
 from benchmarks.upsert import KEY, chunks, orders_shaped, rate, timed
-from jobs_platform.store.set_aside import upsert_setting_aside
-from jobs_platform.store.upsert import RefusedValue, UpsertCounts, upsert_frame
+from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.set_aside import upsert_setting_aside
+from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
 
 
 def measure_bad_rows(engine: sa.Engine, frame: pd.DataFrame, bad_every: int) -> dict:

@@ -49,9 +49,9 @@ from benchmarks.database import (
     snapshot_row_versions,
 )
 from benchmarks.timing import Runs, alternated, median_ratio
-from jobs_platform.store.copy_text import copy_text
 from jobs_platform.store.db import normalize_url
-from jobs_platform.store.upsert import UpsertCounts, upsert_frame
+from jobs_platform.writer.copy_text import copy_text
+from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
 from orders_example.orders.tables import orders_table
 
 CHUNK_ROWS = 50_000  # like a backfill's chunk: one transaction per chunk

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from jobs_platform.store.rejects import RejectedRow, record_rejects
+from jobs_platform.writer.rejects import RejectedRow, record_rejects
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.environments import engine_from
 

@@ -22,11 +22,11 @@ from jobs_platform.dead_letter_view import (
 from jobs_platform.errors import Classification
 from jobs_platform.location import add_module_option, named_location
 from jobs_platform.store import quarantine as quarantine_store
-from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
 from jobs_platform.store.triage import signature_groups
 from jobs_platform.suggested_commands import requeue_command, show_command
+from jobs_platform.writer import rejects as reject_store
 
 
 def register(commands) -> None:

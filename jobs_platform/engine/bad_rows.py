@@ -24,9 +24,9 @@ import sqlalchemy as sa
 
 from jobs_platform.engine.spec import RejectCollector, RejectRows
 from jobs_platform.errors import TerminalError
-from jobs_platform.store import rejects as reject_store
-from jobs_platform.store.rejects import RejectedRow, shown_values
-from jobs_platform.store.set_aside import RefusedRow
+from jobs_platform.writer import rejects as reject_store
+from jobs_platform.writer.rejects import RejectedRow, shown_values
+from jobs_platform.writer.set_aside import RefusedRow
 
 __all__ = ["ROW_LABEL", "RowsSetAside", "TooManyRejectedRows"]
 

@@ -5,7 +5,7 @@ its checkpoint and the lease check commit together or not at all, so a crash lea
 or neither, and a retry that skips the chunk (same content) finds its rejects standing.
 Under the policy a chunk the warehouse refused is rolled back whole by the caller and
 written here again, in a new transaction, without the rows it refuses
-(`store.set_aside`): a chunk with no bad row is written exactly as without the policy.
+(`writer.set_aside`): a chunk with no bad row is written exactly as without the policy.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.bad_rows import RowsSetAside
-from jobs_platform.store.set_aside import upsert_setting_aside
-from jobs_platform.store.sweep import SeenKeys
-from jobs_platform.store.upsert import RefusedValue, UpsertCounts, upsert_frame
+from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.set_aside import upsert_setting_aside
+from jobs_platform.writer.sweep import SeenKeys
+from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
 
 __all__ = ["ChunkWrite", "commit_chunk", "commit_trailing_rejects"]
 

@@ -16,8 +16,8 @@ from typing import TypeAlias, assert_never
 
 from jobs_platform.engine.decisions import Decision
 from jobs_platform.errors import Verdict
-from jobs_platform.store.rejects import RejectedRow
-from jobs_platform.store.upsert import UpsertCounts
+from jobs_platform.writer.rejects import RejectedRow
+from jobs_platform.writer.upsert import UpsertCounts
 
 
 @dataclass(frozen=True)

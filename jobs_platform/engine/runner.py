@@ -66,15 +66,16 @@ from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as history
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
-from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.handle import Store
 from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
-from jobs_platform.store.rejects import RejectedRow
-from jobs_platform.store.set_aside import refused_by_row
-from jobs_platform.store.sweep import SeenKeys, seen_keys_on
-from jobs_platform.store.upsert import RefusedValue, UpsertCounts, last_row_per_key
+from jobs_platform.writer import rejects as reject_store
+from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.rejects import RejectedRow
+from jobs_platform.writer.set_aside import refused_by_row
+from jobs_platform.writer.sweep import SeenKeys, seen_keys_on
+from jobs_platform.writer.upsert import UpsertCounts, last_row_per_key
 
 __all__ = ["Attempter", "Outcome", "PartitionReport", "PartitionRunner", "content_hash"]
 

@@ -11,7 +11,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform.errors import InputValidationError
-from jobs_platform.store.rejects import RejectedRow, shown_values
+from jobs_platform.writer.rejects import RejectedRow, shown_values
 
 DEFAULT_CHUNK_ROWS = 10_000
 # A reader's reason for refusing a row is kept to this many characters.

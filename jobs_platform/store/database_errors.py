@@ -5,7 +5,7 @@
   message. Recorded in place of the database's error (`recorded_error`).
 - A refused value (a type, a length, a NULL, a constraint): the SQLSTATE, the line of a
   COPY, the column, the database's words and what a merge's DETAIL names (`refusal_of`);
-  the writer finds the row in its frame (`store.upsert`, `store.failing_row`).
+  the writer finds the row in its frame (`writer.upsert`, `writer.failing_row`).
 
 How an error is classified, SQLSTATE included, is `errors.classify`'s (`taxonomy`).
 """
@@ -216,7 +216,7 @@ class Refusal:
     """The 1-based line of a COPY's input: the row's position in what was copied."""
     column: str | None = None
     detail: str | None = None
-    """PostgreSQL's DETAIL, which may name a merge's failing row (`store.failing_row`)."""
+    """PostgreSQL's DETAIL, which may name a merge's failing row (`writer.failing_row`)."""
 
     def problem(self, value: str, column_type: str) -> str:
         """The refusal of `value` (as shown) in a column of `column_type`, in our words."""

@@ -22,8 +22,8 @@ from jobs_platform.settings import Settings
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.quarantine import latest_entry, requeue_partition
-from jobs_platform.store.rejects import RejectedRow, partition_rejects
 from jobs_platform.store.schema import create_user_tables
+from jobs_platform.writer.rejects import RejectedRow, partition_rejects
 from jobs_platform_tests.databases import upgraded_warehouse
 
 ASSET, DAY = "ledger", "2024-01-03"

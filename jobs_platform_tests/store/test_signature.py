@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from jobs_platform.errors import AttemptTimedOut, InputValidationError, classify
 from jobs_platform.store.attempts import crash_values
 from jobs_platform.store.signature import SIGNATURE_LENGTH, failure_signature, normalised_message
-from jobs_platform.store.upsert import RefusedValue
+from jobs_platform.writer.refused_value import RefusedValue
 from orders_example.orders.landing import read_order_chunks
 
 GOOD_LINE = (

@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.set_aside import upsert_setting_aside
-from jobs_platform.store.upsert import RefusedValue
+from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.set_aside import upsert_setting_aside
 
 ROWS = 1_000
 

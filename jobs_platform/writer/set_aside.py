@@ -27,7 +27,8 @@ from typing import cast
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.store.upsert import RefusedValue, UpsertCounts, upsert_frame
+from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
 
 __all__ = ["REFUSED_BY_ROW", "RefusedRow", "SetAside", "refused_by_row", "upsert_setting_aside"]
 

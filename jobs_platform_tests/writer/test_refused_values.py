@@ -16,8 +16,10 @@ import sqlalchemy as sa
 
 from jobs_platform.errors import Classification, classify
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.sweep import seen_keys_on
-from jobs_platform.store.upsert import COPY_BLOCK_ROWS, RefusedValue, upsert_frame
+from jobs_platform.writer.copy import COPY_BLOCK_ROWS
+from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.sweep import seen_keys_on
+from jobs_platform.writer.upsert import upsert_frame
 
 
 def measures_table() -> sa.Table:

@@ -16,7 +16,8 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform.store.schema import STAGE_PREFIX
-from jobs_platform.store.upsert import RefusedValue, insert_frame
+from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.upsert import insert_frame
 
 SWEEP_BATCH = 1000  # keys per INSERT when seen keys are handed over as a collection
 # A stage table by name: like the upsert's stages it is TEMPORARY, per connection, and no

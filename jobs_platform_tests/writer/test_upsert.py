@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import UtcDateTime
-from jobs_platform.store.upsert import UpsertCounts, last_row_per_key, upsert_frame
+from jobs_platform.writer.upsert import UpsertCounts, last_row_per_key, upsert_frame
 
 KEY = ["id"]
 

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.store.copy_text import holds_instants
+from jobs_platform.writer.copy_text import holds_instants
 
 __all__ = ["BinaryCopy", "binary_copy"]
 

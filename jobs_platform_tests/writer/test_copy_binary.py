@@ -19,11 +19,12 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.store import upsert as upsert_module
-from jobs_platform.store.copy_binary import binary_copy
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.upsert import RefusedValue, UpsertCounts, upsert_frame
-from jobs_platform_tests.store.test_upsert_fast_paths import (
+from jobs_platform.writer import copy as copy_module
+from jobs_platform.writer.copy_binary import binary_copy
+from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
+from jobs_platform_tests.writer.test_upsert_fast_paths import (
     KEY,
     every_kind_frame,
     every_kind_table,
@@ -38,7 +39,7 @@ class BinaryCopies:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, allowed: bool = True) -> None:
         self.binary, self.text = 0, 0
         self.allowed = allowed
-        monkeypatch.setattr(upsert_module, "binary_copy", self)
+        monkeypatch.setattr(copy_module, "binary_copy", self)
 
     def __call__(self, *args: Any) -> object:
         copy = binary_copy(*args) if self.allowed else None
@@ -76,7 +77,7 @@ def test_binary_copy_stores_what_the_text_and_row_by_row_copies_store(pg_url, mo
         upsert(engine, tables["text"], frame)
     with monkeypatch.context() as patch:
         BinaryCopies(patch, allowed=False)
-        patch.setattr(upsert_module, "copy_text", lambda *args: None)
+        patch.setattr(copy_module, "copy_text", lambda *args: None)
         upsert(engine, tables["row_by_row"], frame)
 
     assert copies.binary == 1

@@ -3,7 +3,7 @@
 A COPY names its line; a merge (`INSERT … SELECT … ON CONFLICT`) does not. But for a check
 or not-null violation PostgreSQL spells the failing row out, and for a foreign-key
 violation the missing key (read by `store.database_errors.Refusal`). Finding that row in
-the frame turns a bisection (about 2·log2(n) statements, `store.set_aside`) into one
+the frame turns a bisection (about 2·log2(n) statements, `writer.set_aside`) into one
 statement per bad row.
 
 A hint, never trusted blindly: a failing row is matched by the frame's primary-key
