@@ -96,7 +96,7 @@ def run_upsert_bench(
     """Measure every method on `rows` rows (JSON shape: docs/ARCHITECTURE.md, "Contracts").
 
     `also(engine, frame)`, when given, measures more on the same rows and engine, under
-    `notes.bad_rows` (the writer with refused rows: `bench.bad_rows`, by `--bad-every`).
+    `notes.bad_rows` (the writer with rejected rows: `bench.bad_rows`, by `--bad-every`).
     """
     if rows < 1:
         raise ValueError(f"--rows must be at least 1, got {rows}")

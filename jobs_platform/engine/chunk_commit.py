@@ -3,9 +3,9 @@
 Safety argument: the rows of a chunk, the rows it rejected (`bad_rows=RejectRows(...)`),
 its checkpoint and the lease check commit together or not at all, so a crash leaves both
 or neither, and a retry that skips the chunk (same content) finds its rejects standing.
-A chunk the warehouse refused is rolled back whole by the caller; if the bad rows
+A chunk the warehouse rejected is rolled back whole by the caller; if the bad rows
 strategy takes it (`BadRows.rejects`), it is written here again, in a new transaction,
-without the rows the warehouse refuses: a chunk with no bad row is written exactly as
+without the rows the warehouse rejects: a chunk with no bad row is written exactly as
 without the policy.
 """
 
@@ -20,7 +20,7 @@ from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.spec import PartitionInput
 from jobs_platform.errors import TerminalError
 from jobs_platform.writer.bad_rows import FAIL_ON_BAD_ROW, BadRows
-from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.rejected_value import RejectedValue
 from jobs_platform.writer.rejecting import RejectingRows
 from jobs_platform.writer.sweep import SeenKeys
 from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
@@ -49,7 +49,7 @@ def bad_rows_for(place: Workplace, source: PartitionInput) -> BadRows:
     if dialect != "postgresql":
         raise TerminalError(
             f"bad_rows=RejectRows(...) on {spec.asset!r} needs a PostgreSQL warehouse "
-            "(JOBS_PLATFORM_DATABASE_URL=postgresql://...): it sets refused rows aside "
+            "(JOBS_PLATFORM_DATABASE_URL=postgresql://...): it rejects rows "
             f"by SQLSTATE, which {dialect} does not report"
         )
     return RejectingRows(
@@ -70,17 +70,17 @@ def commit_chunk(
     *,
     written_before: bool,
     before_commit: Callable[[], None],
-    refused: RefusedValue | None = None,
+    rejected: RejectedValue | None = None,
 ) -> UpsertCounts:
     """ONE transaction: the chunk's rows, its rejects, its checkpoint, the fence.
 
-    `refused`: how the warehouse refused the plain upsert of this chunk (rolled back); the
-    chunk is then written without the rows it refuses (`bad_rows.upsert_rejecting`).
+    `rejected`: how the warehouse rejected the plain upsert of this chunk (rolled back); the
+    chunk is then written without the rows it rejects (`bad_rows.upsert_rejecting`).
     """
     spec, connection, attempt = place.spec, write.seen_keys.connection, write.attempt
     chunk = write.chunk
     with connection.begin():
-        if refused is None:
+        if rejected is None:
             write.seen_keys.add(chunk)
             counts = upsert_frame(connection, spec.table, spec.key, chunk)
         else:
@@ -90,7 +90,7 @@ def commit_chunk(
                 spec.key,
                 chunk,
                 chunk_index=write.index,
-                refused=refused,
+                rejected=rejected,
                 seen_keys=write.seen_keys,
             )
         bad_rows.record(connection, write.index, written_before=written_before)

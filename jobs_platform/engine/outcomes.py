@@ -35,7 +35,7 @@ class PartitionReport:
     duration_seconds: float
     fingerprint: str
     unchanged_input: bool = False  # done before with this input: nothing read or written
-    rows_rejected: int = 0  # input rows set aside under `bad_rows=RejectRows(...)`
+    rows_rejected: int = 0  # input rows rejected under `bad_rows=RejectRows(...)`
     rejected_sample: tuple[RejectedRow, ...] = ()  # the first of them, in input order
 
 

@@ -71,7 +71,7 @@ from jobs_platform.store.handle import Store
 from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
 from jobs_platform.writer import rejects as reject_store
 from jobs_platform.writer.bad_rows import BadRows
-from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.rejected_value import RejectedValue
 from jobs_platform.writer.sweep import SeenKeys, seen_keys_on
 from jobs_platform.writer.upsert import UpsertCounts, last_row_per_key
 
@@ -286,7 +286,7 @@ class PartitionRunner:
             history.record_fingerprint(connection, attempt.history_id, fingerprint)
             checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
             committed = checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
-            # The chunks this attempt writes set their rows aside again (or none, fixed).
+            # The chunks this attempt writes reject their rows again (or none, fixed).
             reject_store.forget_unkept(connection, asset, partition, committed.keys())
             return committed
 
@@ -328,17 +328,17 @@ class PartitionRunner:
                 counts += commit_chunk(
                     self.place, write, bad_rows, written_before=again, before_commit=before_commit
                 )
-            except RefusedValue as refused:
-                if not bad_rows.rejects(refused):
+            except RejectedValue as rejected:
+                if not bad_rows.rejects(rejected):
                     raise
-                # Rolled back whole: written again, in parts, without the refused rows.
+                # Rolled back whole: written again, in parts, without the rejected rows.
                 counts += commit_chunk(
                     self.place,
                     write,
                     bad_rows,
                     written_before=again,
                     before_commit=before_commit,
-                    refused=refused,
+                    rejected=rejected,
                 )
             written += 1
             attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))

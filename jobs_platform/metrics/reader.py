@@ -58,7 +58,7 @@ class MetricsReading:
     redrives_exhausted: Mapping[str, int]  # open entries whose partition's redrives ran out
     outbox: QueueStats
     read_seconds: float
-    rows_rejected: Mapping[str, int] = field(default_factory=dict)  # rows set aside (§8)
+    rows_rejected: Mapping[str, int] = field(default_factory=dict)  # rows rejected (§8)
 
 
 def read_metrics(

@@ -16,7 +16,7 @@ from typing import Protocol
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.rejected_value import RejectedValue
 from jobs_platform.writer.rejects import RejectedRow
 from jobs_platform.writer.sweep import SeenKeys
 from jobs_platform.writer.upsert import UpsertCounts
@@ -40,8 +40,8 @@ class BadRows(Protocol):
         """A chunk an earlier attempt committed: the rows of it that were written."""
         ...
 
-    def rejects(self, refused: RefusedValue) -> bool:
-        """Whether the chunk the warehouse refused is written again without the bad row."""
+    def rejects(self, rejected: RejectedValue) -> bool:
+        """Whether the chunk the warehouse rejected is written again without the bad row."""
         ...
 
     def upsert_rejecting(
@@ -52,7 +52,7 @@ class BadRows(Protocol):
         chunk: pd.DataFrame,
         *,
         chunk_index: int,
-        refused: RefusedValue,
+        rejected: RejectedValue,
         seen_keys: SeenKeys,
     ) -> UpsertCounts:
         """Write a chunk `rejects` took, in the caller's transaction, without its bad rows."""
@@ -82,7 +82,7 @@ class FailOnBadRow:
     ) -> pd.DataFrame:
         return chunk
 
-    def rejects(self, refused: RefusedValue) -> bool:
+    def rejects(self, rejected: RejectedValue) -> bool:
         return False
 
     def upsert_rejecting(
@@ -93,10 +93,10 @@ class FailOnBadRow:
         chunk: pd.DataFrame,
         *,
         chunk_index: int,
-        refused: RefusedValue,
+        rejected: RejectedValue,
         seen_keys: SeenKeys,
     ) -> UpsertCounts:
-        raise refused  # never called: `rejects` takes no chunk
+        raise rejected  # never called: `rejects` takes no chunk
 
     def record(self, connection: sa.Connection, chunk_index: int, *, written_before: bool) -> None:
         return None

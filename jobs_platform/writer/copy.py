@@ -186,7 +186,7 @@ def _write_rows(
     dialect: sa.Dialect,
 ) -> None:
     """A block whose columns need the row path: psycopg's adapters, the column types' own
-    bind processing (such as UtcDateTime refusing naive datetimes), as executemany would."""
+    bind processing (such as UtcDateTime rejecting naive datetimes), as executemany would."""
     processors = [
         (position, processor)
         for position, name in enumerate(columns)

@@ -1,20 +1,20 @@
 """The bad rows strategy of `bad_rows=RejectRows(...)`: one attempt's account of its rejects.
 
 The chunk loop hands it each chunk (`writer.bad_rows.BadRows`). A chunk the warehouse
-refused is written again without the refused rows (`writer.set_aside`), and each chunk's
+rejected is written again without the rejected rows (`writer.rejecting_upsert`), and each chunk's
 rejects commit in its transaction, with its rows and checkpoint.
 
 Row numbers: a row's number is its 1-based position in the partition's input as the
-reader yielded it, the rows the reader refused (`PartitionInput.reject`) counting too. The
-reader refuses a row before it yields the chunk that would have held it, so the rows of a
-chunk take the numbers of its span that the reader did not refuse, in order; every attempt
+reader yielded it, the rows the reader rejected (`PartitionInput.reject`) counting too. The
+reader rejects a row before it yields the chunk that would have held it, so the rows of a
+chunk take the numbers of its span that the reader did not reject, in order; every attempt
 reads the same input the same way, so a resumed chunk has the same numbers again.
 
-Limits: more than `max_rows` rows refused stops the attempt at the chunk that passes it,
+Limits: more than `max_rows` rows rejected stops the attempt at the chunk that passes it,
 before that chunk commits (the chunks before it stay, as when any later chunk fails);
 `max_fraction` is of the whole input, known once the last chunk is read, so it is judged
 then, before the partition is marked done. Either way the partition is quarantined,
-terminal, naming how many rows were refused and the first few.
+terminal, naming how many rows were rejected and the first few.
 """
 
 from __future__ import annotations
@@ -31,9 +31,13 @@ from jobs_platform.errors import TerminalError
 from jobs_platform.store.handle import Store
 from jobs_platform.writer import rejects as reject_store
 from jobs_platform.writer.bad_rows import Fence
-from jobs_platform.writer.refused_value import RefusedValue
+from jobs_platform.writer.rejected_value import RejectedValue
+from jobs_platform.writer.rejecting_upsert import (
+    WarehouseReject,
+    caused_by_one_row,
+    upsert_rejecting_rows,
+)
 from jobs_platform.writer.rejects import RejectedRow, shown_values
-from jobs_platform.writer.set_aside import RefusedRow, refused_by_row, upsert_setting_aside
 from jobs_platform.writer.sweep import SeenKeys
 from jobs_platform.writer.upsert import UpsertCounts
 
@@ -48,11 +52,11 @@ _NAMED_IN_MESSAGE = 3
 
 
 class TooManyRejectedRows(TerminalError):
-    """More rows were refused than the backfill's `RejectRows` allows: quarantined whole."""
+    """More rows were rejected than the backfill's `RejectRows` allows: quarantined whole."""
 
 
 class RejectingRows:
-    """Numbers a partition's rows, collects the rows set aside and holds them to the limits.
+    """Numbers a partition's rows, collects the rows rejected and holds them to the limits.
 
     `max_rows` and `max_fraction` are the backfill's `RejectRows`; `drain` hands over the
     rows the reader rejected since it was last called (`PartitionInput.reject`).
@@ -72,17 +76,17 @@ class RejectingRows:
         self.max_rows, self.max_fraction, self.drain = max_rows, max_fraction, drain
         self.store, self.asset, self.partition, self.log = store, asset, partition, log
         self.next_row = 1  # the number the next input row gets
-        self.total = 0  # rows set aside by the chunks committed or resumed so far
+        self.total = 0  # rows rejected by the chunks committed or resumed so far
         self.pending: list[RejectedRow] = []  # the current chunk's, not yet committed
         self._named: list[RejectedRow] = []  # the first few committed, for a message
 
     def numbered(self, chunk: pd.DataFrame) -> pd.DataFrame:
-        """`chunk` labelled by input row numbers; the reader's refusals before it are pending."""
+        """`chunk` labelled by input row numbers; the reader's rejections before it are pending."""
         self.pending = self.drain()
-        refused = np.array([reject.row for reject in self.pending], dtype=np.int64)
-        span = np.arange(self.next_row, self.next_row + len(chunk) + len(refused), dtype=np.int64)
-        numbers = np.setdiff1d(span, refused, assume_unique=False)[: len(chunk)]
-        self.next_row = max(int(span[-1]) + 1 if len(span) else self.next_row, _after(refused))
+        rejected = np.array([reject.row for reject in self.pending], dtype=np.int64)
+        span = np.arange(self.next_row, self.next_row + len(chunk) + len(rejected), dtype=np.int64)
+        numbers = np.setdiff1d(span, rejected, assume_unique=False)[: len(chunk)]
+        self.next_row = max(int(span[-1]) + 1 if len(span) else self.next_row, _after(rejected))
         self._hold_to_max_rows()
         return chunk.set_axis(pd.Index(numbers, name=ROW_LABEL), axis=0)
 
@@ -91,20 +95,20 @@ class RejectingRows:
     ) -> pd.DataFrame:
         """A chunk committed by an earlier attempt: its stored rejects count, none anew.
 
-        Returns the chunk without the rows it set aside: they were never written, so their
+        Returns the chunk without the rows it rejected: they were never written, so their
         keys are not seen (a stale stored version is swept; an invalid key never sent).
         """
         self.pending = reject_store.chunk_rejects(
             connection, self.asset, self.partition, chunk_index
         )
         self._hold_to_max_rows()
-        set_aside = chunk.index.intersection([reject.row for reject in self.pending])
+        rejected = chunk.index.intersection([reject.row for reject in self.pending])
         self._committed()
-        return chunk.drop(index=set_aside)
+        return chunk.drop(index=rejected)
 
-    def rejects(self, refused: RefusedValue) -> bool:
-        """Whether one row caused `refused`: then the chunk is written again without it."""
-        return refused_by_row(refused)
+    def rejects(self, rejected: RejectedValue) -> bool:
+        """Whether one row caused `rejected`: then the chunk is written again without it."""
+        return caused_by_one_row(rejected)
 
     def upsert_rejecting(
         self,
@@ -114,24 +118,24 @@ class RejectingRows:
         chunk: pd.DataFrame,
         *,
         chunk_index: int,
-        refused: RefusedValue,
+        rejected: RejectedValue,
         seen_keys: SeenKeys,
     ) -> UpsertCounts:
-        """Write the chunk without the rows the warehouse refuses; past `max_rows`, raise."""
-        result = upsert_setting_aside(
-            connection, table, key, chunk, most=self._room(), refused_whole=refused
+        """Write the chunk without the rows the warehouse rejects; past `max_rows`, raise."""
+        result = upsert_rejecting_rows(
+            connection, table, key, chunk, most=self._room(), rejected_whole=rejected
         )
-        self._refused_by_warehouse(chunk, result.refused)  # past max_rows: raises
-        set_aside = [row.label for row in result.refused]
-        # Rows set aside were not written: their keys are not seen (a stale stored
+        self._rejected_by_warehouse(chunk, result.rejected)  # past max_rows: raises
+        labels = [row.label for row in result.rejected]
+        # Rejected rows were not written: their keys are not seen (a stale stored
         # version of one is swept at finalize: the partition converges to its input).
-        seen_keys.add(chunk.drop(index=set_aside))
+        seen_keys.add(chunk.drop(index=labels))
         self.log.info(
-            "%s/%s chunk %d: %d rows set aside, found in %d statements",
+            "%s/%s chunk %d: %d rows rejected, found in %d statements",
             self.asset,
             self.partition,
             chunk_index,
-            len(set_aside),
+            len(labels),
             result.statements,
         )
         return result.counts
@@ -147,7 +151,7 @@ class RejectingRows:
         self._committed()
 
     def finish(self, connection: sa.Connection, chunks: int, fence: Fence) -> None:
-        """Rows the reader refused after its last chunk, kept as a chunk of their own
+        """Rows the reader rejected after its last chunk, kept as a chunk of their own
         (fenced); then, the whole input read, more than `max_fraction` of it gives up."""
         if self._trailing():
             with connection.begin():
@@ -167,21 +171,23 @@ class RejectingRows:
         return count, shown
 
     def _trailing(self) -> list[RejectedRow]:
-        """Rows the reader refused after its last chunk: pending, to be written on their own."""
+        """Rows the reader rejected after its last chunk: pending, to be written on their own."""
         self.pending = self.drain()
         self.next_row = max(self.next_row, _after(np.array([r.row for r in self.pending])))
         self._hold_to_max_rows()
         return self.pending
 
     def _room(self) -> int | None:
-        """How many more rows this chunk may set aside before the partition is given up."""
+        """How many more rows this chunk may rejected before the partition is given up."""
         if self.max_rows is None:
             return None
         return self.max_rows - self.total - len(self.pending)
 
-    def _refused_by_warehouse(self, chunk: pd.DataFrame, refused: Sequence[RefusedRow]) -> None:
-        """Add the rows the warehouse refused (labelled by row number) to the chunk's."""
-        for row in refused:
+    def _rejected_by_warehouse(
+        self, chunk: pd.DataFrame, rejected: Sequence[WarehouseReject]
+    ) -> None:
+        """Add the rows the warehouse rejected (labelled by row number) to the chunk's."""
+        for row in rejected:
             number = int(row.label)  # type: ignore[call-overload]  # a row number, typed object
             values: dict[str, object] = chunk.loc[number].to_dict()
             self.pending.append(
@@ -218,7 +224,7 @@ class RejectingRows:
         self.pending = []
 
     def _hold_to_max_fraction(self) -> None:
-        """Once the whole input is read: more than `max_fraction` of it refused gives up."""
+        """Once the whole input is read: more than `max_fraction` of it rejected gives up."""
         fraction, input_rows = self.max_fraction, self.next_row - 1
         if fraction is not None and self.total > fraction * input_rows:
             limit = f"max_fraction={fraction} of {input_rows} input rows"
@@ -230,12 +236,12 @@ class RejectingRows:
             raise self._too_many(f"max_rows={self.max_rows}")
 
     def _too_many(self, limit: str) -> TooManyRejectedRows:
-        refused = self.total + len(self.pending)
+        count = self.total + len(self.pending)
         named = (self._named + self.pending)[:_NAMED_IN_MESSAGE]
         shown = "; ".join(reject.summary() for reject in named)
-        more = f"; and {refused - len(named)} more" if refused > len(named) else ""
+        more = f"; and {count - len(named)} more" if count > len(named) else ""
         return TooManyRejectedRows(
-            f"{refused} rows refused, more than {limit} allows (bad_rows=RejectRows): {shown}{more}"
+            f"{count} rows rejected, more than {limit} allows (bad_rows=RejectRows): {shown}{more}"
         )
 
 

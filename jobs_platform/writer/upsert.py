@@ -17,7 +17,7 @@ PostgreSQL paths, fastest first (figures and how they were measured: docs/BENCHM
 - the COPY goes binary, column-wise text or row by row, whichever the chunk allows
   (`writer.copy`).
 
-A value the warehouse refuses raises `RefusedValue` (`writer.refused_value`), naming
+A value the warehouse rejects raises `RejectedValue` (`writer.rejected_value`), naming
 its row in the caller's frame, its column and the value.
 """
 
@@ -32,7 +32,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from jobs_platform.store.schema import STAGE_PREFIX
 from jobs_platform.writer.copy import copied_as_new_rows, copy_into, python_values
-from jobs_platform.writer.refused_value import naming_refused_values
+from jobs_platform.writer.rejected_value import naming_rejected_values
 
 __all__ = ["UpsertCounts", "insert_frame", "last_row_per_key", "upsert_frame"]
 
@@ -60,7 +60,7 @@ class UpsertCounts:
 def last_row_per_key(frame: pd.DataFrame, key: Sequence[str]) -> pd.DataFrame:
     """Keep the last row of each key: a later line of the input overrides an earlier one.
 
-    One merge statement may not touch the same key twice (PostgreSQL refuses), and the
+    One merge statement may not touch the same key twice (PostgreSQL rejects), and the
     contract is that the last occurrence wins.
     """
     return frame.drop_duplicates(subset=list(key), keep="last")
@@ -75,7 +75,7 @@ def upsert_frame(
     if frame.empty:
         return UpsertCounts()
     frame = _whole_numbers_as_integers(table, frame)
-    with naming_refused_values(connection, table, frame):
+    with naming_rejected_values(connection, table, frame):
         return _upsert(connection, table, key, frame)
 
 
@@ -114,7 +114,7 @@ def insert_frame(connection: sa.Connection, table: sa.Table, frame: pd.DataFrame
         return
     frame = _whole_numbers_as_integers(table, frame)
     columns = list(frame.columns)
-    with naming_refused_values(connection, table, frame):
+    with naming_rejected_values(connection, table, frame):
         if connection.dialect.name == "postgresql":
             copy_into(connection, table, columns, frame)
         else:
@@ -148,8 +148,8 @@ def _records(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, obje
 def _whole_numbers_as_integers(table: sa.Table, frame: pd.DataFrame) -> pd.DataFrame:
     """Integer columns with a missing value arrive from pandas as floats (7.0, NaN).
 
-    SQLite stores 7.0 as 7, but COPY refuses "7.0" for an integer column: send integers.
-    Values that are not whole numbers are left for the database to refuse.
+    SQLite stores 7.0 as 7, but COPY rejects "7.0" for an integer column: send integers.
+    Values that are not whole numbers are left for the database to reject.
     """
     whole = {}
     for name in frame.columns:
