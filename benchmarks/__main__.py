@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="also measure bad_rows=RejectRows(...) with one refused row in every N "
+        help="also measure bad_rows=RejectRows(...) with one rejected row in every N "
         "(figures under notes.bad_rows)",
     )
     _repeats_argument(upsert)
@@ -562,8 +562,8 @@ def _print_upsert(figures: dict) -> None:
 
 def _print_bad_rows(bad: dict) -> None:
     print(
-        f"\nbad_rows=RejectRows(...): one refused row in every {bad['every']:,} "
-        f"({bad['rows_refused_per_pass']:,} a pass), into a table with a CHECK"
+        f"\nbad_rows=RejectRows(...): one rejected row in every {bad['every']:,} "
+        f"({bad['rows_rejected_per_pass']:,} a pass), into a table with a CHECK"
     )
     print(f"  {'pass':<24} {'seconds':>9} {'rows/s':>11} {'extra statements':>17}")
     for path in ("new_rows", "merge_unchanged"):

@@ -232,7 +232,7 @@ PROFILED = (
     ("    gate, lease, attempt row", "engine/attempt.py", "begin_attempt"),
     ("    fingerprint (reads the file)", "engine/runner.py", "_fingerprint"),
     ("    committed chunks (fingerprint recorded)", "engine/runner.py", "_committed_chunks"),
-    ("    seen-keys temporary table", "store/sweep.py", "seen_keys_on"),
+    ("    seen-keys temporary table", "writer/sweep.py", "seen_keys_on"),
     ("    read + DataFrame", "bench/hourly_events.py", "read_hour"),
     ("    chunk: rows + checkpoint + fence", "engine/chunk_commit.py", "commit_chunk"),
     ("    finalize: sweep, done, release", "engine/finalize.py", "finalize"),

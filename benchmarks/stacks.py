@@ -19,7 +19,7 @@ ATTEMPT_FRAME = "PartitionRunner._attempt "
 PHASES = (
     ("lifecycle log lines (Dagster log events)", "EventTrail.emit "),
     ("seen keys (the input's keys, for the sweep)", "SeenKeys.add "),
-    ("stage COPY", "_copy_into "),
+    ("stage COPY", "copy_into "),
     ("merge from the stage", "_merge_from_stage "),
     ("sweep (rows no longer in the input)", "sweep_partition "),
     ("read and validate the input (the asset's reader)", "PartitionRunner._chunks "),

@@ -98,7 +98,7 @@ CAUSES: tuple[Cause, ...] = (
         + ", ".join(f"(%(order_id_m{i})s, %(amount_m{i})s)" for i in range(r.randint(1, 40)))
         + f"]\n[parameters: {{'order_id_m0': {_line(r)}, 'amount_m0': {r.randint(2**31, 2**40)}}}]"
         "\n" + _SQLALCHEMY_LINK.format(code="9h9h"))),
-    Cause("terminal", "RefusedValue", lambda r, a, p: (
+    Cause("terminal", "RejectedValue", lambda r, a, p: (
         f"chunk {r.randint(0, 30)}, line {_line(r)}, column 'currency': "
         f"{r.choice(['EURO', 'DOLLAR', 'POUNDS'])!r} is too long for VARCHAR(3)")),
     Cause("terminal", "InputValidationError", lambda r, a, p: (

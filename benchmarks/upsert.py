@@ -49,9 +49,9 @@ from benchmarks.database import (
     snapshot_row_versions,
 )
 from benchmarks.timing import Runs, alternated, median_ratio
-from jobs_platform.store.copy_text import copy_text
 from jobs_platform.store.db import normalize_url
-from jobs_platform.store.upsert import UpsertCounts, upsert_frame
+from jobs_platform.writer.copy_text import copy_text
+from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
 from orders_example.orders.tables import orders_table
 
 CHUNK_ROWS = 50_000  # like a backfill's chunk: one transaction per chunk
@@ -96,7 +96,7 @@ def run_upsert_bench(
     """Measure every method on `rows` rows (JSON shape: docs/ARCHITECTURE.md, "Contracts").
 
     `also(engine, frame)`, when given, measures more on the same rows and engine, under
-    `notes.bad_rows` (the writer with refused rows: `bench.bad_rows`, by `--bad-every`).
+    `notes.bad_rows` (the writer with rejected rows: `bench.bad_rows`, by `--bad-every`).
     """
     if rows < 1:
         raise ValueError(f"--rows must be at least 1, got {rows}")

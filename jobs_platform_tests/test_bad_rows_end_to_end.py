@@ -2,7 +2,7 @@
 
 The test writes the package of README "Bad rows without losing the day" into a temporary
 folder and drives it with `jobs-platform … -m shop.defs` and `dagster asset materialize`
-on PostgreSQL: a day with rows the reader refuses and rows the warehouse refuses, a crash
+on PostgreSQL: a day with rows the reader rejects and rows the warehouse rejects, a crash
 right after the first chunk committed, the rejects listed once, then the input fixed.
 """
 
@@ -29,7 +29,7 @@ ASSET = "shop_orders_backfill"
 DAY = "2024-01-04"
 CHUNK_ROWS = 10
 LINES = 500  # 4 bad rows of 500: under the 1% the README allows
-TOO_MUCH = 200_000_000  # refused by the table's CHECK (amount_cents < 100000000)
+TOO_MUCH = 200_000_000  # rejected by the table's CHECK (amount_cents < 100000000)
 
 
 def readme_code_location() -> str:
@@ -74,7 +74,7 @@ def jobs_platform(env, *args: str):
     return run_cli([str(BIN / "jobs-platform"), *args], env)
 
 
-def rows_set_aside(env) -> list[dict]:
+def listed_rejects(env) -> list[dict]:
     listed = jobs_platform(env, "dead-letter", "rows", "-m", MODULE, ASSET, DAY, "--json")
     return json.loads(ok(listed))
 
@@ -113,13 +113,13 @@ def test_a_day_with_bad_rows_commits_the_rest_through_a_crash_and_converges_once
     write_landing_lines(env["JOBS_PLATFORM_LANDING"], DAY, day_with_bad_rows())
 
     # A crash right after chunk 0 (and its two rejects) committed: the step's retry resumes
-    # after it, sets aside the rest, and no row is set aside twice.
+    # after it, rejects the rest, and no row is rejected twice.
     ok(materialize(env, JOBS_PLATFORM_FAILPOINTS=f"after_commit@{ASSET}#0=crash*1"))
 
     attempts = attempts_of(sa.create_engine(pg_url), ASSET, DAY)
     history = [(row.outcome, row.error_class) for row in attempts]
     assert history == [("failed", "crash"), ("succeeded", None)], history
-    rejected = rows_set_aside(env)
+    rejected = listed_rejects(env)
     assert [(r["row"], r["sqlstate"]) for r in rejected] == [
         (5, None),
         (7, "23514"),
@@ -149,7 +149,7 @@ def test_a_day_with_bad_rows_commits_the_rest_through_a_crash_and_converges_once
     ok(materialize(env))
 
     assert stored_order_ids(pg_url) == [1000 + n for n in range(1, LINES + 1)]
-    assert rows_set_aside(env) == []
+    assert listed_rejects(env) == []
     assert stored_materialization_metadata(env, ASSET, DAY)["rows_rejected"] == 0
 
 
@@ -165,7 +165,7 @@ def test_more_bad_rows_than_the_limit_quarantine_the_day_naming_them(shop, pg_ur
 
     (entry,) = json.loads(ok(jobs_platform(env, "dead-letter", "list", "-m", MODULE, "--json")))
     assert (entry["asset"], entry["partition"], entry["error_class"]) == (ASSET, DAY, "terminal")
-    assert "2 rows refused, more than max_fraction=0.01 of 120 input rows" in entry["last_error"]
+    assert "2 rows rejected, more than max_fraction=0.01 of 120 input rows" in entry["last_error"]
     assert "row 1:" in entry["last_error"] and "row 61:" in entry["last_error"]
     # max_fraction is judged once the whole input is read: the chunks committed stay (the
     # partition is not done, its downstream not computed), as when a later chunk fails.

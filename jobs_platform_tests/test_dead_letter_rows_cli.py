@@ -1,4 +1,4 @@
-"""`jobs-platform dead-letter rows ASSET PARTITION [--json]`: the rows a partition set aside."""
+"""`jobs-platform dead-letter rows ASSET PARTITION [--json]`: the rows a partition rejected."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from jobs_platform.store.rejects import RejectedRow, record_rejects
+from jobs_platform.writer.rejects import RejectedRow, record_rejects
 from jobs_platform_tests.commands import run_cli
 from jobs_platform_tests.environments import engine_from
 
@@ -55,5 +55,5 @@ def test_rows_lists_a_partitions_rejects_in_input_order_as_json_and_text(pg_plat
         },
     ]
     assert "row 12 (column 'amount_cents', 22003): out of range" in shown
-    assert "2 row(s) set aside" in shown
+    assert "2 row(s) rejected" in shown
     assert json.loads(rows(pg_platform_env, "orders", "2024-08-02", "--json")) == []

@@ -38,7 +38,7 @@ from jobs_platform.errors import (
     classify,
     parse_retry_after,
 )
-from jobs_platform.store.copy_text import copy_text
+from jobs_platform.writer.copy_text import copy_text
 
 RETRYABLE = Classification.RETRYABLE
 TERMINAL = Classification.TERMINAL

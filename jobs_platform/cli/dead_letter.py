@@ -29,10 +29,10 @@ from jobs_platform.dead_letter.view import (
 )
 from jobs_platform.errors import Classification
 from jobs_platform.location import add_module_option, named_location
-from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
 from jobs_platform.suggested_commands import requeue_command, show_command
+from jobs_platform.writer import rejects as reject_store
 
 
 def register(commands) -> None:
@@ -92,14 +92,14 @@ def register_rows(actions) -> None:
     add_reading_command(
         actions,
         "rows",
-        "rows a partition set aside under bad_rows=RejectRows(...)",
+        "rows a partition rejected under bad_rows=RejectRows(...)",
         run_rows,
         one_partition=True,
     )
 
 
 def run_rows(args: argparse.Namespace) -> int:
-    """The rows a partition set aside, in input order: row, column, SQLSTATE, reason, values."""
+    """The rows a partition rejected, in input order: row, column, SQLSTATE, reason, values."""
     named_location(args.module)
     with open_warehouse(command_settings(args.module)).connect() as connection:
         rejected = reject_store.partition_rejects(connection, args.asset, args.partition)
@@ -107,13 +107,13 @@ def run_rows(args: argparse.Namespace) -> int:
         print(json.dumps([row.as_json() for row in rejected], indent=2))
         return 0
     if not rejected:
-        print(f"{args.asset}/{args.partition}: no row set aside")
+        print(f"{args.asset}/{args.partition}: no row rejected")
         return 0
     for row in rejected:
         print(f"  {one_line(row.summary())}")
         if row.values is not None:
             print(f"      {one_line(json.dumps(row.values))}")
-    print(f"\n{args.asset}/{args.partition}: {len(rejected)} row(s) set aside")
+    print(f"\n{args.asset}/{args.partition}: {len(rejected)} row(s) rejected")
     return 0
 
 

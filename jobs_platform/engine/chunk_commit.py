@@ -1,11 +1,12 @@
 """One chunk's commit: its rows, its rejects, its checkpoint and the fence, ONE transaction.
 
-Safety argument: the rows of a chunk, the rows it set aside (`bad_rows=RejectRows(...)`),
+Safety argument: the rows of a chunk, the rows it rejected (`bad_rows=RejectRows(...)`),
 its checkpoint and the lease check commit together or not at all, so a crash leaves both
 or neither, and a retry that skips the chunk (same content) finds its rejects standing.
-Under the policy a chunk the warehouse refused is rolled back whole by the caller and
-written here again, in a new transaction, without the rows it refuses
-(`store.set_aside`): a chunk with no bad row is written exactly as without the policy.
+A chunk the warehouse rejected is rolled back whole by the caller; if the bad rows
+strategy takes it (`BadRows.rejects`), it is written here again, in a new transaction,
+without the rows the warehouse rejects: a chunk with no bad row is written exactly as
+without the policy.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
-import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
-from jobs_platform.engine.bad_rows import RowsSetAside
-from jobs_platform.store.set_aside import upsert_setting_aside
-from jobs_platform.store.sweep import SeenKeys
-from jobs_platform.store.upsert import RefusedValue, UpsertCounts, upsert_frame
+from jobs_platform.engine.spec import PartitionInput
+from jobs_platform.errors import TerminalError
+from jobs_platform.writer.bad_rows import FAIL_ON_BAD_ROW, BadRows
+from jobs_platform.writer.rejected_value import RejectedValue
+from jobs_platform.writer.rejecting import RejectingRows
+from jobs_platform.writer.sweep import SeenKeys
+from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
 
-__all__ = ["ChunkWrite", "commit_chunk", "commit_trailing_rejects"]
+__all__ = ["ChunkWrite", "bad_rows_for", "commit_chunk"]
 
 
 @dataclass(frozen=True)
@@ -37,47 +40,60 @@ class ChunkWrite:
     seen_keys: SeenKeys
 
 
+def bad_rows_for(place: Workplace, source: PartitionInput) -> BadRows:
+    """The bad rows strategy an attempt's chunks are written with: the backfill's policy."""
+    spec, policy = place.spec, place.spec.bad_rows
+    if policy is None:
+        return FAIL_ON_BAD_ROW
+    dialect = place.store.engine.dialect.name
+    if dialect != "postgresql":
+        raise TerminalError(
+            f"bad_rows=RejectRows(...) on {spec.asset!r} needs a PostgreSQL warehouse "
+            "(JOBS_PLATFORM_DATABASE_URL=postgresql://...): it rejects rows "
+            f"by SQLSTATE, which {dialect} does not report"
+        )
+    return RejectingRows(
+        max_rows=policy.max_rows,
+        max_fraction=policy.max_fraction,
+        drain=source.rejects.drain,
+        store=place.store,
+        asset=spec.asset,
+        partition=source.partition_key,
+        log=place.log,
+    )
+
+
 def commit_chunk(
     place: Workplace,
     write: ChunkWrite,
-    aside: RowsSetAside | None,
+    bad_rows: BadRows,
     *,
     written_before: bool,
     before_commit: Callable[[], None],
-    refused: RefusedValue | None = None,
+    rejected: RejectedValue | None = None,
 ) -> UpsertCounts:
     """ONE transaction: the chunk's rows, its rejects, its checkpoint, the fence.
 
-    `refused`: how the warehouse refused the plain upsert of this chunk (rolled back); the
-    chunk is then written without the rows it refuses, which `aside` keeps.
+    `rejected`: how the warehouse rejected the plain upsert of this chunk (rolled back); the
+    chunk is then written without the rows it rejects (`bad_rows.upsert_rejecting`).
     """
     spec, connection, attempt = place.spec, write.seen_keys.connection, write.attempt
     chunk = write.chunk
     with connection.begin():
-        if refused is not None and aside is not None:
-            result = upsert_setting_aside(
-                connection, spec.table, spec.key, chunk, most=aside.room(), refused_whole=refused
-            )
-            aside.refused_by_warehouse(chunk, result.refused)  # past max_rows: raises
-            set_aside = [row.label for row in result.refused]
-            # Rows set aside were not written: their keys are not seen (a stale stored
-            # version of one is swept at finalize: the partition converges to its input).
-            write.seen_keys.add(chunk.drop(index=set_aside))
-            counts = result.counts
-            attempt.trail.log.info(
-                "%s/%s chunk %d: %d rows set aside, found in %d statements",
-                spec.asset,
-                attempt.partition,
-                write.index,
-                len(set_aside),
-                result.statements,
-            )
-        else:
+        if rejected is None:
             write.seen_keys.add(chunk)
             counts = upsert_frame(connection, spec.table, spec.key, chunk)
-        if aside is not None and (aside.pending or written_before):
-            now = place.store.now(connection)
-            aside.write(connection, write.index, written_before=written_before, at=now)
+        else:
+            counts = bad_rows.upsert_rejecting(
+                connection,
+                spec.table,
+                spec.key,
+                chunk,
+                chunk_index=write.index,
+                rejected=rejected,
+                seen_keys=write.seen_keys,
+            )
+        bad_rows.record(connection, write.index, written_before=written_before)
         place.store.record_chunk(
             connection,
             asset=spec.asset,
@@ -90,23 +106,4 @@ def commit_chunk(
         )
         before_commit()
         place.store.fence(connection, attempt.lease, place.settings.lease_seconds)
-    if aside is not None:
-        aside.committed()
     return counts
-
-
-def commit_trailing_rejects(
-    place: Workplace,
-    aside: RowsSetAside,
-    attempt: StartedAttempt,
-    connection: sa.Connection,
-    chunks: int,
-) -> None:
-    """Rows the reader refused after its last chunk: kept as a chunk of their own, fenced."""
-    if not aside.trailing():
-        return
-    with connection.begin():
-        now = place.store.now(connection)
-        aside.write(connection, chunks, written_before=False, at=now)
-        place.store.fence(connection, attempt.lease, place.settings.lease_seconds)
-    aside.committed()

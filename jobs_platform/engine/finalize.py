@@ -18,8 +18,8 @@ from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import PartitionStatus, done_record
-from jobs_platform.store.sweep import SeenKeys, sweep_partition
-from jobs_platform.store.upsert import UpsertCounts
+from jobs_platform.writer.sweep import SeenKeys, sweep_partition
+from jobs_platform.writer.upsert import UpsertCounts
 
 
 @dataclass(frozen=True)

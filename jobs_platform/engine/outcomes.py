@@ -16,8 +16,8 @@ from typing import TypeAlias, assert_never
 
 from jobs_platform.engine.decisions import Decision
 from jobs_platform.errors import Verdict
-from jobs_platform.store.rejects import RejectedRow
-from jobs_platform.store.upsert import UpsertCounts
+from jobs_platform.writer.rejects import RejectedRow
+from jobs_platform.writer.upsert import UpsertCounts
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class PartitionReport:
     duration_seconds: float
     fingerprint: str
     unchanged_input: bool = False  # done before with this input: nothing read or written
-    rows_rejected: int = 0  # input rows set aside under `bad_rows=RejectRows(...)`
+    rows_rejected: int = 0  # input rows rejected under `bad_rows=RejectRows(...)`
     rejected_sample: tuple[RejectedRow, ...] = ()  # the first of them, in input order
 
 

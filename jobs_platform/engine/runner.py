@@ -42,8 +42,7 @@ from jobs_platform.engine.attempt import (
     begin_attempt,
     blocked_by,
 )
-from jobs_platform.engine.bad_rows import RowsSetAside
-from jobs_platform.engine.chunk_commit import ChunkWrite, commit_chunk, commit_trailing_rejects
+from jobs_platform.engine.chunk_commit import ChunkWrite, bad_rows_for, commit_chunk
 from jobs_platform.engine.decisions import Decision
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
@@ -61,25 +60,23 @@ from jobs_platform.engine.spec import (
     reads_nothing,
 )
 from jobs_platform.engine.tracing import traced_attempt
-from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError, TerminalError
+from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError
 from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as history
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
-from jobs_platform.store import rejects as reject_store
 from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.handle import Store
 from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
-from jobs_platform.store.rejects import RejectedRow
-from jobs_platform.store.set_aside import refused_by_row
-from jobs_platform.store.sweep import SeenKeys, seen_keys_on
-from jobs_platform.store.upsert import RefusedValue, UpsertCounts, last_row_per_key
+from jobs_platform.writer import rejects as reject_store
+from jobs_platform.writer.bad_rows import BadRows
+from jobs_platform.writer.rejected_value import RejectedValue
+from jobs_platform.writer.sweep import SeenKeys, seen_keys_on
+from jobs_platform.writer.upsert import UpsertCounts, last_row_per_key
 
 __all__ = ["Attempter", "Outcome", "PartitionReport", "PartitionRunner", "content_hash"]
 
-# Rejected rows a materialization's metadata shows (all of them: `dead-letter rows`).
-SHOWN_REJECTS = 20
 # Without a fingerprint, checkpoints are matched on chunk content alone.
 CONTENT_ONLY_FINGERPRINT = "content"
 
@@ -244,19 +241,14 @@ class PartitionRunner:
             log=self.log,
             bad_rows=self.spec.bad_rows,
         )
-        if self.spec.bad_rows is not None and self.engine.dialect.name != "postgresql":
-            raise TerminalError(
-                f"bad_rows=RejectRows(...) on {self.spec.asset!r} needs a PostgreSQL warehouse "
-                "(JOBS_PLATFORM_DATABASE_URL=postgresql://...): it sets refused rows aside "
-                f"by SQLSTATE, which {self.engine.dialect.name} does not report"
-            )
+        bad_rows = bad_rows_for(self.place, source)
         with shield.delivering():
             fingerprint = self._fingerprint(source)
         at_finalize = lambda: self._failpoint(Point.FINALIZE, attempt, None)  # noqa: E731
         if self.spec.fingerprint is not None:
             unchanged = finish_if_unchanged(self.place, attempt, fingerprint, at_finalize)
             if unchanged is not None:
-                return self._report(attempt, fingerprint, unchanged)
+                return self._report(attempt, fingerprint, unchanged, bad_rows)
         committed = self._committed_chunks(attempt, fingerprint)
         # One connection for the chunks and the finalize: the seen keys are a temporary
         # table of it, so the worker holds one chunk at a time, never the partition's keys.
@@ -266,7 +258,7 @@ class PartitionRunner:
         ):
             with shield.delivering():
                 tally = self._write_chunks(
-                    source, attempt, fingerprint, committed, seen_keys, heartbeat
+                    source, attempt, fingerprint, committed, seen_keys, heartbeat, bad_rows
                 )
             _check_still_owner(heartbeat, lease=attempt.lease)
             finished = finalize(
@@ -277,7 +269,7 @@ class PartitionRunner:
                 tally=tally,
                 before_commit=at_finalize,
             )
-        return self._report(attempt, fingerprint, finished)
+        return self._report(attempt, fingerprint, finished, bad_rows)
 
     def _fingerprint(self, source: PartitionInput) -> str:
         spec = self.spec
@@ -294,7 +286,7 @@ class PartitionRunner:
             history.record_fingerprint(connection, attempt.history_id, fingerprint)
             checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
             committed = checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
-            # The chunks this attempt writes set their rows aside again (or none, fixed).
+            # The chunks this attempt writes reject their rows again (or none, fixed).
             reject_store.forget_unkept(connection, asset, partition, committed.keys())
             return committed
 
@@ -306,36 +298,27 @@ class PartitionRunner:
         committed: dict[int, str],
         seen_keys: SeenKeys,
         heartbeat: Heartbeat,
+        bad_rows: BadRows,
     ) -> ChunkTally:
         """Each chunk's rows, checkpoint and fence in ONE transaction; resumed ones skipped.
 
-        Under `bad_rows=RejectRows(...)` (`aside`), a chunk the warehouse refuses is written
-        again in a new transaction without the refused rows (`chunk_commit.commit_chunk`),
-        and each chunk's rejects commit with it.
+        `bad_rows` (`chunk_commit.bad_rows_for`) numbers the rows and keeps the rows a chunk
+        rejects; by default it keeps none, and a bad row fails the chunk.
         """
         spec, connection = self.spec, seen_keys.connection
-        aside = (
-            RowsSetAside(spec.bad_rows, source.rejects, spec.asset, attempt.partition)
-            if spec.bad_rows is not None
-            else None
-        )
         counts, written, resumed, input_rows, chunks = UpsertCounts(), 0, 0, 0, 0
         for index, chunk in enumerate(self._chunks(source, attempt)):
             chunks = index + 1
             _check_still_owner(heartbeat, lease=attempt.lease)
-            if aside is not None:
-                chunk = aside.numbered(chunk)
-            chunk = last_row_per_key(chunk, spec.key)
+            chunk = last_row_per_key(bad_rows.numbered(chunk), spec.key)
             input_rows += len(chunk)
             chunk_hash = content_hash(chunk)
             # Skip only while every chunk so far was skipped: once one is written, a later
             # chunk must be written again too, or an unchanged later line that repeats a
             # key of a changed earlier one would lose to it ("the last line wins").
             if written == 0 and committed.get(index) == chunk_hash:
-                with connection.begin():
-                    if aside is not None:  # its rejects, committed with it, still stand
-                        chunk = aside.resumed(connection, index, chunk)
-                    seen_keys.add(chunk)
+                with connection.begin():  # its rejects, committed with it, still stand
+                    seen_keys.add(bad_rows.resumed(connection, index, chunk))
                 resumed += 1
                 continue
             write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys)
@@ -343,26 +326,29 @@ class PartitionRunner:
             again = index in committed
             try:
                 counts += commit_chunk(
-                    self.place, write, aside, written_before=again, before_commit=before_commit
+                    self.place, write, bad_rows, written_before=again, before_commit=before_commit
                 )
-            except RefusedValue as refusal:
-                if aside is None or not refused_by_row(refusal):
+            except RejectedValue as rejected:
+                if not bad_rows.rejects(rejected):
                     raise
-                # Rolled back whole: written again, in parts, without the refused rows.
+                # Rolled back whole: written again, in parts, without the rejected rows.
                 counts += commit_chunk(
                     self.place,
                     write,
-                    aside,
+                    bad_rows,
                     written_before=again,
                     before_commit=before_commit,
-                    refused=refusal,
+                    rejected=rejected,
                 )
             written += 1
             attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
             self._failpoint(Point.AFTER_COMMIT, attempt, index)
-        if aside is not None:
-            commit_trailing_rejects(self.place, aside, attempt, connection, chunks)
-            aside.hold_to_max_fraction()
+        lease_seconds = self.settings.lease_seconds
+        bad_rows.finish(
+            connection,
+            chunks,
+            lambda fenced: self.store.fence(fenced, attempt.lease, lease_seconds),
+        )
         return ChunkTally(input_rows, counts, written=written, resumed=resumed, chunks=chunks)
 
     def _report(
@@ -370,17 +356,9 @@ class PartitionRunner:
         attempt: StartedAttempt,
         fingerprint: str,
         finished: Finished,
+        bad_rows: BadRows,
     ) -> PartitionReport:
-        rejected: list[RejectedRow] = []
-        rows_rejected = 0
-        if self.spec.bad_rows is not None:
-            with self.engine.connect() as connection:
-                rows_rejected = reject_store.rejected_count(
-                    connection, self.spec.asset, attempt.partition
-                )
-                rejected = reject_store.partition_rejects(
-                    connection, self.spec.asset, attempt.partition, limit=SHOWN_REJECTS
-                )
+        rows_rejected, rejected = bad_rows.summary()
         tally = finished.tally
         return PartitionReport(
             asset=self.spec.asset,

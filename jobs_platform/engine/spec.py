@@ -11,19 +11,19 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform.errors import InputValidationError
-from jobs_platform.store.rejects import RejectedRow, shown_values
+from jobs_platform.writer.rejects import RejectedRow, shown_values
 
 DEFAULT_CHUNK_ROWS = 10_000
-# A reader's reason for refusing a row is kept to this many characters.
+# A reader's reason for rejecting a row is kept to this many characters.
 REASON_CHARS = 500
 
 
 @dataclass(frozen=True)
 class RejectRows:
-    """Set bad rows aside and commit the rest of the partition (DESIGN §8), within limits.
+    """Reject bad rows and commit the rest of the partition (DESIGN §8), within limits.
 
-    A row the warehouse refuses (a data exception, or a not-null, check or foreign-key
-    violation, caused by that row) or the reader refuses (`PartitionInput.reject`) is kept
+    A row the warehouse rejects (a data exception, or a not-null, check or foreign-key
+    violation, caused by that row) or the reader rejects (`PartitionInput.reject`) is kept
     in the warehouse instead of being written. More than `max_rows` of them, or more than
     `max_fraction` of the partition's input rows, and the partition is quarantined as it
     would be without the policy. A limit left as None does not apply; one must be given.
@@ -46,7 +46,7 @@ class RejectRows:
 
 
 class RejectCollector:
-    """The rows a reader refused, kept for the engine until it writes their chunk."""
+    """The rows a reader rejected, kept for the engine until it writes their chunk."""
 
     def __init__(self) -> None:
         self._pending: list[RejectedRow] = []
@@ -55,7 +55,7 @@ class RejectCollector:
         self._pending.append(reject)
 
     def drain(self) -> list[RejectedRow]:
-        """The rows refused since the last drain (the reader yields a chunk after them)."""
+        """The rows rejected since the last drain (the reader yields a chunk after them)."""
         drained, self._pending = self._pending, []
         return drained
 
@@ -80,17 +80,17 @@ class PartitionInput:
     rejects: RejectCollector = field(default_factory=RejectCollector, repr=False, compare=False)
 
     @property
-    def sets_rows_aside(self) -> bool:
-        """Whether this backfill sets bad rows aside (`bad_rows=RejectRows(...)`)."""
+    def rejects_rows(self) -> bool:
+        """Whether this backfill rejects bad rows (`bad_rows=RejectRows(...)`)."""
         return self.bad_rows is not None
 
     def reject(
         self, row_number: int, reason: str, values: Mapping[str, object] | None = None
     ) -> None:
-        """The reader refuses row `row_number` (1-based position in this partition's input,
-        counting the rows it yielded and the rows it refused) and yields it in no chunk.
+        """The reader rejects row `row_number` (1-based position in this partition's input,
+        counting the rows it yielded and the rows it rejected) and yields it in no chunk.
 
-        Under `bad_rows=RejectRows(...)` the row is set aside (its values kept truncated);
+        Under `bad_rows=RejectRows(...)` the row is rejected (its values kept truncated);
         without the policy the partition stops here, terminal, as for any invalid input.
         """
         if self.bad_rows is None:

@@ -130,7 +130,7 @@ def metric_families(reading: MetricsReading) -> Iterator[Metric]:
     yield _per_asset(
         CounterMetricFamily,
         "jobs_platform_rows_rejected",
-        "Input rows the asset's partitions set aside under bad_rows=RejectRows(...), as their "
+        "Input rows the asset's partitions rejected under bad_rows=RejectRows(...), as their "
         "latest attempts left them (a fixed input clears its own).",
         reading.rows_rejected,
     )

@@ -24,7 +24,6 @@ from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.health import AssetHealth, ExpectedKeys, asset_health
 from jobs_platform.store.outbox import QueueStats, queue_stats
-from jobs_platform.store.rejects import rejected_counts
 
 # Upper bounds (seconds) of the attempt duration histogram: an attempt takes from well
 # under a second (a small or unchanged partition) to the one-hour attempt deadline.
@@ -60,7 +59,7 @@ class MetricsReading:
     redrives_exhausted: Mapping[str, int]  # open entries whose partition's redrives ran out
     outbox: QueueStats
     read_seconds: float
-    rows_rejected: Mapping[str, int] = field(default_factory=dict)  # rows set aside (§8)
+    rows_rejected: Mapping[str, int] = field(default_factory=dict)  # rows rejected (§8)
 
 
 def read_metrics(

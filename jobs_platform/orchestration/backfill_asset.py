@@ -151,9 +151,9 @@ def backfill_asset(
     backfill's entries: they wait for a person even once their input or code changed or
     their outage has passed.
     By default one bad row quarantines its partition whole. `bad_rows=RejectRows(max_rows=N,
-    max_fraction=F)` sets aside the rows the warehouse refuses (a data exception, a
+    max_fraction=F)` keeps aside the rows the warehouse rejects (a data exception, a
     not-null, check or foreign-key violation caused by the row) and those the reader
-    refuses (`source.reject(row_number, reason, values)`) and commits the rest; past a
+    rejects (`source.reject(row_number, reason, values)`) and commits the rest; past a
     limit the partition is quarantined as without it (PostgreSQL warehouses only).
 
     By default a backfill launched from the UI or a schedule runs up to 30 partitions per

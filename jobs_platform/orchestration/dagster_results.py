@@ -61,7 +61,7 @@ def report_metadata(report: PartitionReport) -> dict:
 
 
 def _rejected_rows_table(report: PartitionReport) -> dict:
-    """The first rows the partition set aside, as a table the UI shows (all: the CLI)."""
+    """The first rows the partition rejected, as a table the UI shows (all: the CLI)."""
     if not report.rejected_sample:
         return {}
     columns = [

@@ -3,9 +3,9 @@
 - A deployment error (an undefined table or column, a missing privilege): what is missing
   and the deploy step that adds it, from the names in PostgreSQL's (English) or SQLite's
   message. Recorded in place of the database's error (`recorded_error`).
-- A refused value (a type, a length, a NULL, a constraint): the SQLSTATE, the line of a
-  COPY, the column, the database's words and what a merge's DETAIL names (`refusal_of`);
-  the writer finds the row in its frame (`store.upsert`, `store.failing_row`).
+- A rejected value (a type, a length, a NULL, a constraint): the SQLSTATE, the line of a
+  COPY, the column, the database's words and what a merge's DETAIL names (`rejection_of`);
+  the writer finds the row in its frame (`writer.upsert`, `writer.failing_row`).
 
 How an error is classified, SQLSTATE included, is `errors.classify`'s (`taxonomy`).
 """
@@ -25,7 +25,7 @@ from jobs_platform.taxonomy import driver_error, sqlstate_of
 if TYPE_CHECKING:  # a SQLite warehouse never loads psycopg
     import psycopg
 
-__all__ = ["Refusal", "deploy_step", "recorded_error", "refusal_of"]
+__all__ = ["Rejection", "deploy_step", "recorded_error", "rejection_of"]
 
 # What a deployment error's message names, as PostgreSQL (in English) and SQLite spell it.
 # A message in another language names nothing here; the remedy then quotes the database.
@@ -189,12 +189,12 @@ _COPY_CONTEXT = re.compile(
     r"^COPY [^,]+, line (?P<line>\d+)(?:, column (?P<column>.+?)(?:: |$))?", re.M
 )
 _SQLITE_NOT_NULL = re.compile(r"^NOT NULL constraint failed: \S+\.(?P<column>\S+)$")
-# PostgreSQL's DETAIL of a refused merge: the failing row of a check or not-null violation
+# PostgreSQL's DETAIL of a rejected merge: the failing row of a check or not-null violation
 # ("Failing row contains (7, 1, -5, USD)."), the missing key of a foreign-key violation
 # ("Key (customer_id)=(99) is not present in table …").
 _FAILING_ROW = re.compile(r"^Failing row contains \((?P<fields>.*)\)\.$", re.S)
 _MISSING_KEY = re.compile(r"^Key \((?P<column>[^,()]+)\)=\((?P<value>.*)\) is not present", re.S)
-# What a refused value's SQLSTATE means, in the framework's words.
+# What a rejected value's SQLSTATE means, in the framework's words.
 _PROBLEMS = {
     "22001": "{value} is too long for {type}",
     "22003": "{value} is out of range for {type}",
@@ -206,8 +206,8 @@ _PROBLEMS = {
 
 
 @dataclass(frozen=True)
-class Refusal:
-    """What a write's error says about the value the warehouse refused."""
+class Rejection:
+    """What a write's error says about the value the warehouse rejected."""
 
     sqlstate: str
     message: str
@@ -216,11 +216,11 @@ class Refusal:
     """The 1-based line of a COPY's input: the row's position in what was copied."""
     column: str | None = None
     detail: str | None = None
-    """PostgreSQL's DETAIL, which may name a merge's failing row (`store.failing_row`)."""
+    """PostgreSQL's DETAIL, which may name a merge's failing row (`writer.failing_row`)."""
 
     def problem(self, value: str, column_type: str) -> str:
-        """The refusal of `value` (as shown) in a column of `column_type`, in our words."""
-        problem = _PROBLEMS.get(self.sqlstate, "{value} was refused: {message}")
+        """The rejection of `value` (as shown) in a column of `column_type`, in our words."""
+        problem = _PROBLEMS.get(self.sqlstate, "{value} was rejected: {message}")
         return problem.format(value=value, type=column_type, message=self.message)
 
     def failing_row(self) -> list[str] | None:
@@ -238,8 +238,8 @@ class Refusal:
         return (missing["column"], missing["value"]) if missing else None
 
 
-def refusal_of(error: BaseException) -> Refusal | None:
-    """What `error` says about a refused value (SQLSTATE class 22 or 23), or None."""
+def rejection_of(error: BaseException) -> Rejection | None:
+    """What `error` says about a rejected value (SQLSTATE class 22 or 23), or None."""
     driver = driver_error(error)
     sqlstate = getattr(driver, "sqlstate", None)
     if isinstance(sqlstate, str):  # psycopg
@@ -248,7 +248,7 @@ def refusal_of(error: BaseException) -> Refusal | None:
         # A string SQLSTATE comes from psycopg 3, the PostgreSQL driver (`db.normalize_url`).
         diag = cast("psycopg.Error", driver).diag
         copied = _COPY_CONTEXT.match(diag.context or "")
-        return Refusal(
+        return Rejection(
             sqlstate,
             diag.message_primary or str(driver),
             line=int(copied["line"]) if copied else None,
@@ -257,7 +257,7 @@ def refusal_of(error: BaseException) -> Refusal | None:
         )
     if isinstance(driver, sqlite3.IntegrityError):
         not_null = _SQLITE_NOT_NULL.match(str(driver))
-        return Refusal(
+        return Rejection(
             "23502" if not_null else "23000",
             str(driver),
             column=not_null["column"] if not_null else None,

@@ -32,7 +32,7 @@ class AssetHealth:
     duration_p50_seconds: float | None
     duration_p95_seconds: float | None
     rows_per_second: float | None
-    rows_rejected: int = 0  # input rows set aside under `bad_rows=RejectRows(...)`
+    rows_rejected: int = 0  # input rows rejected under `bad_rows=RejectRows(...)`
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Checkpoints, partition states, leases, quarantine entries and alert deliveries a
 one row per key that any worker, hook or sensor may write first. One statement that
 inserts or, on a conflict, updates (or leaves alone) the row needs no read before the
 write and cannot lose a race to a concurrent insert, on either backend. A user's rows are
-written by `store.upsert` (staged, in bulk) instead.
+written by `writer.upsert` (staged, in bulk) instead.
 """
 
 from __future__ import annotations

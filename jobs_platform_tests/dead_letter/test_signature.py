@@ -24,7 +24,7 @@ from jobs_platform.dead_letter.signature import (
 )
 from jobs_platform.errors import AttemptTimedOut, InputValidationError, classify
 from jobs_platform.store.attempts import crash_values
-from jobs_platform.store.upsert import RefusedValue
+from jobs_platform.writer.rejected_value import RejectedValue
 from orders_example.orders.landing import read_order_chunks
 
 GOOD_LINE = (
@@ -231,9 +231,9 @@ def test_sqlstate_errors_with_sqlalchemys_statement_and_parameters_sign_by_cause
 
 
 def test_a_value_the_warehouse_refuses_is_one_cause_per_column_and_problem():
-    def refused(column: str, value: str, chunk: int, row: int) -> RefusedValue:
+    def refused(column: str, value: str, chunk: int, row: int) -> RejectedValue:
         problem = f"{value} is out of range for BIGINT"
-        return RefusedValue(problem, row=f"line {row}", column=column).in_chunk(chunk)
+        return RejectedValue(problem, row=f"line {row}", column=column).in_chunk(chunk)
 
     refusals = (("-9e30", 0, 4), ("1e40", 3, 19))
     same = {signed(refused("amount_cents", value, chunk, row)) for value, chunk, row in refusals}

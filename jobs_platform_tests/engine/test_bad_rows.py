@@ -1,7 +1,7 @@
 """Specifications of `bad_rows=RejectRows(...)` (DESIGN §8), run by the plain-Python runner.
 
-A `ledger` backfill whose input the test controls: rows the warehouse refuses (a CHECK
-violation, a BIGINT overflow) and rows the reader refuses (`source.reject`), on the new-
+A `ledger` backfill whose input the test controls: rows the warehouse rejects (a CHECK
+violation, a BIGINT overflow) and rows the reader rejects (`source.reject`), on the new-
 rows COPY path (an empty table) and on the merge path (the keys already stored).
 """
 
@@ -22,8 +22,8 @@ from jobs_platform.errors import Classification
 from jobs_platform.settings import Settings
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.rejects import RejectedRow, partition_rejects
 from jobs_platform.store.schema import create_user_tables
+from jobs_platform.writer.rejects import RejectedRow, partition_rejects
 from jobs_platform_tests.databases import upgraded_warehouse
 
 ASSET, DAY = "ledger", "2024-01-03"
@@ -43,7 +43,7 @@ def ledger_table() -> sa.Table:
 
 @dataclass
 class LedgerInput:
-    """Each partition's lines: an int amount, or a string the reader refuses as malformed."""
+    """Each partition's lines: an int amount, or a string the reader rejects as malformed."""
 
     lines: dict[str, list[tuple[int, object]]] = field(default_factory=dict)
 
@@ -140,7 +140,7 @@ def store_every_key_with_old_amounts(runner: PartitionRunner) -> None:
 
 
 @pytest.mark.parametrize("path", ["copy_new_rows", "merge"])
-def test_a_chunk_commits_its_good_rows_and_sets_the_three_bad_ones_aside(settings, path):
+def test_a_chunk_commits_its_good_rows_and_rejects_the_three_bad_ones(settings, path):
     runner = ledger_runner(settings, LedgerInput({DAY: three_bad_lines()}), RejectRows(max_rows=5))
     if path == "merge":
         store_every_key_with_old_amounts(runner)
@@ -185,7 +185,7 @@ def test_a_rejected_rows_values_and_reason_are_kept_truncated(settings):
     assert reject.values == {"id": "4"}
 
 
-def test_a_refused_rows_values_are_kept_as_text_cut_to_200_characters(settings):
+def test_a_rejected_rows_values_are_kept_as_text_cut_to_200_characters(settings):
     lines = good_lines(10)
     lines[3] = (4, 10**300)  # overflows BIGINT; its text is 301 characters
     runner = ledger_runner(settings, LedgerInput({DAY: lines}), RejectRows(max_rows=5))
@@ -199,7 +199,7 @@ def test_a_refused_rows_values_are_kept_as_text_cut_to_200_characters(settings):
     assert len(reject.values["amount"]) == 200 and reject.values["amount"].endswith("...")
 
 
-def test_rows_the_reader_refuses_count_in_the_row_numbers_of_later_chunks(settings):
+def test_rows_the_reader_rejects_count_in_the_row_numbers_of_later_chunks(settings):
     lines = good_lines(10)
     lines[1] = (2, "bad")  # row 2, the reader's
     lines[6] = (7, -1)  # row 7, the warehouse's (in the second chunk of 4 rows)
@@ -225,7 +225,7 @@ def test_without_the_policy_one_bad_row_quarantines_the_partition(settings):
 
 def test_more_bad_rows_than_max_rows_quarantine_the_partition(settings):
     lines = good_lines()
-    for row_id in range(10, 210, 10):  # 20 rows the warehouse refuses
+    for row_id in range(10, 210, 10):  # 20 rows the warehouse rejects
         lines[row_id - 1] = (row_id, -row_id)
     runner = ledger_runner(settings, LedgerInput({DAY: lines}), RejectRows(max_rows=5))
 
@@ -236,13 +236,13 @@ def test_more_bad_rows_than_max_rows_quarantine_the_partition(settings):
     with runner.engine.connect() as connection:
         entry = latest_entry(connection, ASSET, DAY)
     assert entry.status == "quarantined"
-    assert "rows refused, more than max_rows=5" in entry.last_error
+    assert "rows rejected, more than max_rows=5" in entry.last_error
     assert "row 10 " in entry.last_error and "row 20 " in entry.last_error
     assert stored_ids(runner) == []  # the chunk that passed the limit rolled back
     assert rejects(runner) == []
 
 
-def test_more_reader_refusals_than_max_fraction_quarantine_the_partition(settings):
+def test_more_reader_rejections_than_max_fraction_quarantine_the_partition(settings):
     lines = good_lines(100)
     for row_id in range(1, 12):  # 11 of 100 rows > 10%
         lines[row_id - 1] = (row_id, "bad")
@@ -251,7 +251,7 @@ def test_more_reader_refusals_than_max_fraction_quarantine_the_partition(setting
     failed = attempt(runner)
 
     assert isinstance(failed, Failed), failed
-    assert "11 rows refused, more than max_fraction=0.1 of 100 input rows" in str(failed.error)
+    assert "11 rows rejected, more than max_fraction=0.1 of 100 input rows" in str(failed.error)
 
 
 def test_fixing_the_input_and_rerunning_converges_and_clears_the_rejects(settings):
@@ -313,7 +313,7 @@ def test_a_stored_row_that_turns_bad_is_swept_not_kept_stale(settings):
     assert stored_ids(runner) == [1, 2, 3, 4, 6, 7, 8, 9, 10]
 
 
-def test_the_policy_on_a_sqlite_warehouse_is_refused_naming_postgresql(sqlite_url, tmp_path):
+def test_the_policy_on_a_sqlite_warehouse_is_rejected_naming_postgresql(sqlite_url, tmp_path):
     create_user_tables(upgraded_warehouse(sqlite_url), ledger_table())
     settings = Settings(database_url=sqlite_url, landing_root=str(tmp_path), max_attempts=3)
     runner = ledger_runner(settings, LedgerInput({DAY: good_lines(3)}), RejectRows(max_rows=5))
@@ -340,7 +340,7 @@ def test_reject_without_the_policy_stops_the_partition_as_invalid_input(settings
     "arguments",
     [{}, {"max_rows": -1}, {"max_fraction": 1.5}, {"max_rows": True}],
 )
-def test_reject_rows_refuses_a_missing_or_impossible_limit(arguments):
+def test_reject_rows_rejects_a_missing_or_impossible_limit(arguments):
     with pytest.raises(ValueError):
         RejectRows(**arguments)
 
@@ -375,7 +375,7 @@ def test_a_chunk_with_no_bad_row_costs_no_extra_statement(settings, chunks):
     assert with_policy - without == 2
 
 
-def test_a_resumed_chunk_keeps_its_rejects_and_never_sends_a_refused_key_again(settings):
+def test_a_resumed_chunk_keeps_its_rejects_and_never_sends_a_rejected_key_again(settings):
     lines = good_lines(8)
     lines[1] = (TOO_BIG, 5)  # row 2: its key overflows BIGINT
     crashing = dataclasses.replace(settings, failpoints=f"after_commit@{ASSET}#0=transient*1")

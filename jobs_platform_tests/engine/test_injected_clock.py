@@ -129,7 +129,7 @@ def test_every_framework_timestamp_is_the_injected_clocks(settings):
     with runner.store.begin() as connection:  # a person requeues; its run is on its way
         runner.store.requeue_partition(connection, ASSET, DAY)
         runner.store.mark_requeue_launched(connection, [quarantined.entry_id])
-    done = attempt("run-2")  # a row set aside, two chunks, finalize; the entry resolved
+    done = attempt("run-2")  # a row rejected, two chunks, finalize; the entry resolved
     assert isinstance(done, PartitionReport) and done.chunks_written == 2
 
     found = stamps(engine)

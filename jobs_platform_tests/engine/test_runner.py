@@ -31,7 +31,7 @@ from jobs_platform.store.holders import HolderIdentity
 from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.schema import create_user_tables
-from jobs_platform.store.upsert import UpsertCounts
+from jobs_platform.writer.upsert import UpsertCounts
 
 ASSET, DAY = "items", "2024-01-03"
 MAX_ATTEMPTS = 3

@@ -475,7 +475,7 @@ def test_with_a_rejecter_an_invalid_line_is_refused_by_row_number_and_the_file_r
     )
 
     assert [chunk["order_id"].tolist() for chunk in chunks] == [[1, 3], [6]]
-    # Row numbers count the non-blank lines (rows and refused rows); the reason names the line.
+    # Row numbers count the non-blank lines (rows and rejected rows); the reason names the line.
     assert [(row, values) for row, _, values in refused] == [
         (2, {"line": "{oops"}),
         (4, {"line": json.dumps(order(order_id=4, amount_cents=-1))}),

@@ -206,7 +206,7 @@ def test_quarantine_groups_is_one_unlabelled_gauge_of_the_open_causes(connection
 
 
 def test_rows_rejected_are_counted_per_asset_without_partition_labels(connection):
-    from jobs_platform.store.rejects import RejectedRow, record_rejects
+    from jobs_platform.writer.rejects import RejectedRow, record_rejects
 
     rejected = [RejectedRow(row=n, reason="malformed") for n in (3, 9)]
     for day in KEYS["items"]:

@@ -1,6 +1,6 @@
 """What a warehouse's error says beyond its SQLSTATE: the deploy step a missing table,
 column or privilege calls for, recorded in place of the database's error (real
-PostgreSQL and SQLite errors). The refused values: test_refused_values.py."""
+PostgreSQL and SQLite errors). The rejected values: test_rejected_values.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.errors import Classification, DeploymentError, classify
-from jobs_platform.store.database_errors import Refusal, deploy_step, recorded_error
+from jobs_platform.store.database_errors import Rejection, deploy_step, recorded_error
 
 TERMINAL = Classification.TERMINAL
 
@@ -259,24 +259,24 @@ def test_sqlite_read_only_warehouse_is_terminal_and_says_to_make_it_writable(tmp
 
 
 def test_a_check_violations_detail_reads_as_the_failing_rows_fields():
-    refusal = Refusal("23514", "violates check", detail="Failing row contains (7, 1, -5, USD).")
+    rejection = Rejection("23514", "violates check", detail="Failing row contains (7, 1, -5, USD).")
 
-    assert refusal.failing_row() == ["7", "1", "-5", "USD"]
-    assert refusal.missing_key() is None
+    assert rejection.failing_row() == ["7", "1", "-5", "USD"]
+    assert rejection.missing_key() is None
 
 
 def test_a_foreign_key_violations_detail_reads_as_the_missing_key():
-    refusal = Refusal(
+    rejection = Rejection(
         "23503",
         "violates foreign key constraint",
         detail='Key (customer_id)=(99) is not present in table "customers".',
     )
 
-    assert refusal.missing_key() == ("customer_id", "99")
+    assert rejection.missing_key() == ("customer_id", "99")
 
 
 def test_a_detail_in_other_words_names_nothing():
-    refusal = Refusal("23514", "violates check", detail="Die fehlerhafte Zeile enthält (7).")
+    rejection = Rejection("23514", "violates check", detail="Die fehlerhafte Zeile enthält (7).")
 
-    assert (refusal.failing_row(), refusal.missing_key()) == (None, None)
-    assert Refusal("23503", "violates foreign key constraint").missing_key() is None
+    assert (rejection.failing_row(), rejection.missing_key()) == (None, None)
+    assert Rejection("23503", "violates foreign key constraint").missing_key() is None

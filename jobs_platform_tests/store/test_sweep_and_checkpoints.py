@@ -17,8 +17,8 @@ from jobs_platform.store.checkpoints import (
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import checkpoints
-from jobs_platform.store.sweep import SWEEP_BATCH, sweep_partition
-from jobs_platform.store.upsert import upsert_frame
+from jobs_platform.writer.sweep import SWEEP_BATCH, sweep_partition
+from jobs_platform.writer.upsert import upsert_frame
 
 ASSET = "items"
 

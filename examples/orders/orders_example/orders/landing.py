@@ -31,7 +31,7 @@ __all__ = [
     "read_order_chunks",
 ]
 
-# What a reader calls to refuse a row: `PartitionInput.reject(row_number, reason, values)`.
+# What a reader calls to reject a row: `PartitionInput.reject(row_number, reason, values)`.
 RowRejecter = Callable[[int, str, Mapping[str, object]], None]
 
 ORDER_COLUMNS = ("order_id", "customer_id", "amount_cents", "currency", "status", "ordered_at")
@@ -98,7 +98,7 @@ def read_order_chunks(
     which leaves the partition with no rows (the runner sweeps any an earlier input left).
     Arguments are checked at the call; the file is opened and validated as the chunks are
     consumed, so a bad line surfaces after the chunks before it. With `reject` (a backfill
-    under `bad_rows=RejectRows(...)` passes `source.reject`), an invalid line is refused
+    under `bad_rows=RejectRows(...)` passes `source.reject`), an invalid line is rejected
     instead: `reject(row_number, problem, {"line": text})`, its row number counting the
     non-blank lines, and the file read on.
     """

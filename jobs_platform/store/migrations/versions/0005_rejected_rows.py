@@ -1,4 +1,4 @@
-"""Rows set aside under `bad_rows=RejectRows(...)`: one per refused input row.
+"""Rows rejected under `bad_rows=RejectRows(...)`: one per rejected input row.
 
 Revision ID: 0005_rejected_rows
 Revises: 0004_triage_and_redrive

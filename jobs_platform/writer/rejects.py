@@ -1,4 +1,4 @@
-"""Rows a partition set aside under `bad_rows=RejectRows(...)`: their table's SQL.
+"""Rows a partition rejected under `bad_rows=RejectRows(...)`: their table's SQL.
 
 Idempotency argument: a rejected row is keyed by (asset, partition, input row number), so
 a chunk written again after a crash writes its rejects over themselves, never twice. A
@@ -45,7 +45,7 @@ SHOWN_COLUMNS = 50
 
 @dataclass(frozen=True)
 class RejectedRow:
-    """One input row set aside: where it was, why, and its values (truncated)."""
+    """One input row rejected: where it was, why, and its values (truncated)."""
 
     row: int  # 1-based position in the partition's input, as the reader yielded it
     reason: str
@@ -142,7 +142,7 @@ def forget_unkept(
 ) -> int:
     """Forget the rejects of every chunk but the `kept_chunks` (committed for this input).
 
-    At an attempt's start: the chunks it will write set their rows aside again; those of a
+    At an attempt's start: the chunks it will write reject their rows again; those of a
     fixed input set none, so a re-run after the fix clears them.
     """
     statement = sa.delete(rejected_rows).where(
@@ -154,7 +154,7 @@ def forget_unkept(
 
 
 def forget_chunk(connection: sa.Connection, asset: str, partition: str, chunk_index: int) -> None:
-    """Forget one chunk's rejects: it is being written again, and sets its own aside."""
+    """Forget one chunk's rejects: it is being written again, and rejects its own."""
     connection.execute(
         sa.delete(rejected_rows).where(
             rejected_rows.c.asset == asset,
@@ -167,7 +167,7 @@ def forget_chunk(connection: sa.Connection, asset: str, partition: str, chunk_in
 def chunk_rejects(
     connection: sa.Connection, asset: str, partition: str, chunk_index: int
 ) -> list[RejectedRow]:
-    """The rows a committed chunk set aside (a resumed chunk still counts them)."""
+    """The rows a committed chunk rejected (a resumed chunk still counts them)."""
     return _rejects_where(
         connection,
         rejected_rows.c.asset == asset,
@@ -177,7 +177,7 @@ def chunk_rejects(
 
 
 def rejected_count(connection: sa.Connection, asset: str, partition: str) -> int:
-    """How many rows a partition set aside."""
+    """How many rows a partition rejected."""
     count: int = connection.execute(
         sa.select(sa.func.count()).where(
             rejected_rows.c.asset == asset, rejected_rows.c.partition == partition
@@ -217,7 +217,7 @@ def _rejects_where(
 def rejected_counts(
     connection: sa.Connection, assets: Collection[str] | None = None
 ) -> dict[str, int]:
-    """Rows set aside per asset (over all its partitions)."""
+    """Rows rejected per asset (over all its partitions)."""
     query = sa.select(rejected_rows.c.asset, sa.func.count()).group_by(rejected_rows.c.asset)
     if assets is not None:
         query = query.where(rejected_rows.c.asset.in_(sorted(assets)))

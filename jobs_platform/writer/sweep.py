@@ -16,7 +16,8 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform.store.schema import STAGE_PREFIX
-from jobs_platform.store.upsert import RefusedValue, insert_frame
+from jobs_platform.writer.rejected_value import RejectedValue
+from jobs_platform.writer.upsert import insert_frame
 
 SWEEP_BATCH = 1000  # keys per INSERT when seen keys are handed over as a collection
 # A stage table by name: like the upsert's stages it is TEMPORARY, per connection, and no
@@ -95,8 +96,8 @@ class SeenKeys:
         self.keys_added += len(frame)
         try:
             insert_frame(self.connection, self.table, frame[list(self.key)])
-        except RefusedValue as refused:
-            raise refused.in_chunk(self.chunks_added - 1) from refused.__cause__
+        except RejectedValue as rejected:
+            raise rejected.in_chunk(self.chunks_added - 1) from rejected.__cause__
 
     def add_values(self, keys: Iterable[Any]) -> None:
         """Record keys as values: each one column's value, or a tuple of them for a compound key."""
@@ -129,18 +130,18 @@ def seen_keys_on(
     """A fresh, empty `SeenKeys` on `connection`; on the way out dropped, or, when the
     block ended without an error, kept for the connection's next attempt (`release`).
 
-    Every chunk's keys are added before the chunk is written, so a value refused inside
-    the block belongs to the last chunk added: the refusal is raised naming it.
+    Every chunk's keys are added before the chunk is written, so a value rejected inside
+    the block belongs to the last chunk added: the rejection is raised naming it.
     """
     seen = SeenKeys(connection, table, key)
     seen.create()
     try:
         yield seen
-    except RefusedValue as refused:
+    except RejectedValue as rejected:
         seen.drop()
-        if refused.chunk is not None or not seen.chunks_added:
+        if rejected.chunk is not None or not seen.chunks_added:
             raise
-        raise refused.in_chunk(seen.chunks_added - 1) from refused.__cause__
+        raise rejected.in_chunk(seen.chunks_added - 1) from rejected.__cause__
     except BaseException:
         seen.drop()
         raise

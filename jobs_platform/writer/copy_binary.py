@@ -11,9 +11,9 @@ so the types are the server's own, read from the table by the caller, never gues
 the SQLAlchemy declaration. A chunk goes binary only when every column is one of the kinds
 below and every value is one the server would take unchanged from text too (integers in
 the column's range, strings without NUL, instants in range): otherwise `binary_copy`
-returns None and the chunk keeps the text path, where the server's refusal names the row.
+returns None and the chunk keeps the text path, where the server's rejection names the row.
 What the server checks in both formats (a string too long for varchar(n), a NULL in a
-NOT NULL column, a constraint) it refuses in binary as in text, with the row's line.
+NOT NULL column, a constraint) it rejects in binary as in text, with the row's line.
 
 Each field carries the value the text path sends, so the stored rows are the same.
 
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.store.copy_text import holds_instants
+from jobs_platform.writer.copy_text import holds_instants
 
 __all__ = ["BinaryCopy", "binary_copy"]
 
@@ -202,7 +202,7 @@ def _integers(series: pd.Series, wire: np.dtype[Any], missing: np.ndarray | None
     if len(values):
         limits = np.iinfo(wire.newbyteorder("="))
         if values.min() < limits.min or values.max() > limits.max:
-            return None  # out of the column's range: the server refuses it as text
+            return None  # out of the column's range: the server rejects it as text
     return _fixed(values, wire, missing)
 
 
@@ -235,7 +235,7 @@ def _strings(series: pd.Series, encoding: str) -> _Column | None:
     else:
         return None
     if "\x00" in "".join(values.tolist()):
-        return None  # PostgreSQL stores no NUL: the text path lets the server refuse it
+        return None  # PostgreSQL stores no NUL: the text path lets the server reject it
     return _Column(strings=values, missing=nulls, encoding=encoding)
 
 
@@ -246,7 +246,7 @@ def _few_strings(values: np.ndarray, encoding: str) -> _Column | None:
         return None
     spelled = [*distinct.tolist(), ""]  # the last, for code -1
     if "\x00" in "".join(spelled):
-        return None  # PostgreSQL stores no NUL: the text path lets the server refuse it
+        return None  # PostgreSQL stores no NUL: the text path lets the server reject it
     missing = codes < 0
     return _Column(
         codes=codes,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import UtcDateTime
-from jobs_platform.store.upsert import UpsertCounts, last_row_per_key, upsert_frame
+from jobs_platform.writer.upsert import UpsertCounts, last_row_per_key, upsert_frame
 
 KEY = ["id"]
 
@@ -338,7 +338,7 @@ def test_utc_timestamp_column_round_trips_exactly(items):
     assert [row[4] for row in rows(engine, table)] == [t.to_pydatetime() for t in seen_at]
 
 
-def test_naive_timestamp_for_a_utc_column_is_refused(items):
+def test_naive_timestamp_for_a_utc_column_is_rejected(items):
     engine, table = items
     frame = pd.DataFrame({"id": [1], "seen_at": [dt.datetime(2024, 1, 3, 10, 0)]})
 
@@ -430,10 +430,10 @@ def test_copy_path_on_postgresql_stores_the_same_rows_as_the_sqlite_path(pg_url,
     assert len(results["sqlite"][1]) == 6
 
 
-# Refusals
+# Rejections
 
 
-def test_chunk_with_a_column_unknown_to_the_table_is_refused_by_name(items):
+def test_chunk_with_a_column_unknown_to_the_table_is_rejected_by_name(items):
     engine, table = items
     frame = pd.DataFrame({"id": [1], "name": ["a"], "colour": ["red"]})
 
@@ -443,7 +443,7 @@ def test_chunk_with_a_column_unknown_to_the_table_is_refused_by_name(items):
     assert rows(engine, table) == []
 
 
-def test_chunk_without_its_key_column_is_refused_by_name(items):
+def test_chunk_without_its_key_column_is_rejected_by_name(items):
     engine, table = items
 
     with pytest.raises(ValueError, match=r"chunk for items lacks key column\(s\) \['id'\]"):

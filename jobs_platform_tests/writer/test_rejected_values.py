@@ -1,8 +1,8 @@
-"""A value the warehouse refuses is named by its row, column and value, on every write path.
+"""A value the warehouse rejects is named by its row, column and value, on every write path.
 
 PostgreSQL meets a bad value in a COPY (into the seen keys, a staging table or the target
-itself) or in the merge; SQLite checks neither types nor lengths but refuses a NULL in a
-NOT NULL column. Each time the writer raises `RefusedValue` (terminal) naming the row by
+itself) or in the merge; SQLite checks neither types nor lengths but rejects a NULL in a
+NOT NULL column. Each time the writer raises `RejectedValue` (terminal) naming the row by
 its label in the caller's frame, never the statement or the staging table.
 """
 
@@ -16,8 +16,10 @@ import sqlalchemy as sa
 
 from jobs_platform.errors import Classification, classify
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.sweep import seen_keys_on
-from jobs_platform.store.upsert import COPY_BLOCK_ROWS, RefusedValue, upsert_frame
+from jobs_platform.writer.copy import COPY_BLOCK_ROWS
+from jobs_platform.writer.rejected_value import RejectedValue
+from jobs_platform.writer.sweep import seen_keys_on
+from jobs_platform.writer.upsert import upsert_frame
 
 
 def measures_table() -> sa.Table:
@@ -51,16 +53,18 @@ def frame(*rows: tuple, index: pd.Index | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["id", "unit", "amount"], index=index)
 
 
-def refusal(engine: sa.Engine, table: sa.Table, chunk: pd.DataFrame) -> RefusedValue:
-    with pytest.raises(RefusedValue) as refused, engine.begin() as connection:
+def rejection(engine: sa.Engine, table: sa.Table, chunk: pd.DataFrame) -> RejectedValue:
+    with pytest.raises(RejectedValue) as rejected, engine.begin() as connection:
         upsert_frame(connection, table, ["id"], chunk)
-    return refused.value
+    return rejected.value
 
 
-def sweep_refusal(engine: sa.Engine, table: sa.Table, chunks: list[pd.DataFrame]) -> RefusedValue:
+def sweep_rejection(
+    engine: sa.Engine, table: sa.Table, chunks: list[pd.DataFrame]
+) -> RejectedValue:
     """Write chunks as a sweep does (each chunk's keys recorded as seen, then the chunk)."""
     with (
-        pytest.raises(RefusedValue) as refused,
+        pytest.raises(RejectedValue) as rejected,
         engine.connect() as connection,
         seen_keys_on(connection, table, ["id"]) as seen_keys,
     ):
@@ -68,26 +72,28 @@ def sweep_refusal(engine: sa.Engine, table: sa.Table, chunks: list[pd.DataFrame]
             with connection.begin():
                 seen_keys.add(chunk)
                 upsert_frame(connection, table, ["id"], chunk)
-    return refused.value
+    return rejected.value
 
 
 def test_a_value_of_the_wrong_type_names_its_row_column_and_value(pg_measures):
     engine, table = pg_measures
 
-    refused = refusal(engine, table, frame((1, "kg", "1"), (2, "kg", "two"), (3, "kg", "3")))
+    rejected = rejection(engine, table, frame((1, "kg", "1"), (2, "kg", "two"), (3, "kg", "3")))
 
-    assert str(refused) == "row 1, column 'amount': 'two' is not a valid BIGINT"
-    assert (refused.row, refused.column, refused.chunk) == ("row 1", "amount", None)
-    assert classify(refused).classification is Classification.TERMINAL
+    assert str(rejected) == "row 1, column 'amount': 'two' is not a valid BIGINT"
+    assert (rejected.row, rejected.column, rejected.chunk) == ("row 1", "amount", None)
+    assert classify(rejected).classification is Classification.TERMINAL
 
 
 def test_the_row_is_named_by_the_frames_index_and_its_name(pg_measures):
     engine, table = pg_measures
     lines = pd.RangeIndex(10, 13, name="line")
 
-    refused = refusal(engine, table, frame((1, "kg", 1), (2, "kilo", 2), (3, "kg", 3), index=lines))
+    rejected = rejection(
+        engine, table, frame((1, "kg", 1), (2, "kilo", 2), (3, "kg", 3), index=lines)
+    )
 
-    assert str(refused) == "line 11, column 'unit': 'kilo' is too long for VARCHAR(3)"
+    assert str(rejected) == "line 11, column 'unit': 'kilo' is too long for VARCHAR(3)"
 
 
 def test_a_repeated_key_does_not_shift_the_row_named(pg_measures):
@@ -95,36 +101,36 @@ def test_a_repeated_key_does_not_shift_the_row_named(pg_measures):
     # The first line of key 1 is dropped (the last line wins): the COPY's line 2 is row 2.
     chunk = frame((1, "kg", 1), (1, "kg", 1), (2, "kilo", 2))
 
-    assert refusal(engine, table, chunk).row == "row 2"
+    assert rejection(engine, table, chunk).row == "row 2"
 
 
 def test_a_long_value_is_truncated(pg_measures):
     engine, table = pg_measures
 
-    refused = refusal(engine, table, frame((1, "k" * 500, 1)))
+    rejected = rejection(engine, table, frame((1, "k" * 500, 1)))
 
-    assert str(refused) == f"row 0, column 'unit': '{'k' * 56}... is too long for VARCHAR(3)"
+    assert str(rejected) == f"row 0, column 'unit': '{'k' * 56}... is too long for VARCHAR(3)"
 
 
-def test_a_null_refused_by_the_merge_names_the_first_row_with_it(measures):
+def test_a_null_rejected_by_the_merge_names_the_first_row_with_it(measures):
     engine, table = measures
     with engine.begin() as connection:  # rows in the key range: the chunk takes the merge
         upsert_frame(connection, table, ["id"], frame((1, "kg", 1), (3, "kg", 3)))
 
-    refused = refusal(engine, table, frame((1, "kg", 1), (2, "g", 2), (3, None, 3)))
+    rejected = rejection(engine, table, frame((1, "kg", 1), (2, "g", 2), (3, None, 3)))
 
-    assert str(refused) == "row 2, column 'unit': NULL in a NOT NULL column"
+    assert str(rejected) == "row 2, column 'unit': NULL in a NOT NULL column"
 
 
 def test_a_null_copied_straight_into_the_table_names_its_row(pg_measures):
     engine, table = pg_measures  # an empty key range: COPY into the table itself
 
-    refused = refusal(engine, table, frame((1, "kg", 1), (2, None, 2)))
+    rejected = rejection(engine, table, frame((1, "kg", 1), (2, None, 2)))
 
-    assert str(refused) == "row 1, column 'unit': NULL in a NOT NULL column"
+    assert str(rejected) == "row 1, column 'unit': NULL in a NOT NULL column"
 
 
-def test_a_refusal_in_a_later_block_of_a_large_chunk_names_its_own_row(pg_measures):
+def test_a_rejection_in_a_later_block_of_a_large_chunk_names_its_own_row(pg_measures):
     """The chunk is COPYed in blocks (`COPY_BLOCK_ROWS`): still one COPY, one line a row."""
     engine, table = pg_measures
     rows = COPY_BLOCK_ROWS * 2 + 10
@@ -137,27 +143,27 @@ def test_a_refusal_in_a_later_block_of_a_large_chunk_names_its_own_row(pg_measur
         }
     )
 
-    refused = refusal(engine, table, chunk)
+    rejected = rejection(engine, table, chunk)
 
-    assert str(refused) == f"row {bad}, column 'unit': 'kilogram' is too long for VARCHAR(3)"
+    assert str(rejected) == f"row {bad}, column 'unit': 'kilogram' is too long for VARCHAR(3)"
 
 
-def test_a_check_constraint_is_refused_in_the_databases_words_never_the_stages(measures):
+def test_a_check_constraint_is_rejected_in_the_databases_words_never_the_stages(measures):
     engine, table = measures
 
-    refused = refusal(engine, table, frame((1, "kg", 1), (2, "kg", -2)))
+    rejected = rejection(engine, table, frame((1, "kg", 1), (2, "kg", -2)))
 
-    assert "check constraint" in str(refused).lower()
-    assert "jp_stage" not in str(refused)
+    assert "check constraint" in str(rejected).lower()
+    assert "jp_stage" not in str(rejected)
 
 
 def test_a_check_constraint_met_by_a_copy_names_the_row(pg_measures):
     engine, table = pg_measures  # an empty key range: COPY into the table itself
 
-    refused = refusal(engine, table, frame((1, "kg", 1), (2, "kg", -2)))
+    rejected = rejection(engine, table, frame((1, "kg", 1), (2, "kg", -2)))
 
-    assert str(refused) == (
-        'row 1: the warehouse refused it: new row for relation "measures" violates check '
+    assert str(rejected) == (
+        'row 1: the warehouse rejected it: new row for relation "measures" violates check '
         'constraint "measures_amount_check"'
     )
 
@@ -172,28 +178,28 @@ def test_sqlite_stores_a_value_of_the_wrong_type_or_length_as_it_is(sqlite_url):
         assert connection.execute(sa.select(table)).all() == [(1, "kilo", "two")]
 
 
-def test_a_refusal_while_writing_a_chunk_names_the_chunk(measures):
+def test_a_rejection_while_writing_a_chunk_names_the_chunk(measures):
     engine, table = measures
     chunks = [frame((1, "kg", 1)), frame((2, "kg", 2), (3, None, 3))]
 
-    refused = sweep_refusal(engine, table, chunks)
+    rejected = sweep_rejection(engine, table, chunks)
 
-    assert str(refused) == "chunk 1, row 1, column 'unit': NULL in a NOT NULL column"
+    assert str(rejected) == "chunk 1, row 1, column 'unit': NULL in a NOT NULL column"
 
 
-def test_a_key_refused_by_the_seen_keys_names_the_chunk(pg_measures):
+def test_a_key_rejected_by_the_seen_keys_names_the_chunk(pg_measures):
     engine, table = pg_measures
     chunks = [frame((1, "kg", 1)), frame((2, "kg", 2), ("x3", "kg", 3))]
 
-    refused = sweep_refusal(engine, table, chunks)
+    rejected = sweep_rejection(engine, table, chunks)
 
-    assert str(refused) == "chunk 1, row 1, column 'id': 'x3' is not a valid BIGINT"
-    assert "jp_stage_seen_keys" in str(refused.__cause__)  # the database's words, kept
+    assert str(rejected) == "chunk 1, row 1, column 'id': 'x3' is not a valid BIGINT"
+    assert "jp_stage_seen_keys" in str(rejected.__cause__)  # the database's words, kept
 
 
-def test_a_refused_value_survives_pickling_with_its_fields():
-    refused = RefusedValue("'x' is not a valid BIGINT", chunk=2, row="line 9", column="id")
+def test_a_rejected_value_survives_pickling_with_its_fields():
+    rejected = RejectedValue("'x' is not a valid BIGINT", chunk=2, row="line 9", column="id")
 
-    copy = pickle.loads(pickle.dumps(refused))
+    copy = pickle.loads(pickle.dumps(rejected))
 
-    assert str(copy) == str(refused) == "chunk 2, line 9, column 'id': 'x' is not a valid BIGINT"
+    assert str(copy) == str(rejected) == "chunk 2, line 9, column 'id': 'x' is not a valid BIGINT"

@@ -1,14 +1,14 @@
-"""Which row of a frame a refused merge statement was about, from PostgreSQL's DETAIL.
+"""Which row of a frame a rejected merge statement was about, from PostgreSQL's DETAIL.
 
 A COPY names its line; a merge (`INSERT … SELECT … ON CONFLICT`) does not. But for a check
 or not-null violation PostgreSQL spells the failing row out, and for a foreign-key
-violation the missing key (read by `store.database_errors.Refusal`). Finding that row in
-the frame turns a bisection (about 2·log2(n) statements, `store.set_aside`) into one
+violation the missing key (read by `store.database_errors.Rejection`). Finding that row in
+the frame turns a bisection (about 2·log2(n) statements, `writer.rejecting_upsert`) into one
 statement per bad row.
 
 A hint, never trusted blindly: a failing row is matched by the frame's primary-key
 columns and then every field of the frame's columns must read the same, and a missing
-key names the first row holding it (any row holding it is refused). Anything ambiguous
+key names the first row holding it (any row holding it is rejected). Anything ambiguous
 (a field with ", " in it, a table whose columns are in another order than its model,
 a value spelled otherwise) finds no row, and the caller bisects as before.
 """
@@ -19,23 +19,23 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.store.database_errors import Refusal
+from jobs_platform.store.database_errors import Rejection
 
 __all__ = ["failing_row_position"]
 
 _NULL = "null"
 
 
-def failing_row_position(refusal: Refusal, table: sa.Table, frame: pd.DataFrame) -> int | None:
-    """The position in `frame` of the row the refusal's DETAIL names, when it is certain."""
-    if refusal.sqlstate == "23503":
-        missing = refusal.missing_key()
+def failing_row_position(rejection: Rejection, table: sa.Table, frame: pd.DataFrame) -> int | None:
+    """The position in `frame` of the row the rejection's DETAIL names, when it is certain."""
+    if rejection.sqlstate == "23503":
+        missing = rejection.missing_key()
         if missing is None or missing[0] not in frame.columns:
             return None
         column, value = missing
         holding = np.flatnonzero(_as_text(frame[column]) == value)
         return int(holding[0]) if len(holding) else None
-    fields = refusal.failing_row()
+    fields = rejection.failing_row()
     if fields is None:
         return None
     if len(fields) != len(table.columns):

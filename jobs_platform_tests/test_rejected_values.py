@@ -1,4 +1,4 @@
-"""A value the warehouse refuses is named by where it is in the input, not by the staging.
+"""A value the warehouse rejects is named by where it is in the input, not by the staging.
 
 A CSV backfill whose chunk holds a value its column cannot store (not an integer, too
 long, a NULL in a NOT NULL column) fails terminally, and the quarantine entry says which
@@ -104,7 +104,7 @@ def stored_readings(env: dict[str, str]) -> list[tuple]:
         ),
     ],
 )
-def test_a_value_postgres_refuses_is_quarantined_naming_its_chunk_line_column_and_value(
+def test_a_value_postgres_rejects_is_quarantined_naming_its_chunk_line_column_and_value(
     pg_platform_env, bad_line, named
 ):
     write_readings(pg_platform_env["JOBS_PLATFORM_LANDING"], bad_line)
@@ -129,7 +129,7 @@ def test_a_null_in_a_not_null_column_is_quarantined_on_sqlite_too(platform_env):
 
 
 @pytest.mark.parametrize("bad_line", ["x5,ST5,50", "5,STATION-FIVE,50"])
-def test_sqlite_stores_a_value_postgres_refuses_since_it_checks_neither_types_nor_lengths(
+def test_sqlite_stores_a_value_postgres_rejects_since_it_checks_neither_types_nor_lengths(
     sqlite_url, tmp_path, monkeypatch, bad_line
 ):
     from jobs_platform_tests.databases import prepare_warehouse

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.store import sweep as sweep_module
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.sweep import SEEN_KEYS_TABLE, seen_keys_on, sweep_partition
+from jobs_platform.writer import sweep as sweep_module
+from jobs_platform.writer.sweep import SEEN_KEYS_TABLE, seen_keys_on, sweep_partition
 from jobs_platform_tests.store.test_sweep_and_checkpoints import (
     ids_by_part,
     insert,

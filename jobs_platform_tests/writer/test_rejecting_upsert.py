@@ -1,4 +1,4 @@
-"""Finding the rows the warehouse refuses inside a chunk (PostgreSQL): what it costs."""
+"""Finding the rows the warehouse rejects inside a chunk (PostgreSQL): what it costs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.set_aside import upsert_setting_aside
-from jobs_platform.store.upsert import RefusedValue
+from jobs_platform.writer.rejected_value import RejectedValue
+from jobs_platform.writer.rejecting_upsert import upsert_rejecting_rows
 
 ROWS = 1_000
 
@@ -47,34 +47,34 @@ def test_one_check_violation_is_found_in_at_most_twice_log2_statements(engine, s
             connection.execute(table.insert(), [{"id": 500, "amount": 10**9}])
 
     with engine.begin() as connection:
-        result = upsert_setting_aside(connection, table, ["id"], frame({700: -1}))
+        result = upsert_rejecting_rows(connection, table, ["id"], frame({700: -1}))
 
-    assert [(row.label, row.sqlstate) for row in result.refused] == [(700, "23514")]
+    assert [(row.label, row.sqlstate) for row in result.rejected] == [(700, "23514")]
     assert result.statements <= 2 * math.ceil(math.log2(ROWS)) + 1
     with engine.connect() as connection:
         assert connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one() == 999
 
 
-def test_a_refusal_no_single_row_caused_is_raised_not_set_aside(engine):
+def test_a_rejection_no_single_row_caused_is_raised_not_rejected(engine):
     table = checked_table(engine)
     duplicated = frame({2: 1})  # two rows with amount 1: the unique constraint on amount
 
-    with pytest.raises(RefusedValue) as refused, engine.begin() as connection:
-        upsert_setting_aside(connection, table, ["id"], duplicated)
+    with pytest.raises(RejectedValue) as rejected, engine.begin() as connection:
+        upsert_rejecting_rows(connection, table, ["id"], duplicated)
 
-    assert refused.value.sqlstate == "23505"
+    assert rejected.value.sqlstate == "23505"
 
 
-def test_it_stops_once_more_rows_are_refused_than_allowed(engine):
+def test_it_stops_once_more_rows_are_rejected_than_allowed(engine):
     table = checked_table(engine)
 
     with engine.begin() as connection:
-        result = upsert_setting_aside(
+        result = upsert_rejecting_rows(
             connection, table, ["id"], frame({i: -i for i in range(10, 110, 10)}), most=2
         )
 
     assert result.stopped_early
-    assert len(result.refused) == 3
+    assert len(result.rejected) == 3
 
 
 def test_a_merge_check_violation_is_found_from_the_failing_row_in_two_statements(engine):
@@ -83,10 +83,10 @@ def test_a_merge_check_violation_is_found_from_the_failing_row_in_two_statements
         connection.execute(table.insert(), [{"id": 500, "amount": 10**9}])
 
     with engine.begin() as connection:
-        result = upsert_setting_aside(connection, table, ["id"], frame({700: -1, 900: -2}))
+        result = upsert_rejecting_rows(connection, table, ["id"], frame({700: -1, 900: -2}))
 
-    assert [row.label for row in result.refused] == [700, 900]
-    # refused naming 700, rows before it; refused naming 900, rows between; rows after
+    assert [row.label for row in result.rejected] == [700, 900]
+    # rejected naming 700, rows before it; rejected naming 900, rows between; rows after
     assert result.statements == 5
 
 
@@ -106,7 +106,7 @@ def test_a_failing_row_it_cannot_read_for_certain_is_found_by_bisection(engine):
     )
 
     with engine.begin() as connection:
-        result = upsert_setting_aside(connection, table, ["id"], notes)
+        result = upsert_rejecting_rows(connection, table, ["id"], notes)
 
-    assert [row.label for row in result.refused] == [40]
+    assert [row.label for row in result.rejected] == [40]
     assert result.statements > 3  # "a, b" makes the failing row ambiguous: bisected

@@ -7,7 +7,7 @@
   gets 4-byte fields.
 - A value the binary format cannot carry as the text would (an integer out of the
   column's range, a NUL in a string) sends the chunk to the text path, where the server
-  refuses it naming its row.
+  rejects it naming its row.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.store import upsert as upsert_module
-from jobs_platform.store.copy_binary import binary_copy
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.upsert import RefusedValue, UpsertCounts, upsert_frame
-from jobs_platform_tests.store.test_upsert_fast_paths import (
+from jobs_platform.writer import copy as copy_module
+from jobs_platform.writer.copy_binary import binary_copy
+from jobs_platform.writer.rejected_value import RejectedValue
+from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
+from jobs_platform_tests.writer.test_upsert_fast_paths import (
     KEY,
     every_kind_frame,
     every_kind_table,
@@ -38,7 +39,7 @@ class BinaryCopies:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, allowed: bool = True) -> None:
         self.binary, self.text = 0, 0
         self.allowed = allowed
-        monkeypatch.setattr(upsert_module, "binary_copy", self)
+        monkeypatch.setattr(copy_module, "binary_copy", self)
 
     def __call__(self, *args: Any) -> object:
         copy = binary_copy(*args) if self.allowed else None
@@ -76,7 +77,7 @@ def test_binary_copy_stores_what_the_text_and_row_by_row_copies_store(pg_url, mo
         upsert(engine, tables["text"], frame)
     with monkeypatch.context() as patch:
         BinaryCopies(patch, allowed=False)
-        patch.setattr(upsert_module, "copy_text", lambda *args: None)
+        patch.setattr(copy_module, "copy_text", lambda *args: None)
         upsert(engine, tables["row_by_row"], frame)
 
     assert copies.binary == 1
@@ -133,7 +134,7 @@ def test_fields_take_the_servers_widths_not_the_declared_ones(pg_url, monkeypatc
     ]
 
 
-def test_integer_out_of_the_columns_range_is_refused_by_the_server_naming_its_row(
+def test_integer_out_of_the_columns_range_is_rejected_by_the_server_naming_its_row(
     pg_url, monkeypatch
 ):
     engine = warehouse_engine(pg_url)
@@ -141,39 +142,39 @@ def test_integer_out_of_the_columns_range_is_refused_by_the_server_naming_its_ro
     table.create(engine)
     copies = BinaryCopies(monkeypatch)
 
-    with pytest.raises(RefusedValue) as refused, engine.begin() as connection:
+    with pytest.raises(RejectedValue) as rejected, engine.begin() as connection:
         frame = pd.DataFrame({"id": [1, 2], "small": [1, 2**15]})
         upsert_frame(connection, table, KEY, frame)
 
     assert copies.text == 1
-    assert str(refused.value) == "row 1, column 'small': 32768 is out of range for SMALLINT"
+    assert str(rejected.value) == "row 1, column 'small': 32768 is out of range for SMALLINT"
 
 
-def test_nul_in_a_string_is_refused_by_the_server_naming_its_row(pg_url, monkeypatch):
+def test_nul_in_a_string_is_rejected_by_the_server_naming_its_row(pg_url, monkeypatch):
     engine = warehouse_engine(pg_url)
     table = small_integers_table("labels")
     table.create(engine)
     copies = BinaryCopies(monkeypatch)
 
-    with pytest.raises(RefusedValue) as refused, engine.begin() as connection:
+    with pytest.raises(RejectedValue) as rejected, engine.begin() as connection:
         upsert_frame(connection, table, KEY, pd.DataFrame({"id": [1, 2], "label": ["a", "b\x00"]}))
 
     assert copies.text == 1
-    assert refused.value.row == "row 1"
-    assert refused.value.sqlstate == "22021"
+    assert rejected.value.row == "row 1"
+    assert rejected.value.sqlstate == "22021"
 
 
-def test_too_long_string_is_refused_in_binary_naming_its_row_and_column(pg_url, monkeypatch):
+def test_too_long_string_is_rejected_in_binary_naming_its_row_and_column(pg_url, monkeypatch):
     engine = warehouse_engine(pg_url)
     table = small_integers_table("labels")
     table.create(engine)
     copies = BinaryCopies(monkeypatch)
 
-    with pytest.raises(RefusedValue) as refused, engine.begin() as connection:
+    with pytest.raises(RejectedValue) as rejected, engine.begin() as connection:
         upsert_frame(connection, table, KEY, pd.DataFrame({"id": [1, 2], "label": ["a", "abcde"]}))
 
     assert copies.binary == 1
-    assert str(refused.value) == "row 1, column 'label': 'abcde' is too long for VARCHAR(4)"
+    assert str(rejected.value) == "row 1, column 'label': 'abcde' is too long for VARCHAR(4)"
 
 
 @pytest.mark.parametrize("distinct", [3, 500], ids=["few distinct strings", "many"])

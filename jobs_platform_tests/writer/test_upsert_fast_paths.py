@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from jobs_platform.store import upsert as upsert_module
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import UtcDateTime
-from jobs_platform.store.upsert import UpsertCounts, upsert_frame
+from jobs_platform.writer import copy as copy_module
+from jobs_platform.writer import upsert as upsert_module
+from jobs_platform.writer.upsert import UpsertCounts, upsert_frame
 from jobs_platform_tests.waiting import wait_for
 
 KEY = ["id"]
@@ -79,7 +80,7 @@ def test_column_wise_copy_stores_what_the_row_by_row_copy_stores(pg_url, monkeyp
 
     upsert(engine, column_wise, frame)
     with monkeypatch.context() as patch:
-        patch.setattr(upsert_module, "copy_text", lambda *args: None)
+        patch.setattr(copy_module, "copy_text", lambda *args: None)
         upsert(engine, row_by_row, frame)
 
     assert stored(engine, column_wise) == stored(engine, row_by_row)
