@@ -24,6 +24,7 @@ from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.health import AssetHealth, ExpectedKeys, asset_health
 from jobs_platform.store.outbox import QueueStats, queue_stats
+from jobs_platform.writer.rejects import rejected_counts
 
 # Upper bounds (seconds) of the attempt duration histogram: an attempt takes from well
 # under a second (a small or unchanged partition) to the one-hour attempt deadline.
