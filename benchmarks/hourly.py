@@ -80,7 +80,7 @@ def run_hourly_bench(
     (the stats file written there).
 
     `dagster_storage`: the Dagster instance's storage, `postgres` (a scratch database on
-    the bench's server: what a deployment uses, README "Production") or `sqlite` (what
+    the bench's server: what a deployment uses, docs/deploying.md) or `sqlite` (what
     `dagster dev` and the daily bench use). On SQLite Dagster writes one
     ASSET_MATERIALIZATION_PLANNED event per partition of a run, one transaction each,
     before the run starts; on PostgreSQL one per run (its partitions as a subset)."""

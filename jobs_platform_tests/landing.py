@@ -51,7 +51,7 @@ def read_landing_lines(landing_root: str, day: str) -> list[dict]:
 def expected_tables_from_landing(landing_root: str, day: str) -> tuple[list[tuple], list[tuple]]:
     """(orders rows, daily_revenue rows) a day's file must produce, derived without the framework.
 
-    The contract (README "The orders example"): one row per order_id, the last line wins;
+    The contract (docs/example.md): one row per order_id, the last line wins;
     revenue and count per currency over `paid` orders. Rows are ordered by primary key, as
     `declared_rows`.
     """

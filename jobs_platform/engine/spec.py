@@ -20,7 +20,7 @@ REASON_CHARS = 500
 
 @dataclass(frozen=True)
 class RejectRows:
-    """Reject bad rows and commit the rest of the partition (DESIGN §8), within limits.
+    """Reject bad rows and commit the rest of the partition (docs/bad-rows.md), within limits.
 
     A row the warehouse rejects (a data exception, or a not-null, check or foreign-key
     violation, caused by that row) or the reader rejects (`PartitionInput.reject`) is kept

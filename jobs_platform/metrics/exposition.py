@@ -1,6 +1,6 @@
 """A reading as Prometheus metric families, and the cache that bounds what scrapes cost.
 
-The names are a public contract (README "Monitoring", docs/ARCHITECTURE.md "Contracts"):
+The names are a public contract (docs/monitoring.md, docs/ARCHITECTURE.md "Contracts"):
 change them only deliberately. Partition keys are never labels: labels are the asset, a
 partition state, an attempt outcome, an error class and a redrive reason, all small
 closed sets.

@@ -51,7 +51,7 @@ _NAMES_IN_MESSAGE: dict[str, tuple[re.Pattern[str], ...]] = {
 }
 
 _UPGRADE = "run: jobs-platform db upgrade"
-# How users create their tables (README, "Your backfills' tables are yours").
+# How users create their tables (docs/deploying.md, "Your backfills' tables are yours").
 _CREATE_TABLE = (
     "create it at deploy time, with your own migrations or "
     "jobs_platform.create_user_tables(engine, table) "

@@ -177,7 +177,7 @@ requeues = sa.Table(
     sa.Index("ix_jp_requeues_partition", "asset", "partition", "by"),
 )
 
-# Rows a partition rejected under `bad_rows=RejectRows(...)` (DESIGN §8): one per input row,
+# Rows a partition rejected under `bad_rows=RejectRows(...)` (docs/bad-rows.md): one per input row,
 # so a chunk resumed after a crash writes its rejects over themselves, never twice. A chunk's
 # rejects commit with its rows; an attempt replaces those of the chunks it writes again.
 rejected_rows = sa.Table(

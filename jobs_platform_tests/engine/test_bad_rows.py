@@ -1,4 +1,4 @@
-"""Specifications of `bad_rows=RejectRows(...)` (DESIGN §8), run by the plain-Python runner.
+"""Specifications of `bad_rows=RejectRows(...)` (docs/bad-rows.md), run by the plain-Python runner.
 
 A `ledger` backfill whose input the test controls: rows the warehouse rejects (a CHECK
 violation, a BIGINT overflow) and rows the reader rejects (`source.reject`), on the new-

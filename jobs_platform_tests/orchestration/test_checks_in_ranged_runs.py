@@ -5,7 +5,7 @@ a poison day fails the backfill's step, and Dagster skips every check on it in t
 shown "Execution failed" in the UI. The framework's `no_quarantined_partitions` is
 therefore evaluated by `platform_health_every_10_minutes`, which runs by default; a
 user's own check runs in the next run of the backfill that succeeds, e.g. the requeue's.
-The README ("Your own asset checks on a backfill") says what these tests show.
+docs/dead-letter.md ("Your own asset checks on a backfill") says what these tests show.
 """
 
 from __future__ import annotations

@@ -53,8 +53,8 @@ def orders(source: PartitionInput, landing: LandingZone) -> Iterator[pd.DataFram
 
 def orders_of_landing_day(source: PartitionInput, landing: LandingZone) -> Iterator[pd.DataFrame]:
     path = landing_file(landing.resolved_root(), source.partition_key)
-    # Under `bad_rows=RejectRows(...)` (a user's backfill of these files, README "Bad rows
-    # without losing the day") an invalid line is rejected; here it stops the day.
+    # Under `bad_rows=RejectRows(...)` (a user's backfill of these files, docs/bad-rows.md)
+    # an invalid line is rejected; here it stops the day.
     reject = source.reject if source.rejects_rows else None
     yield from read_order_chunks(path, source.partition_key, source.chunk_rows, reject=reject)
 

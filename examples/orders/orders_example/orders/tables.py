@@ -1,4 +1,4 @@
-"""The orders example's target tables (the warehouse side of README "The orders example")."""
+"""The orders example's target tables (the warehouse side of docs/example.md)."""
 
 from __future__ import annotations
 
