@@ -34,9 +34,10 @@ import sqlalchemy as sa
 from benchmarks.database import fresh_schema, json_report_main, server_facts
 from benchmarks.timing import wall_seconds
 from jobs_platform import JobsPlatformResource, PartitionInput, backfill_asset
+from jobs_platform.dead_letter.redrive import Redrives
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.orchestration.platform import platform_definitions
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.handle import Store
 
 TICK_TARGET_SECONDS = 1.0
 FIRST_DAY = dt.date(2000, 1, 1)
@@ -263,10 +264,13 @@ def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) ->
             redrive_rules.fingerprinted_entries(
                 connection, assets, after_id=0, max_redrives=3, limit=FINGERPRINTS_PER_TICK
             )
-            redrive_rules.cooldown_due_entries(
-                connection, assets, first_cooldown_seconds=900, max_redrives=3,
-                limit=REDRIVES_PER_TICK, clock=DATABASE_CLOCK,
-            )  # fmt: skip
+            Redrives(DATABASE_CLOCK).cooldown_due_entries(
+                connection,
+                assets,
+                first_cooldown_seconds=900,
+                max_redrives=3,
+                limit=REDRIVES_PER_TICK,
+            )
             redrive_rules.exhausted_entries_to_alert(
                 connection, assets, max_redrives=3, sinks=["log"], limit=20
             )
@@ -281,7 +285,7 @@ def _phases(location: dg.Definitions, url: str, instance: dg.DagsterInstance) ->
         timed(
             "find_redrives_with_fingerprints",
             lambda: find_redrives(
-                Store(engine, DATABASE_CLOCK), specs, settings, RedriveCursor(), fingerprints
+                Warehouse(engine, DATABASE_CLOCK), specs, settings, RedriveCursor(), fingerprints
             ),
         )
     return phases

@@ -141,14 +141,14 @@ def write_catalog_as_deployed(url: str, home: Path, module: str, defs) -> None:
     """The location's catalog, as `jobs-platform db upgrade -m MODULE` writes it."""
     import dagster as dg
 
+    from jobs_platform.engine.warehouse import Warehouse
     from jobs_platform.orchestration.catalog import location_assets, write_location_catalog
     from jobs_platform.store.clock import DATABASE_CLOCK
-    from jobs_platform.store.handle import Store
 
     engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
     try:
         with dg.DagsterInstance.from_config(str(home)) as instance:
-            store = Store(engine, DATABASE_CLOCK)
+            store = Warehouse(engine, DATABASE_CLOCK)
             write_location_catalog(store, module, location_assets(defs), instance)
     finally:
         engine.dispose()

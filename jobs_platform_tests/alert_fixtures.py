@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import EntryStatus, quarantine_partition
+from jobs_platform.dead_letter.entries import DeadLetter, EntryStatus
 from jobs_platform.errors import Classification
-from jobs_platform.store.attempts import AttemptFailure, finish_attempt, start_attempt
+from jobs_platform.store.attempts import AttemptFailure, Attempts
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import current_episode
 from jobs_platform.store.schema import quarantine
@@ -157,7 +157,7 @@ def quarantine_entry(
     with engine.begin() as connection:
         episode = current_episode(connection, asset, partition)
         for number in range(failures):
-            attempt_id, _ = start_attempt(
+            attempt_id, _ = Attempts(DATABASE_CLOCK).start(
                 connection,
                 asset=asset,
                 partition=partition,
@@ -167,15 +167,13 @@ def quarantine_entry(
                 token=number + 1,
                 holder="test",
                 correlation_id=None,
-                clock=DATABASE_CLOCK,
             )
-            finish_attempt(
-                connection,
-                attempt_id,
-                AttemptFailure(error_class, "ConnectionError", message),
-                clock=DATABASE_CLOCK,
+            Attempts(DATABASE_CLOCK).finish(
+                connection, attempt_id, AttemptFailure(error_class, "ConnectionError", message)
             )
-        return quarantine_partition(connection, asset, partition, episode, clock=DATABASE_CLOCK)
+        return DeadLetter(DATABASE_CLOCK).quarantine_partition(
+            connection, asset, partition, episode
+        )
 
 
 def bulk_quarantine_entries(engine: sa.Engine, count: int, asset: str = "orders") -> int:

@@ -8,7 +8,7 @@ import json
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import mark_requeue_launched, requeue_partition
+from jobs_platform.dead_letter.entries import DeadLetter
 from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
@@ -126,8 +126,8 @@ def quarantined_day(env) -> None:
 def requeue_then_die(engine) -> sa.Row:
     """What `dead-letter requeue` commits before it launches, when it is killed right after."""
     with engine.begin() as connection:
-        entry = requeue_partition(connection, "orders", PARTITION, clock=DATABASE_CLOCK)
-        mark_requeue_launched(connection, [entry.id], clock=DATABASE_CLOCK)
+        entry = DeadLetter(DATABASE_CLOCK).requeue_partition(connection, "orders", PARTITION)
+        DeadLetter(DATABASE_CLOCK).mark_requeue_launched(connection, [entry.id])
     return entry
 
 

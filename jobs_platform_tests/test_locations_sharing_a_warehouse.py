@@ -23,10 +23,10 @@ import sqlalchemy as sa
 
 from deploy import stack
 from jobs_platform import request_backfill
-from jobs_platform.dead_letter.entries import latest_entry, requeue_partition
-from jobs_platform.outbox.store import queue_stats
+from jobs_platform.dead_letter.entries import DeadLetter, latest_entry
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
+from jobs_platform.store.outbox import Outbox
 from jobs_platform.store.schema import attempts, create_user_tables, outbox
 from jobs_platform_tests.alert_fixtures import HttpReceiver, http_receiver, quarantine_entry
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
@@ -206,7 +206,7 @@ def test_each_locations_outbox_sensor_claims_only_requests_for_its_own_assets(en
     assert (status_of(engine, ads), status_of(engine, unserved)) == ("claimed", "pending")
     # Never rejected by a location that does not serve it; counted while it waits.
     with engine.connect() as connection:
-        assert queue_stats(connection, clock=DATABASE_CLOCK).pending == 1
+        assert Outbox(DATABASE_CLOCK).queue_stats(connection).pending == 1
 
 
 def test_each_locations_dead_letter_sensor_alerts_and_shows_only_its_own_entries(
@@ -251,8 +251,8 @@ def test_each_locations_requeue_job_and_sensor_release_and_relaunch_only_its_own
     assert run_requeue(SALES[2]).success
     with engine.begin() as connection:
         assert latest_entry(connection, ADS[2], PARTITION).status == "quarantined"
-        requeue_partition(
-            connection, ADS[2], PARTITION, clock=DATABASE_CLOCK
+        DeadLetter(DATABASE_CLOCK).requeue_partition(
+            connection, ADS[2], PARTITION
         )  # released by the ads team
 
     [relaunch] = tick(SALES, "requeue_sensor", instance).run_requests

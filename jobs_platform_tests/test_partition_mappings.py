@@ -17,7 +17,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, TerminalError, backfill_asset
-from jobs_platform.dead_letter.entries import list_entries, requeue_partition
+from jobs_platform.dead_letter.entries import DeadLetter, list_entries
 from jobs_platform.dead_letter.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
@@ -146,7 +146,9 @@ def test_a_day_with_a_poison_hour_is_blocked_then_relaunched_by_the_hours_requeu
 
     # The hour is fixed and requeued; its requeue run succeeds.
     with engine.begin() as connection:
-        entry = requeue_partition(connection, "mapped/events", POISON_HOUR, clock=DATABASE_CLOCK)
+        entry = DeadLetter(DATABASE_CLOCK).requeue_partition(
+            connection, "mapped/events", POISON_HOUR
+        )
     assert run(events.key, partition_key=POISON_HOUR).success
 
     # The requeue sensor launches the day that reads the fixed hour, once.

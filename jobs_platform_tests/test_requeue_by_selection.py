@@ -18,7 +18,11 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import entries_by_id, mark_requeue_launched, open_entries
+from jobs_platform.dead_letter.entries import (
+    DeadLetter,
+    entries_by_id,
+    open_entries,
+)
 from jobs_platform.dead_letter.requeue import requeue_sensor
 from jobs_platform.errors import Classification
 from jobs_platform.orchestration.tags import (
@@ -304,7 +308,7 @@ def test_the_requeue_sensor_finds_the_queued_ranged_run_of_a_selection_and_launc
     with engine.begin() as connection:
         # Past the grace the sensor gives a launch under way: it asks Dagster for the run.
         long_ago = DATABASE_CLOCK.now(connection) - dt.timedelta(hours=1)
-        mark_requeue_launched(connection, terminal, clock=ManualClock(long_ago))
+        DeadLetter(ManualClock(long_ago)).mark_requeue_launched(connection, terminal)
     from orders_example.definitions import defs
 
     with dg.DagsterInstance.get() as instance:

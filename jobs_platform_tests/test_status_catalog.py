@@ -20,9 +20,8 @@ import sqlalchemy as sa
 
 from jobs_platform.store.catalog import (
     CATALOG_STALE_AFTER_SECONDS,
+    Catalog,
     CatalogEntry,
-    read_catalog,
-    write_catalog,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
@@ -272,11 +271,8 @@ def test_concurrent_writers_of_one_location_each_replace_its_rows_whole(pg_url):
     def writer(keys: tuple[str, ...]) -> None:
         try:
             for _ in range(15):
-                write_catalog(
-                    engine,
-                    "shop",
-                    [CatalogEntry("a", "static", keys), CatalogEntry("b", "static", keys)],
-                    clock=DATABASE_CLOCK,
+                Catalog(engine, DATABASE_CLOCK).write(
+                    "shop", [CatalogEntry("a", "static", keys), CatalogEntry("b", "static", keys)]
                 )
         except BaseException as error:  # reported by the assertion below
             errors.append(error)
@@ -289,7 +285,7 @@ def test_concurrent_writers_of_one_location_each_replace_its_rows_whole(pg_url):
 
     assert errors == []
     with engine.connect() as connection:
-        catalog = read_catalog(connection, "shop", clock=DATABASE_CLOCK)
+        catalog = Catalog(connection.engine, DATABASE_CLOCK).read(connection, "shop")
     assert catalog is not None
     assert [entry.asset for entry in catalog.entries] == ["a", "b"]
     assert catalog.entries[0].partition_keys == catalog.entries[1].partition_keys

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from jobs_platform.dead_letter.entries import requeue_partition
+from jobs_platform.dead_letter.entries import DeadLetter
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform_tests.databases import sibling_database
@@ -138,7 +138,7 @@ def test_fixed_and_requeued_partition_converges_to_a_clean_run(rule, platform_en
     fixed.insert(BAD_LINE - 1, order_line(900, day=DAY, amount_cents=90_000, second=900))
     write_landing_lines(platform_env["JOBS_PLATFORM_LANDING"], DAY, fixed)
     with engine.begin() as connection:
-        requeue_partition(connection, "orders", DAY, clock=DATABASE_CLOCK)
+        DeadLetter(DATABASE_CLOCK).requeue_partition(connection, "orders", DAY)
 
     result = _run()
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from jobs_platform.alerts.alert import QuarantineAlert
 from jobs_platform.alerts.sinks import AlertSink
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.store.alert_ledger import SETTLED, DeliveryStatus, event_sink
-from jobs_platform.store.handle import Store
 
 logger = logging.getLogger("jobs_platform.alerts")
 
@@ -26,7 +26,7 @@ _MAX_ERROR_CHARS = 2000
 
 
 def deliver_once(
-    store: Store,
+    store: Warehouse,
     alert: QuarantineAlert,
     sinks: Sequence[AlertSink],
     *,
@@ -49,11 +49,11 @@ def is_settled(statuses: dict[str, DeliveryStatus]) -> bool:
 
 
 def _deliver_to(
-    store: Store, alert: QuarantineAlert, sink: AlertSink, max_tries: int
+    store: Warehouse, alert: QuarantineAlert, sink: AlertSink, max_tries: int
 ) -> DeliveryStatus:
     key = event_sink(sink.name, alert.event)
     with store.begin() as connection:
-        mine, status = store.claim_delivery(connection, alert.entry_id, key, max_tries)
+        mine, status = store.alert_ledger.claim_delivery(connection, alert.entry_id, key, max_tries)
     if not mine:
         return status
     try:
@@ -61,16 +61,18 @@ def _deliver_to(
     except Exception as exc:
         return _record_failure(store, alert.entry_id, key, exc, max_tries)
     with store.begin() as connection:
-        store.mark_sent(connection, alert.entry_id, key)
+        store.alert_ledger.mark_sent(connection, alert.entry_id, key)
     return DeliveryStatus.SENT
 
 
 def _record_failure(
-    store: Store, entry_id: int, sink: str, error: Exception, max_tries: int
+    store: Warehouse, entry_id: int, sink: str, error: Exception, max_tries: int
 ) -> DeliveryStatus:
     message = str(error)[:_MAX_ERROR_CHARS] or type(error).__name__
     with store.begin() as connection:
-        status, tries = store.record_failed_send(connection, entry_id, sink, message, max_tries)
+        status, tries = store.alert_ledger.record_failed_send(
+            connection, entry_id, sink, message, max_tries
+        )
     logger.warning(
         "alert for quarantine entry %s to %s failed (try %s of %s): %s",
         entry_id,

@@ -113,14 +113,16 @@ def _write_catalog(engine: sa.Engine, module: str) -> list:
     After the upgrade, which creates the catalog's table. The location is loaded already
     (`_location`): importing it again is free.
     """
+    from jobs_platform.engine.warehouse import Warehouse
     from jobs_platform.location import dagster_instance, load_definitions
     from jobs_platform.orchestration.catalog import location_assets, write_location_catalog
     from jobs_platform.store.clock import DATABASE_CLOCK
-    from jobs_platform.store.handle import Store
 
     assets_defs = location_assets(load_definitions(module))
     with dagster_instance() as instance:
-        return write_location_catalog(Store(engine, DATABASE_CLOCK), module, assets_defs, instance)
+        return write_location_catalog(
+            Warehouse(engine, DATABASE_CLOCK), module, assets_defs, instance
+        )
 
 
 def run_current(args: argparse.Namespace) -> int:

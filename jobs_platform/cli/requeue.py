@@ -154,7 +154,9 @@ def _reason(error: BaseException) -> str:
 
 
 def _release(store, connection, entries):
-    return store.release_entries(connection, entries, by=RequeuedBy.CLI, reason="requested")
+    return store.dead_letter.release_entries(
+        connection, entries, by=RequeuedBy.CLI, reason="requested"
+    )
 
 
 def _print_released(selection: Selection, released, runs) -> None:

@@ -79,10 +79,10 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
     except (WarehouseUnavailable, SchemaNotReady):
         return None
     with store.connect() as connection:
-        catalog = store.read_catalog(connection, location)
+        catalog = store.catalog.read(connection, location)
         if catalog is None:
             return None
-        report = store.backfill_status(connection, catalog.partition_keys())
+        report = store.health.backfill_status(connection, catalog.partition_keys())
     return report, {
         "source": "catalog",
         "catalog_updated_at": catalog.updated_at.isoformat(),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.location import (
     add_module_option,
     load_definitions,
@@ -17,7 +18,6 @@ from jobs_platform.location import (
 from jobs_platform.settings import Settings, embedded_database_url
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import normalize_url, redact_url
-from jobs_platform.store.handle import Store
 from jobs_platform.store.migrate import ready_warehouse
 
 # Where a warehouse URL comes from.
@@ -93,7 +93,7 @@ def open_warehouse(settings: Settings | None = None) -> sa.Engine:
     return engine
 
 
-def open_store(settings: Settings | None = None) -> Store:
-    """`open_warehouse` as a `Store`, on the database's clock: what a command that stamps or
-    compares a time writes through (`store.handle`)."""
-    return Store(open_warehouse(settings), DATABASE_CLOCK)
+def open_store(settings: Settings | None = None) -> Warehouse:
+    """`open_warehouse` as a `Warehouse`, on the database's clock: what a command that stamps or
+    compares a time writes through (`engine.warehouse`)."""
+    return Warehouse(open_warehouse(settings), DATABASE_CLOCK)

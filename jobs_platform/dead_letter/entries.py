@@ -16,18 +16,10 @@ import sqlalchemy as sa
 from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.attempts import budget_state, failing_streak
 from jobs_platform.store.clock import Clock
-from jobs_platform.store.partitions import PartitionStatus, set_partition_status
+from jobs_platform.store.partitions import Partitions, PartitionStatus
 from jobs_platform.store.rows import TableRow, upsert_row
+from jobs_platform.store.schema import EntryStatus as EntryStatus
 from jobs_platform.store.schema import attempts, partitions, quarantine, requeues
-
-
-class EntryStatus(enum.StrEnum):
-    """Where a dead-letter entry stands."""
-
-    QUARANTINED = "quarantined"  # the partition failed for good; its gate refuses all work
-    REQUEUED = "requeued"  # a person released it; a run (key requeue-<id>) starts a new episode
-    RESOLVED = "resolved"  # the requeued partition then succeeded
-
 
 # The recorded input of an entry none of whose failing attempts could fingerprint its
 # input (the file was missing, the source unreachable). Entries quarantined before
@@ -47,63 +39,189 @@ class UnknownEntry(LookupError):
     """No dead-letter entry matches."""
 
 
-def quarantine_partition(
-    connection: sa.Connection,
-    asset: str,
-    partition: str,
-    episode: int,
-    *,
-    clock: Clock,
-) -> int:
-    """Quarantine the partition's episode from its history; returns the entry id."""
-    existing = _entry_id_for_episode(connection, asset, partition, episode)
-    if existing is not None:
-        return existing
-    history = failing_streak(connection, asset, partition, episode)
-    last = history[-1] if history else None
-    now = clock.now(connection)
-    error_class = last.error_class if last else "unknown"
-    error_type = last.error_type if last else None
-    last_error = last.message if last else None
-    inserted = upsert_row(
-        connection,
-        quarantine,
-        {
-            "asset": asset,
-            "partition": partition,
-            "episode": episode,
-            "status": EntryStatus.QUARANTINED,
-            # What spent the budget: lease-lost and interrupted attempts stay in the history.
-            "attempts": budget_state(connection, asset, partition, episode).counted_failures,
-            "error_class": error_class,
-            "error_type": error_type,
-            "last_error": last_error,
-            "first_failed_at": history[0].ended_at if history else now,
-            "last_failed_at": last.ended_at if last else now,
-            "quarantined_at": now,
-            "signature": failure_signature(
-                error_class, error_type, last_error, asset=asset, partition=partition
-            ),
-            "code_version": last.code_version if last else None,
-            # The input the failing attempts saw, the latest that was computed; or that
-            # none could be fingerprinted (a file not there yet): once it can, it changed.
-            "fingerprint": next(
-                (row.fingerprint for row in reversed(history) if row.fingerprint),
-                UNREAD_INPUT,
-            ),
-        },
-        key=("asset", "partition", "episode"),
-        returning=(quarantine.c.id,),
-    )
-    if inserted is None:
-        # The hook and the runner reported the same failure at once; the other one's entry
-        # stands, and it set the partition's state.
-        other = _entry_id_for_episode(connection, asset, partition, episode)
-        assert other is not None  # the insert found it by this key
-        return other
-    set_partition_status(connection, asset, partition, PartitionStatus.QUARANTINED, clock=clock)
-    entry_id: int = inserted.id
-    return entry_id
+class DeadLetter:
+    """The dead letter's entries and their releases, stamped on one clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.partitions = Partitions(clock)
+
+    def quarantine_partition(
+        self, connection: sa.Connection, asset: str, partition: str, episode: int
+    ) -> int:
+        """Quarantine the partition's episode from its history; returns the entry id."""
+        existing = _entry_id_for_episode(connection, asset, partition, episode)
+        if existing is not None:
+            return existing
+        history = failing_streak(connection, asset, partition, episode)
+        last = history[-1] if history else None
+        now = self.clock.now(connection)
+        error_class = last.error_class if last else "unknown"
+        error_type = last.error_type if last else None
+        last_error = last.message if last else None
+        inserted = upsert_row(
+            connection,
+            quarantine,
+            {
+                "asset": asset,
+                "partition": partition,
+                "episode": episode,
+                "status": EntryStatus.QUARANTINED,
+                # What spent the budget: lease-lost and interrupted attempts stay in the history.
+                "attempts": budget_state(connection, asset, partition, episode).counted_failures,
+                "error_class": error_class,
+                "error_type": error_type,
+                "last_error": last_error,
+                "first_failed_at": history[0].ended_at if history else now,
+                "last_failed_at": last.ended_at if last else now,
+                "quarantined_at": now,
+                "signature": failure_signature(
+                    error_class, error_type, last_error, asset=asset, partition=partition
+                ),
+                "code_version": last.code_version if last else None,
+                # The input the failing attempts saw, the latest that was computed; or that
+                # none could be fingerprinted (a file not there yet): once it can, it changed.
+                "fingerprint": next(
+                    (row.fingerprint for row in reversed(history) if row.fingerprint),
+                    UNREAD_INPUT,
+                ),
+            },
+            key=("asset", "partition", "episode"),
+            returning=(quarantine.c.id,),
+        )
+        if inserted is None:
+            # The hook and the runner reported the same failure at once; the other one's entry
+            # stands, and it set the partition's state.
+            other = _entry_id_for_episode(connection, asset, partition, episode)
+            assert other is not None  # the insert found it by this key
+            return other
+        self.partitions.set_status(connection, asset, partition, PartitionStatus.QUARANTINED)
+        entry_id: int = inserted.id
+        return entry_id
+
+    def requeue_partition(
+        self,
+        connection: sa.Connection,
+        asset: str,
+        partition: str,
+        *,
+        by: RequeuedBy = RequeuedBy.CLI,
+        reason: str = "requested",
+    ) -> TableRow:
+        """Release the open entry: the partition starts a new episode with a fresh budget.
+
+        The old attempts stay in the history under their episode.
+        """
+        entry = active_entry(connection, asset, partition)
+        if entry is None:
+            raise UnknownEntry(f"{asset}/{partition} is not quarantined")
+        return self.release_entries(connection, [entry], by=by, reason=reason)[0]
+
+    def release_entries(
+        self, connection: sa.Connection, entries: Sequence[TableRow], *, by: RequeuedBy, reason: str
+    ) -> list[TableRow]:
+        """Release these open entries together; returns those released (an entry released
+        meanwhile by someone else is left out, so each is released once).
+
+        Each release is kept in the requeue log with `by` and `reason`, and each partition
+        starts a new episode with a fresh attempt budget.
+        """
+        if not entries:
+            return []
+        now = self.clock.now(connection)
+        by_id = {entry.id: entry for entry in entries}
+        released_ids = [
+            row.id
+            for row in connection.execute(
+                sa.update(quarantine)
+                .where(
+                    quarantine.c.id.in_(list(by_id)),
+                    quarantine.c.status == EntryStatus.QUARANTINED,
+                )
+                .values(status=EntryStatus.REQUEUED, requeued_at=now)
+                .returning(quarantine.c.id)
+            )
+        ]
+        released = [by_id[entry_id] for entry_id in sorted(released_ids)]
+        if not released:
+            return []
+        connection.execute(
+            sa.insert(requeues),
+            [
+                {
+                    "entry_id": entry.id,
+                    "asset": entry.asset,
+                    "partition": entry.partition,
+                    "by": str(by),
+                    "reason": reason,
+                    "at": now,
+                }
+                for entry in released
+            ],
+        )
+        # Each released partition opens the episode after its entry's, in one statement
+        # whatever the number (a redrive tick or a group releases hundreds). A quarantined
+        # partition always has its row: quarantining it set its state.
+        of_partition = sa.and_(
+            quarantine.c.id.in_(released_ids),
+            quarantine.c.asset == partitions.c.asset,
+            quarantine.c.partition == partitions.c.partition,
+        )
+        connection.execute(
+            sa.update(partitions)
+            .where(sa.exists().where(of_partition))
+            .values(
+                status=str(PartitionStatus.FAILED),
+                episode=sa.select(quarantine.c.episode + 1).where(of_partition).scalar_subquery(),
+                updated_at=now,
+            )
+        )
+        return released
+
+    def mark_requeue_launched(self, connection: sa.Connection, entry_ids: Sequence[int]) -> None:
+        """Record that the CLI started launching these requeues' runs, or a sensor found them
+        (the lost-launch rules: `dead_letter.requeue`)."""
+        if entry_ids:
+            connection.execute(
+                sa.update(quarantine)
+                .where(quarantine.c.id.in_(list(entry_ids)))
+                .values(requeue_launched_at=self.clock.now(connection))
+            )
+
+    def requeues_awaiting_run(
+        self, connection: sa.Connection, assets: Sequence[str], limit: int, *, grace: dt.timedelta
+    ) -> list[TableRow]:
+        """Requeued entries of `assets` whose run may never have been launched, never-launched
+        first: no attempt in the episode the requeue opened, and no launch marked within
+        `grace` of now (on `clock`). The query only: the rules are `dead_letter.requeue`'s."""
+        if not assets:
+            return []
+        recent = self.clock.now(connection) - grace
+        launched_at = quarantine.c.requeue_launched_at
+        return list(
+            connection.execute(
+                sa.select(quarantine)
+                .where(
+                    _awaiting_run(),
+                    quarantine.c.asset.in_(list(assets)),
+                    sa.or_(launched_at.is_(None), launched_at < recent),
+                )
+                .order_by(launched_at.is_not(None), launched_at, quarantine.c.id)
+                .limit(limit)
+            )
+        )
+
+    def resolve_requeued(self, connection: sa.Connection, asset: str, partition: str) -> int:
+        """Mark requeued entries of the partition resolved once it has succeeded."""
+        return connection.execute(
+            sa.update(quarantine)
+            .where(
+                quarantine.c.asset == asset,
+                quarantine.c.partition == partition,
+                quarantine.c.status == EntryStatus.REQUEUED,
+            )
+            .values(status=EntryStatus.RESOLVED, resolved_at=self.clock.now(connection))
+        ).rowcount
 
 
 def sign_unsigned_entries(connection: sa.Connection) -> int:
@@ -198,92 +316,6 @@ def entries_after(
     return list(connection.execute(query.order_by(quarantine.c.id).limit(limit)))
 
 
-def requeue_partition(
-    connection: sa.Connection,
-    asset: str,
-    partition: str,
-    *,
-    by: RequeuedBy = RequeuedBy.CLI,
-    reason: str = "requested",
-    clock: Clock,
-) -> TableRow:
-    """Release the open entry: the partition starts a new episode with a fresh budget.
-
-    The old attempts stay in the history under their episode.
-    """
-    entry = active_entry(connection, asset, partition)
-    if entry is None:
-        raise UnknownEntry(f"{asset}/{partition} is not quarantined")
-    return release_entries(connection, [entry], by=by, reason=reason, clock=clock)[0]
-
-
-def release_entries(
-    connection: sa.Connection,
-    entries: Sequence[TableRow],
-    *,
-    by: RequeuedBy,
-    reason: str,
-    clock: Clock,
-) -> list[TableRow]:
-    """Release these open entries together; returns those released (an entry released
-    meanwhile by someone else is left out, so each is released once).
-
-    Each release is kept in the requeue log with `by` and `reason`, and each partition
-    starts a new episode with a fresh attempt budget.
-    """
-    if not entries:
-        return []
-    now = clock.now(connection)
-    by_id = {entry.id: entry for entry in entries}
-    released_ids = [
-        row.id
-        for row in connection.execute(
-            sa.update(quarantine)
-            .where(
-                quarantine.c.id.in_(list(by_id)),
-                quarantine.c.status == EntryStatus.QUARANTINED,
-            )
-            .values(status=EntryStatus.REQUEUED, requeued_at=now)
-            .returning(quarantine.c.id)
-        )
-    ]
-    released = [by_id[entry_id] for entry_id in sorted(released_ids)]
-    if not released:
-        return []
-    connection.execute(
-        sa.insert(requeues),
-        [
-            {
-                "entry_id": entry.id,
-                "asset": entry.asset,
-                "partition": entry.partition,
-                "by": str(by),
-                "reason": reason,
-                "at": now,
-            }
-            for entry in released
-        ],
-    )
-    # Each released partition opens the episode after its entry's, in one statement
-    # whatever the number (a redrive tick or a group releases hundreds). A quarantined
-    # partition always has its row: quarantining it set its state.
-    of_partition = sa.and_(
-        quarantine.c.id.in_(released_ids),
-        quarantine.c.asset == partitions.c.asset,
-        quarantine.c.partition == partitions.c.partition,
-    )
-    connection.execute(
-        sa.update(partitions)
-        .where(sa.exists().where(of_partition))
-        .values(
-            status=str(PartitionStatus.FAILED),
-            episode=sa.select(quarantine.c.episode + 1).where(of_partition).scalar_subquery(),
-            updated_at=now,
-        )
-    )
-    return released
-
-
 def open_entries(
     connection: sa.Connection,
     *,
@@ -321,48 +353,6 @@ def requeue_log(connection: sa.Connection, asset: str, partition: str) -> list[T
     )
 
 
-def mark_requeue_launched(
-    connection: sa.Connection, entry_ids: Sequence[int], *, clock: Clock
-) -> None:
-    """Record that the CLI started launching these requeues' runs, or a sensor found them
-    (the lost-launch rules: `dead_letter.requeue`)."""
-    if entry_ids:
-        connection.execute(
-            sa.update(quarantine)
-            .where(quarantine.c.id.in_(list(entry_ids)))
-            .values(requeue_launched_at=clock.now(connection))
-        )
-
-
-def requeues_awaiting_run(
-    connection: sa.Connection,
-    assets: Sequence[str],
-    limit: int,
-    *,
-    grace: dt.timedelta,
-    clock: Clock,
-) -> list[TableRow]:
-    """Requeued entries of `assets` whose run may never have been launched, never-launched
-    first: no attempt in the episode the requeue opened, and no launch marked within
-    `grace` of now (on `clock`). The query only: the rules are `dead_letter.requeue`'s."""
-    if not assets:
-        return []
-    recent = clock.now(connection) - grace
-    launched_at = quarantine.c.requeue_launched_at
-    return list(
-        connection.execute(
-            sa.select(quarantine)
-            .where(
-                _awaiting_run(),
-                quarantine.c.asset.in_(list(assets)),
-                sa.or_(launched_at.is_(None), launched_at < recent),
-            )
-            .order_by(launched_at.is_not(None), launched_at, quarantine.c.id)
-            .limit(limit)
-        )
-    )
-
-
 def requeue_awaiting_run(connection: sa.Connection, asset: str, partition: str) -> TableRow | None:
     """The partition's latest entry if it is requeued and its new episode has not started
     (the lost-launch rules: `dead_letter.requeue`)."""
@@ -384,19 +374,6 @@ def _awaiting_run() -> sa.ColumnElement[bool]:
         attempts.c.episode == quarantine.c.episode + 1,
     )
     return sa.and_(quarantine.c.status == EntryStatus.REQUEUED, ~started)
-
-
-def resolve_requeued(connection: sa.Connection, asset: str, partition: str, *, clock: Clock) -> int:
-    """Mark requeued entries of the partition resolved once it has succeeded."""
-    return connection.execute(
-        sa.update(quarantine)
-        .where(
-            quarantine.c.asset == asset,
-            quarantine.c.partition == partition,
-            quarantine.c.status == EntryStatus.REQUEUED,
-        )
-        .values(status=EntryStatus.RESOLVED, resolved_at=clock.now(connection))
-    ).rowcount
 
 
 def resolved_since(

@@ -118,40 +118,51 @@ def code_changed_entries(
     )
 
 
-def cooldown_due_entries(
-    connection: sa.Connection,
-    assets: Sequence[str],
-    *,
-    first_cooldown_seconds: float,
-    max_redrives: int,
-    limit: int,
-    clock: Clock,
-) -> list[TableRow]:
-    """Open entries of `assets` that used up their attempts on an outage
-    (`COOLDOWN_CLASSES`) and whose cool-down has passed (on `clock`, the database's),
-    with redrives left; oldest first.
+class Redrives:
+    """The redrive's queries that compare a time, on one clock."""
 
-    The cool-down grows with the partition's earlier cool-down redrives, of which there are
-    fewer than `max_redrives`: one threshold per count, computed here by `cooldown_seconds`,
-    so the query compares timestamps only (the same SQL on PostgreSQL and SQLite).
-    """
-    if not assets or max_redrives < 1:
-        return []
-    earlier = redrives_of_partition(RedriveReason.COOLDOWN)
-    now = clock.now(connection)
-    due = sa.or_(
-        *(
-            sa.and_(
-                earlier == count,
-                quarantine.c.quarantined_at
-                <= now - dt.timedelta(seconds=cooldown_seconds(first_cooldown_seconds, count)),
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def cooldown_due_entries(
+        self,
+        connection: sa.Connection,
+        assets: Sequence[str],
+        *,
+        first_cooldown_seconds: float,
+        max_redrives: int,
+        limit: int,
+    ) -> list[TableRow]:
+        """Open entries of `assets` that used up their attempts on an outage
+        (`COOLDOWN_CLASSES`) and whose cool-down has passed (on `clock`, the database's),
+        with redrives left; oldest first.
+
+        The cool-down grows with the partition's earlier cool-down redrives, of which there are
+        fewer than `max_redrives`: one threshold per count, computed here by `cooldown_seconds`,
+        so the query compares timestamps only (the same SQL on PostgreSQL and SQLite).
+        """
+        if not assets or max_redrives < 1:
+            return []
+        earlier = redrives_of_partition(RedriveReason.COOLDOWN)
+        now = self.clock.now(connection)
+        due = sa.or_(
+            *(
+                sa.and_(
+                    earlier == count,
+                    quarantine.c.quarantined_at
+                    <= now - dt.timedelta(seconds=cooldown_seconds(first_cooldown_seconds, count)),
+                )
+                for count in range(max_redrives)
             )
-            for count in range(max_redrives)
         )
-    )
-    return _oldest_open_with_redrives_left(
-        connection, assets, max_redrives, limit, quarantine.c.error_class.in_(COOLDOWN_CLASSES), due
-    )
+        return _oldest_open_with_redrives_left(
+            connection,
+            assets,
+            max_redrives,
+            limit,
+            quarantine.c.error_class.in_(COOLDOWN_CLASSES),
+            due,
+        )
 
 
 def fingerprinted_entries(

@@ -39,6 +39,7 @@ from jobs_platform.dead_letter import redrive as redrive_rules
 from jobs_platform.dead_letter.entries import RequeuedBy
 from jobs_platform.dead_letter.redrive import EXHAUSTED_EVENT, RedriveReason
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.orchestration.alerting import AlertsResource
 from jobs_platform.orchestration.backfill_asset import declared_config, resource_parameters
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
@@ -47,7 +48,6 @@ from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.selections import served_backfills
 from jobs_platform.orchestration.specs import backfill_specs
 from jobs_platform.settings import Settings
-from jobs_platform.store.handle import Store
 from jobs_platform.store.rows import TableRow
 
 # A redrive answers a fix or an outage's end: a minute's delay is nothing next to the
@@ -210,7 +210,7 @@ def bound_fingerprints(
 
 
 def find_redrives(
-    store: Store,
+    store: Warehouse,
     specs: Sequence[BackfillSpec],
     settings: Settings,
     cursor: RedriveCursor,
@@ -239,7 +239,7 @@ def find_redrives(
             max_redrives=settings.max_redrives,
             limit=FINGERPRINTS_PER_TICK,
         )
-        cooled = store.cooldown_due_entries(
+        cooled = store.redrives.cooldown_due_entries(
             connection,
             assets,
             first_cooldown_seconds=settings.redrive_cooldown_seconds,
@@ -294,14 +294,14 @@ def input_fingerprint(
         return None
 
 
-def release(store: Store, redrives: Sequence[Redrive]) -> list[Redrive]:
+def release(store: Warehouse, redrives: Sequence[Redrive]) -> list[Redrive]:
     """Release the entries, each with its reason, in one transaction; returns those
     released (one a person or another tick released meanwhile is left out)."""
     released: list[Redrive] = []
     with store.begin() as connection:
         for reason in RedriveReason:
             chosen = {r.entry.id: r for r in redrives if r.reason == reason}
-            for entry in store.release_entries(
+            for entry in store.dead_letter.release_entries(
                 connection,
                 [r.entry for r in chosen.values()],
                 by=RequeuedBy.REDRIVE,
@@ -313,7 +313,7 @@ def release(store: Store, redrives: Sequence[Redrive]) -> list[Redrive]:
 
 def alert_exhausted(
     context: dg.SensorEvaluationContext,
-    store: Store,
+    store: Warehouse,
     alerts: AlertsResource,
     settings: Settings,
     assets: Sequence[str],

@@ -50,6 +50,7 @@ from jobs_platform.dead_letter.entries import (
 )
 from jobs_platform.dead_letter.requeue_plan import RequeueRun, requeue_runs
 from jobs_platform.dead_letter.selection import Selection
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.orchestration.launch_sensors import backfill_launching_sensor
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.resources import JobsPlatformResource
@@ -65,7 +66,6 @@ from jobs_platform.orchestration.tags import (
     requeue_run_key,
 )
 from jobs_platform.orchestration.upstream import downstream_partitions
-from jobs_platform.store.handle import Store
 from jobs_platform.store.rows import TableRow
 
 REQUEUE_TICK_SECONDS = 15
@@ -115,7 +115,7 @@ def _requeue_tick(
     if found:
         with store.begin() as connection:
             # The next ticks leave these alone while their runs get to a first attempt.
-            store.mark_requeue_launched(connection, found)
+            store.dead_letter.mark_requeue_launched(connection, found)
     unlaunched = [entry for entry in entries if entry.id not in found]
     for entry in unlaunched:
         if entry.requeue_launched_at is not None:
@@ -201,12 +201,12 @@ def _utc(moment: dt.datetime) -> dt.datetime:
 
 
 def entries_awaiting_run(
-    store: Store, connection: sa.Connection, assets: Sequence[str], limit: int
+    store: Warehouse, connection: sa.Connection, assets: Sequence[str], limit: int
 ) -> list[TableRow]:
     """Requeued entries of `assets` whose run may never have been launched: no attempt in
     the episode their requeue opened, and no launch marked within the grace; never
     launched ones first. Whether a run exists is Dagster's to say (`requeue_runs_found`)."""
-    return store.requeues_awaiting_run(
+    return store.dead_letter.requeues_awaiting_run(
         connection, assets, limit, grace=dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS)
     )
 
@@ -245,7 +245,7 @@ def submit_requeue(
     instance: dg.DagsterInstance,
     module: str,
     runs: Sequence[RequeueRun],
-    store: Store,
+    store: Warehouse,
     release: Callable[[sa.Connection], list[TableRow]],
 ) -> tuple[list[TableRow], list[dg.DagsterRun]]:
     """Launch `runs` through the instance, as the UI does: create them from a workspace of
@@ -265,7 +265,7 @@ def submit_requeue(
                 released = release(connection)
                 # Tells the requeue sensor these runs are on their way: it leaves them
                 # alone while they wait in the queue, and relaunches any that vanish.
-                store.mark_requeue_launched(connection, [e.id for e in released])
+                store.dead_letter.mark_requeue_launched(connection, [e.id for e in released])
             if not released:
                 return [], []
             submitted = []
@@ -355,7 +355,7 @@ def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) 
         store = jobs_platform.ready_store()
         with store.begin() as connection:
             entries = selection.open_entries(connection, sorted(served))
-            released = store.release_entries(
+            released = store.dead_letter.release_entries(
                 connection, entries, by=RequeuedBy.UI, reason="requested"
             )
         if not released:

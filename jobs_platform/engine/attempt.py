@@ -23,10 +23,10 @@ from jobs_platform.engine.events import EventTrail
 from jobs_platform.engine.outcomes import Blocked, BudgetSpent, Busy, Refused
 from jobs_platform.engine.settle import Record, settle, snooze
 from jobs_platform.engine.spec import BackfillSpec, UpstreamReads, reads_nothing
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
 from jobs_platform.store import leases as lease_store
-from jobs_platform.store.handle import Store
 from jobs_platform.store.partitions import current_episode, unfinished
 from jobs_platform.store.rows import TableRow
 
@@ -71,7 +71,7 @@ class Workplace:
 
     spec: BackfillSpec
     settings: Settings
-    store: Store
+    store: Warehouse
     rng: random.Random
     log: logging.Logger | logging.LoggerAdapter[logging.Logger]
     upstream: UpstreamReads = reads_nothing
@@ -121,7 +121,7 @@ def begin_attempt(
     if waiting_on:
         return blocked_by(asset, partition, waiting_on)
     try:
-        grant = place.store.acquire_lease(
+        grant = place.store.leases.acquire(
             asset,
             partition,
             holder=attempter.holder or lease_store.this_holder(),
@@ -146,7 +146,7 @@ def _record_start(
 ) -> StartedAttempt | BudgetSpent:
     asset, partition = place.spec.asset, lease.partition
     with place.store.begin() as connection:
-        crashed = place.store.record_abandoned_attempts(connection, asset, partition, lease.token)
+        crashed = place.store.attempts.record_abandoned(connection, asset, partition, lease.token)
         if crashed:
             trail.log.warning("%s/%s: previous attempt recorded as a crash", asset, partition)
         episode = current_episode(connection, asset, partition)
@@ -171,7 +171,7 @@ def _record_start(
                 failures=spent.failures,
                 entry_id=spent.entry_id,
             )
-        history_id, number = place.store.start_attempt(
+        history_id, number = place.store.attempts.start(
             connection,
             asset=asset,
             partition=partition,

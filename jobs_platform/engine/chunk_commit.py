@@ -94,7 +94,7 @@ def commit_chunk(
                 seen_keys=write.seen_keys,
             )
         bad_rows.record(connection, write.index, written_before=written_before)
-        place.store.record_chunk(
+        place.store.checkpoints.record_chunk(
             connection,
             asset=spec.asset,
             partition=attempt.partition,
@@ -105,5 +105,5 @@ def commit_chunk(
             token=attempt.lease.token,
         )
         before_commit()
-        place.store.fence(connection, attempt.lease, place.settings.lease_seconds)
+        place.store.leases.fence(connection, attempt.lease, place.settings.lease_seconds)
     return counts

@@ -20,6 +20,7 @@ from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.decisions import RetryBudget
 from jobs_platform.engine.outcomes import Failed
 from jobs_platform.engine.settle import Record, settle, settle_unrecorded
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import (
     AttemptTimedOut,
     Classification,
@@ -31,7 +32,6 @@ from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as history
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.database_errors import recorded_error
-from jobs_platform.store.handle import Store
 from jobs_platform.store.partitions import current_episode
 
 _INTERRUPTED = Verdict(Classification.INTERRUPTED, None, "shutdown requested")
@@ -59,7 +59,7 @@ def record_failure(
             if not owner and verdict.classification is not Classification.INTERRUPTED:
                 exc = _error_of_a_lost_attempt(exc, past_deadline, attempt)
                 verdict = classify(exc)
-            place.store.finish_attempt(connection, attempt.history_id, _failure(exc, verdict))
+            place.store.attempts.finish(connection, attempt.history_id, _failure(exc, verdict))
             settled = settle(
                 connection,
                 place.budget,
@@ -129,7 +129,7 @@ def record_error_before_attempt(
 
 
 def quarantine_if_spent(
-    store: Store, settings: Settings, asset: str, partition: str, *, holder: str
+    store: Warehouse, settings: Settings, asset: str, partition: str, *, holder: str
 ) -> int | None:
     """Quarantine a partition whose last failure was terminal or whose budget is spent.
 
@@ -139,7 +139,7 @@ def quarantine_if_spent(
     attempt, or budget left, quarantines nothing.
     """
     try:
-        grant = store.acquire_lease(
+        grant = store.leases.acquire(
             asset, partition, holder=holder, run_id=None, ttl_seconds=settings.lease_seconds
         )
     except lease_store.LeaseBusy:

@@ -69,7 +69,7 @@ def finalize(
             seen_keys,
         )
         checkpoint_store.forget_chunks_from(connection, spec.asset, partition, tally.chunks)
-        place.store.set_partition_status(
+        place.store.partitions.set_status(
             connection,
             spec.asset,
             partition,
@@ -104,7 +104,7 @@ def finish_if_unchanged(
         chunks = len(
             checkpoint_store.committed_chunks(connection, spec.asset, partition, fingerprint)
         )
-        place.store.set_partition_status(
+        place.store.partitions.set_status(
             connection,
             spec.asset,
             partition,
@@ -123,8 +123,8 @@ def _succeed(
     connection: sa.Connection,
     before_commit: Callable[[], None],
 ) -> None:
-    place.store.resolve_requeued(connection, place.spec.asset, attempt.partition)
-    place.store.finish_attempt(connection, attempt.history_id)
+    place.store.dead_letter.resolve_requeued(connection, place.spec.asset, attempt.partition)
+    place.store.attempts.finish(connection, attempt.history_id)
     before_commit()
-    place.store.fence(connection, attempt.lease, place.settings.lease_seconds)
+    place.store.leases.fence(connection, attempt.lease, place.settings.lease_seconds)
     lease_store.release_lease(connection, attempt.lease)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from jobs_platform.store.handle import Store
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.store.leases import Lease
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        store: Store,
+        store: Warehouse,
         lease: Lease,
         ttl_seconds: float,
         deadline: float,
@@ -73,7 +73,7 @@ class Heartbeat:
                 log.warning("attempt passed its deadline; no longer renewing %s", self._lease)
                 return
             try:
-                renewed = self._store.renew_lease(
+                renewed = self._store.leases.renew(
                     self._lease, self._ttl, timeout_seconds=self.call_timeout_seconds
                 )
             except sa.exc.SQLAlchemyError as exc:

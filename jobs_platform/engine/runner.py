@@ -60,6 +60,7 @@ from jobs_platform.engine.spec import (
     reads_nothing,
 )
 from jobs_platform.engine.tracing import traced_attempt
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError
 from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as history
@@ -67,7 +68,6 @@ from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.handle import Store
 from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
 from jobs_platform.writer import rejects as reject_store
 from jobs_platform.writer.bad_rows import BadRows
@@ -116,7 +116,7 @@ class PartitionRunner:
         self.engine = warehouse_engine(settings.database_url)  # connects lazily
         # The one store every attempt of this runner writes through: `clock` (a test's, or
         # the database's) is the only clock its stamps and leases read.
-        self.store = Store(self.engine, clock)
+        self.store = Warehouse(self.engine, clock)
         # The zero-set-up SQLite default makes itself ready here, once; any other
         # warehouse is only checked, by each attempt (`check_schema`).
         ensure_embedded_schema(self.engine, (spec.table,))
@@ -347,7 +347,7 @@ class PartitionRunner:
         bad_rows.finish(
             connection,
             chunks,
-            lambda fenced: self.store.fence(fenced, attempt.lease, lease_seconds),
+            lambda fenced: self.store.leases.fence(fenced, attempt.lease, lease_seconds),
         )
         return ChunkTally(input_rows, counts, written=written, resumed=resumed, chunks=chunks)
 

@@ -19,9 +19,9 @@ from typing import overload
 import sqlalchemy as sa
 
 from jobs_platform.engine.decisions import Decision, NextStep, RetryBudget, decide
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification, Verdict
 from jobs_platform.store import attempts as history
-from jobs_platform.store.handle import Store
 from jobs_platform.store.partitions import PartitionStatus
 
 
@@ -52,7 +52,7 @@ def settle(
     verdict: Verdict,
     *,
     record: Record,
-    store: Store,
+    store: Warehouse,
     rng: random.Random | None = None,
 ) -> Settled: ...
 
@@ -67,7 +67,7 @@ def settle(
     verdict: None,
     *,
     record: Record,
-    store: Store,
+    store: Warehouse,
     rng: random.Random | None = None,
 ) -> Settled | None: ...
 
@@ -81,7 +81,7 @@ def settle(
     verdict: Verdict | None,
     *,
     record: Record,
-    store: Store,
+    store: Warehouse,
     rng: random.Random | None = None,
 ) -> Settled | None:
     """Decide from the episode's budget what follows, and record it (in `connection`).
@@ -99,9 +99,9 @@ def settle(
     decision = decide(verdict, state.counted_failures, budget, rng)
     entry_id = None
     if record is not Record.NOTHING and decision.next_step is NextStep.QUARANTINE:
-        entry_id = store.quarantine_partition(connection, asset, partition, episode)
+        entry_id = store.dead_letter.quarantine_partition(connection, asset, partition, episode)
     elif record is Record.OWNER and verdict.classification is not Classification.LEASE_LOST:
-        store.set_partition_status(connection, asset, partition, PartitionStatus.FAILED)
+        store.partitions.set_status(connection, asset, partition, PartitionStatus.FAILED)
     return Settled(decision, state.counted_failures, entry_id)
 
 

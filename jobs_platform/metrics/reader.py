@@ -22,8 +22,8 @@ from jobs_platform.dead_letter.triage import open_entries_by_asset, open_signatu
 from jobs_platform.settings import DEFAULT_MAX_REDRIVES
 from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
-from jobs_platform.store.health import AssetHealth, ExpectedKeys, asset_health
-from jobs_platform.store.outbox import QueueStats, queue_stats
+from jobs_platform.store.health import AssetHealth, ExpectedKeys, Health
+from jobs_platform.store.outbox import Outbox, QueueStats
 from jobs_platform.writer.rejects import rejected_counts
 
 # Upper bounds (seconds) of the attempt duration histogram: an attempt takes from well
@@ -79,7 +79,7 @@ def read_metrics(
     since removed) keep their attempt and row counts.
     """
     began = time.perf_counter()
-    health = asset_health(connection, partition_keys, clock=clock)
+    health = Health(clock).asset_health(connection, partition_keys)
     by_outcome, durations = _attempts_and_durations(connection)
     rows = dict.fromkeys(partition_keys, 0) | tallies.rows_written(connection)
     entries = dict.fromkeys(partition_keys, 0) | open_entries_by_asset(connection)
@@ -93,7 +93,7 @@ def read_metrics(
         redrives=redrive.redrives_by_reason(connection),
         redrives_exhausted=dict.fromkeys(partition_keys, 0)
         | redrive.exhausted_entries(connection, max_redrives),
-        outbox=queue_stats(connection, clock=clock),
+        outbox=Outbox(clock).queue_stats(connection),
         read_seconds=time.perf_counter() - began,
         rows_rejected=dict.fromkeys(partition_keys, 0) | rejected_counts(connection),
     )

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 
 import dagster as dg
 
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.orchestration.specs import specs_of
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.store.catalog import CatalogEntry
-from jobs_platform.store.handle import Store
 from jobs_platform.store.health import ExpectedKeys, KeyWindow
 
 # The fields of a key that sorts as its time does: zero-padded, from the year down.
@@ -110,14 +110,14 @@ def location_assets(definitions: dg.Definitions) -> list[dg.AssetsDefinition]:
 
 
 def write_location_catalog(
-    store: Store,
+    store: Warehouse,
     location: str,
     assets_defs: Iterable[dg.AssetsDefinition],
     instance: dg.DagsterInstance,
 ) -> list[CatalogEntry]:
     """Replace `location`'s catalog with what `assets_defs` serve now; returns the entries."""
     entries = catalog_entries(assets_defs, instance)
-    store.write_catalog(location, entries)
+    store.catalog.write(location, entries)
     return entries
 
 

@@ -7,12 +7,12 @@ import dagster as dg
 
 from jobs_platform.dead_letter.triage import signature_groups
 from jobs_platform.dead_letter.view import groups_markdown
+from jobs_platform.engine.warehouse import ready_store
 from jobs_platform.orchestration.catalog import expected_keys, write_location_catalog
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
-from jobs_platform.store.handle import ready_store
 from jobs_platform.store.health import AssetHealth, ExpectedKeys
 from jobs_platform.store.migrate import ready_warehouse
 
@@ -61,12 +61,12 @@ def status_report(
     store = ready_store(settings.database_url)
     if window is None:
         with store.connect() as connection:
-            return store.backfill_status(connection, backfill_expected_keys(specs, instance))
+            return store.health.backfill_status(connection, backfill_expected_keys(specs, instance))
     keys = backfill_partition_keys(specs, instance)
     windowed = keys_in_window(specs, keys, window)
     with store.connect() as connection:
-        assets = store.window_health(connection, windowed)
-        queue = store.queue_stats(connection, assets=list(keys))
+        assets = store.health.window_health(connection, windowed)
+        queue = store.outbox.queue_stats(connection, assets=list(keys))
     return {
         "assets": assets,
         "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,

@@ -172,8 +172,8 @@ def _outbox_tick(
     assets = served_assets(repository)
     store = jobs_platform.ready_store()
     with store.begin() as connection:
-        earlier = store.reclaim_unlaunched(connection, REQUESTS_PER_TICK, assets=assets)
-        fresh = store.claim_pending(connection, REQUESTS_PER_TICK, assets=assets)
+        earlier = store.outbox.reclaim_unlaunched(connection, REQUESTS_PER_TICK, assets=assets)
+        fresh = store.outbox.claim_pending(connection, REQUESTS_PER_TICK, assets=assets)
     if not earlier and not fresh:
         return dg.SensorResult(skip_reason="no pending backfill requests")
     plans, rejections = [], []
@@ -187,7 +187,7 @@ def _outbox_tick(
         launched = [
             plan
             for plan, missing in to_request
-            if not missing and store.mark_launched(connection, plan.request.id, plan.run_key)
+            if not missing and store.outbox.mark_launched(connection, plan.request.id, plan.run_key)
         ]
         rejected = [
             (request, reason)
@@ -254,7 +254,7 @@ def outbox_health_asset(
     def outbox_health(jobs_platform: JobsPlatformResource) -> dg.MaterializeResult:
         store = jobs_platform.ready_store()
         with store.connect() as connection:
-            stats = store.queue_stats(connection, assets=assets)
+            stats = store.outbox.queue_stats(connection, assets=assets)
         metadata = health_metadata(stats)
         age = stats.oldest_pending_age_seconds
         draining = age is None or age <= STALE_PENDING_SECONDS

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from jobs_platform.engine.warehouse import ready_store
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.selections import served_backfills
 from jobs_platform.orchestration.tags import PARTITION_RANGE_START_TAG, PARTITION_TAG
-from jobs_platform.store.handle import ready_store
 
 TICK_SECONDS = 30
 # How long a crashed step's run worker gets to retry the step itself, in lease TTLs.
@@ -30,7 +30,7 @@ def fail_abandoned_runs(
     crashes and fail their dead runs; returns the run ids failed."""
     store = ready_store(settings.database_url)
     with store.begin() as connection:
-        store.record_abandoned_attempts_everywhere(connection, assets=assets)
+        store.recovery.record_abandoned_attempts_everywhere(connection, assets=assets)
     started = instance.get_runs(
         filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=500
     )
@@ -40,7 +40,7 @@ def fail_abandoned_runs(
         if PARTITION_TAG in run.tags or PARTITION_RANGE_START_TAG in run.tags
     ]
     with store.connect() as connection:
-        dead = store.runs_whose_worker_died(
+        dead = store.recovery.runs_whose_worker_died(
             connection,
             candidates,
             grace_seconds=settings.lease_seconds * GRACE_LEASES,

@@ -8,8 +8,8 @@ from typing import Any
 import dagster as dg
 import sqlalchemy as sa
 
+from jobs_platform.engine.warehouse import Warehouse, ready_store
 from jobs_platform.settings import Settings, configured_database_url, require_shared_warehouse
-from jobs_platform.store.handle import Store, ready_store
 from jobs_platform.store.migrate import ready_warehouse
 
 
@@ -49,8 +49,8 @@ class JobsPlatformResource(dg.ConfigurableResource):
         that the embedded default makes itself ready: `store.migrate.ready_warehouse`)."""
         return ready_warehouse(self.settings().database_url)
 
-    def ready_store(self) -> Store:
-        """The ready warehouse as a `Store`, on the database's clock (`store.handle`)."""
+    def ready_store(self) -> Warehouse:
+        """The ready warehouse as a `Warehouse`, on the database's clock (`engine.warehouse`)."""
         return ready_store(self.settings().database_url)
 
     def settings_for_step(self, *, remote: bool) -> Settings:

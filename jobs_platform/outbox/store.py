@@ -38,14 +38,11 @@ from jobs_platform.store.clock import DATABASE_CLOCK
 # import them from here.
 from jobs_platform.store.outbox import (
     ClaimedRequest,
+    Outbox,
     OutboxNotInstalled,
     OutboxStatus,
     QueueStats,
-    claim_pending,
     list_requests,
-    mark_launched,
-    queue_stats,
-    reclaim_unlaunched,
 )
 
 __all__ = [
@@ -53,14 +50,13 @@ __all__ = [
     "OutboxNotInstalled",
     "OutboxStatus",
     "QueueStats",
-    "claim_pending",
     "list_requests",
-    "mark_launched",
     "mark_rejected",
-    "queue_stats",
-    "reclaim_unlaunched",
     "request_backfill",
 ]
+
+# Application code has no `Store`: its requests are stamped on the database's clock.
+_OUTBOX = Outbox(DATABASE_CLOCK)
 
 
 def request_backfill(
@@ -104,7 +100,7 @@ def request_backfill(
         else checked_identifier(correlation_id, "correlation_id"),
     }
     # In the caller's transaction, on the database's clock (`store.clock`).
-    return outbox_rows.insert_request(connection, values, clock=DATABASE_CLOCK)
+    return _OUTBOX.insert_request(connection, values)
 
 
 def mark_rejected(connection: sa.Connection, request_id: int, reason: str) -> bool:

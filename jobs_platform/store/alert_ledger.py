@@ -40,63 +40,66 @@ def event_sink(sink: str, event: str) -> str:
     return sink if event == QUARANTINED_EVENT else f"{sink}:{event}"
 
 
-def claim_delivery(
-    connection: sa.Connection, entry_id: int, sink: str, max_tries: int, *, clock: Clock
-) -> tuple[bool, DeliveryStatus]:
-    """Mark the delivery `sending` when it is ours to make; (ours?, current status)."""
-    row = connection.execute(
-        sa.select(alert_ledger).where(*_of(entry_id, sink)).with_for_update()
-    ).first()
-    if row is None:
-        # The row is created here, so there is nothing to lock yet: a concurrent tick may
-        # create it first, and then that tick sends.
-        created = upsert_row(
-            connection,
-            alert_ledger,
-            {
-                "entry_id": entry_id,
-                "sink": sink,
-                "status": DeliveryStatus.SENDING,
-                "tries": 1,
-                "updated_at": clock.now(connection),
-            },
+class AlertLedger:
+    """The alert ledger's deliveries, stamped on one clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def claim_delivery(
+        self, connection: sa.Connection, entry_id: int, sink: str, max_tries: int
+    ) -> tuple[bool, DeliveryStatus]:
+        """Mark the delivery `sending` when it is ours to make; (ours?, current status)."""
+        row = connection.execute(
+            sa.select(alert_ledger).where(*_of(entry_id, sink)).with_for_update()
+        ).first()
+        if row is None:
+            # The row is created here, so there is nothing to lock yet: a concurrent tick may
+            # create it first, and then that tick sends.
+            created = upsert_row(
+                connection,
+                alert_ledger,
+                {
+                    "entry_id": entry_id,
+                    "sink": sink,
+                    "status": DeliveryStatus.SENDING,
+                    "tries": 1,
+                    "updated_at": self.clock.now(connection),
+                },
+            )
+            return created is not None, DeliveryStatus.SENDING
+        status = DeliveryStatus(row.status)
+        if status in SETTLED:
+            return False, status
+        if row.tries >= max_tries:
+            self._update(connection, entry_id, sink, status=DeliveryStatus.GAVE_UP)
+            return False, DeliveryStatus.GAVE_UP
+        # FAILED, or SENDING left by a tick that died: send again, same Idempotency-Key.
+        self._update(connection, entry_id, sink, status=DeliveryStatus.SENDING, tries=row.tries + 1)
+        return True, DeliveryStatus.SENDING
+
+    def mark_sent(self, connection: sa.Connection, entry_id: int, sink: str) -> None:
+        self._update(connection, entry_id, sink, status=DeliveryStatus.SENT, last_error=None)
+
+    def record_failed_send(
+        self, connection: sa.Connection, entry_id: int, sink: str, error: str, max_tries: int
+    ) -> tuple[DeliveryStatus, int]:
+        """Keep the send's error; the delivery gives up once its tries are spent. (status, tries)"""
+        tries = connection.execute(
+            sa.select(alert_ledger.c.tries).where(*_of(entry_id, sink))
+        ).scalar_one()
+        status = DeliveryStatus.GAVE_UP if tries >= max_tries else DeliveryStatus.FAILED
+        self._update(connection, entry_id, sink, status=status, last_error=error)
+        return status, tries
+
+    def _update(
+        self, connection: sa.Connection, entry_id: int, sink: str, **values: object
+    ) -> None:
+        connection.execute(
+            sa.update(alert_ledger)
+            .where(*_of(entry_id, sink))
+            .values(**values, updated_at=self.clock.now(connection))
         )
-        return created is not None, DeliveryStatus.SENDING
-    status = DeliveryStatus(row.status)
-    if status in SETTLED:
-        return False, status
-    if row.tries >= max_tries:
-        _update(connection, entry_id, sink, clock, status=DeliveryStatus.GAVE_UP)
-        return False, DeliveryStatus.GAVE_UP
-    # FAILED, or SENDING left by a tick that died: send again, same Idempotency-Key.
-    _update(connection, entry_id, sink, clock, status=DeliveryStatus.SENDING, tries=row.tries + 1)
-    return True, DeliveryStatus.SENDING
-
-
-def mark_sent(connection: sa.Connection, entry_id: int, sink: str, *, clock: Clock) -> None:
-    _update(connection, entry_id, sink, clock, status=DeliveryStatus.SENT, last_error=None)
-
-
-def record_failed_send(
-    connection: sa.Connection, entry_id: int, sink: str, error: str, max_tries: int, *, clock: Clock
-) -> tuple[DeliveryStatus, int]:
-    """Keep the send's error; the delivery gives up once its tries are spent. (status, tries)"""
-    tries = connection.execute(
-        sa.select(alert_ledger.c.tries).where(*_of(entry_id, sink))
-    ).scalar_one()
-    status = DeliveryStatus.GAVE_UP if tries >= max_tries else DeliveryStatus.FAILED
-    _update(connection, entry_id, sink, clock, status=status, last_error=error)
-    return status, tries
-
-
-def _update(
-    connection: sa.Connection, entry_id: int, sink: str, clock: Clock, **values: object
-) -> None:
-    connection.execute(
-        sa.update(alert_ledger)
-        .where(*_of(entry_id, sink))
-        .values(**values, updated_at=clock.now(connection))
-    )
 
 
 def _of(entry_id: int, sink: str) -> list[sa.ColumnElement[bool]]:

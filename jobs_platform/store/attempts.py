@@ -46,45 +46,90 @@ class AttemptFailure:
     traceback: str | None = None
 
 
-def start_attempt(
-    connection: sa.Connection,
-    *,
-    asset: str,
-    partition: str,
-    episode: int,
-    run_id: str | None,
-    step_retry: int | None,
-    token: int,
-    holder: str,
-    correlation_id: str | None,
-    code_version: str | None = None,
-    clock: Clock,
-) -> tuple[int, int]:
-    """Record a started attempt; returns (attempt id, attempt number in the episode).
+class Attempts:
+    """The attempt history's writes that stamp a time, on one clock."""
 
-    Its times are the database's: another host ends it when it crashes, and its duration
-    is read across both.
-    """
-    number = next_attempt_number(connection, asset, partition, episode)
-    attempt_id = connection.execute(
-        sa.insert(attempts)
-        .values(
-            asset=asset,
-            partition=partition,
-            episode=episode,
-            attempt=number,
-            run_id=run_id,
-            step_retry=step_retry,
-            token=token,
-            holder=holder,
-            correlation_id=correlation_id,
-            code_version=code_version or None,
-            outcome=AttemptOutcome.RUNNING,
-            started_at=clock.now(connection),
-        )
-        .returning(attempts.c.id)
-    ).scalar_one()
-    return attempt_id, number
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def start(
+        self,
+        connection: sa.Connection,
+        *,
+        asset: str,
+        partition: str,
+        episode: int,
+        run_id: str | None,
+        step_retry: int | None,
+        token: int,
+        holder: str,
+        correlation_id: str | None,
+        code_version: str | None = None,
+    ) -> tuple[int, int]:
+        """Record a started attempt; returns (attempt id, attempt number in the episode).
+
+        Its times are the database's: another host ends it when it crashes, and its duration
+        is read across both.
+        """
+        number = next_attempt_number(connection, asset, partition, episode)
+        attempt_id = connection.execute(
+            sa.insert(attempts)
+            .values(
+                asset=asset,
+                partition=partition,
+                episode=episode,
+                attempt=number,
+                run_id=run_id,
+                step_retry=step_retry,
+                token=token,
+                holder=holder,
+                correlation_id=correlation_id,
+                code_version=code_version or None,
+                outcome=AttemptOutcome.RUNNING,
+                started_at=self.clock.now(connection),
+            )
+            .returning(attempts.c.id)
+        ).scalar_one()
+        return attempt_id, number
+
+    def finish(
+        self, connection: sa.Connection, attempt_id: int, failure: AttemptFailure | None = None
+    ) -> None:
+        """Record how an attempt ended (its own worker knows best, so it may correct a crash)."""
+        values: dict[str, object] = {"ended_at": self.clock.now(connection)}
+        if failure is None:
+            # A crash recorded by someone else is corrected entirely, not only its class.
+            values.update(
+                outcome=AttemptOutcome.SUCCEEDED,
+                error_class=None,
+                error_type=None,
+                message=None,
+                traceback=None,
+            )
+        else:
+            values.update(
+                outcome=AttemptOutcome.FAILED,
+                error_class=failure.error_class,
+                error_type=failure.error_type,
+                message=failure.message,
+                traceback=failure.traceback,
+            )
+        connection.execute(sa.update(attempts).where(attempts.c.id == attempt_id).values(**values))
+
+    def record_abandoned(
+        self, connection: sa.Connection, asset: str, partition: str, before_token: int
+    ) -> int:
+        """Mark attempts whose lease was taken over without a result as crashes."""
+        return connection.execute(
+            sa.update(attempts)
+            .where(
+                attempts.c.asset == asset,
+                attempts.c.partition == partition,
+                attempts.c.outcome == AttemptOutcome.RUNNING,
+                attempts.c.token < before_token,
+            )
+            .values(**crash_values(self.clock.now(connection)))
+        ).rowcount
 
 
 def next_attempt_number(connection: sa.Connection, asset: str, partition: str, episode: int) -> int:
@@ -104,51 +149,6 @@ def record_fingerprint(connection: sa.Connection, attempt_id: int, fingerprint: 
     connection.execute(
         sa.update(attempts).where(attempts.c.id == attempt_id).values(fingerprint=fingerprint)
     )
-
-
-def finish_attempt(
-    connection: sa.Connection,
-    attempt_id: int,
-    failure: AttemptFailure | None = None,
-    *,
-    clock: Clock,
-) -> None:
-    """Record how an attempt ended (its own worker knows best, so it may correct a crash)."""
-    values: dict[str, object] = {"ended_at": clock.now(connection)}
-    if failure is None:
-        # A crash recorded by someone else is corrected entirely, not only its class.
-        values.update(
-            outcome=AttemptOutcome.SUCCEEDED,
-            error_class=None,
-            error_type=None,
-            message=None,
-            traceback=None,
-        )
-    else:
-        values.update(
-            outcome=AttemptOutcome.FAILED,
-            error_class=failure.error_class,
-            error_type=failure.error_type,
-            message=failure.message,
-            traceback=failure.traceback,
-        )
-    connection.execute(sa.update(attempts).where(attempts.c.id == attempt_id).values(**values))
-
-
-def record_abandoned_attempts(
-    connection: sa.Connection, asset: str, partition: str, before_token: int, *, clock: Clock
-) -> int:
-    """Mark attempts whose lease was taken over without a result as crashes."""
-    return connection.execute(
-        sa.update(attempts)
-        .where(
-            attempts.c.asset == asset,
-            attempts.c.partition == partition,
-            attempts.c.outcome == AttemptOutcome.RUNNING,
-            attempts.c.token < before_token,
-        )
-        .values(**crash_values(clock.now(connection)))
-    ).rowcount
 
 
 def crash_values(now: dt.datetime) -> dict[str, object]:

@@ -78,88 +78,88 @@ class LocationCatalog:
         return {entry.asset: entry.expected_keys for entry in self.entries}
 
 
-def write_catalog(
-    engine: sa.Engine,
-    location: str,
-    entries: Sequence[CatalogEntry],
-    *,
-    clock: Clock,
-) -> dt.datetime:
-    """Replace `location`'s rows with `entries`, in one transaction; returns the time stamped.
+class Catalog:
+    """The code locations' catalog in one warehouse, stamped and judged stale on one clock."""
 
-    Only the location's own rows change: other locations sharing the warehouse keep
-    theirs. A backfill the location no longer serves loses its row. Concurrent writers
-    (a deploy while `platform_health` runs) are serialised by a transaction-scoped
-    advisory lock on PostgreSQL (and by SQLite's single writer): without it, two
-    delete-then-insert transactions would both insert the same keys and one would fail.
-    """
-    with engine.begin() as connection:
-        if connection.dialect.name == "postgresql":
-            connection.execute(
-                sa.text("SELECT pg_advisory_xact_lock(:lock_id)"), {"lock_id": _CATALOG_LOCK_ID}
+    def __init__(self, engine: sa.Engine, clock: Clock) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    def write(self, location: str, entries: Sequence[CatalogEntry]) -> dt.datetime:
+        """Replace `location`'s rows with `entries`, in one transaction; returns the time stamped.
+
+        Only the location's own rows change: other locations sharing the warehouse keep
+        theirs. A backfill the location no longer serves loses its row. Concurrent writers
+        (a deploy while `platform_health` runs) are serialised by a transaction-scoped
+        advisory lock on PostgreSQL (and by SQLite's single writer): without it, two
+        delete-then-insert transactions would both insert the same keys and one would fail.
+        """
+        with self.engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(
+                    sa.text("SELECT pg_advisory_xact_lock(:lock_id)"), {"lock_id": _CATALOG_LOCK_ID}
+                )
+            now = self.clock.now(connection)
+            of_location = backfill_catalog.c.location == location
+            connection.execute(sa.delete(backfill_catalog).where(of_location))
+            rows = [
+                {
+                    "location": location,
+                    "asset": entry.asset,
+                    "position": position,
+                    "partitions_kind": entry.partitions_kind,
+                    "partition_count": entry.partition_count,
+                    "partition_keys": json.dumps(
+                        [] if entry.window else list(entry.partition_keys), separators=(",", ":")
+                    ),
+                    "first_key": entry.window.first if entry.window else None,
+                    "last_key": entry.window.last if entry.window else None,
+                    "max_partitions_per_run": entry.max_partitions_per_run,
+                    "target_table": entry.target_table,
+                    "updated_at": now,
+                }
+                for position, entry in enumerate(entries)
+            ]
+            if rows:
+                connection.execute(sa.insert(backfill_catalog), rows)
+        return now
+
+    def read(self, connection: sa.Connection, location: str) -> LocationCatalog | None:
+        """`location`'s catalog; None when nothing wrote one in this warehouse.
+
+        A windowed backfill's keys column (an empty array) is not read: one with every key
+        is, and parsed.
+        """
+        columns = backfill_catalog.c
+        windowed = columns.first_key.is_not(None)
+        rows = connection.execute(
+            sa.select(
+                *(column for column in columns if column.name != "partition_keys"),
+                sa.case((windowed, None), else_=columns.partition_keys).label("partition_keys"),
             )
-        now = clock.now(connection)
-        of_location = backfill_catalog.c.location == location
-        connection.execute(sa.delete(backfill_catalog).where(of_location))
-        rows = [
-            {
-                "location": location,
-                "asset": entry.asset,
-                "position": position,
-                "partitions_kind": entry.partitions_kind,
-                "partition_count": entry.partition_count,
-                "partition_keys": json.dumps(
-                    [] if entry.window else list(entry.partition_keys), separators=(",", ":")
+            .where(backfill_catalog.c.location == location)
+            .order_by(backfill_catalog.c.position)
+        ).all()
+        if not rows:
+            return None
+        # Written in one transaction, the rows share one stamp; the oldest is the safe reading.
+        updated_at = min(row.updated_at for row in rows)
+        entries = tuple(
+            CatalogEntry(
+                asset=row.asset,
+                partitions_kind=row.partitions_kind,
+                partition_keys=tuple(json.loads(row.partition_keys))
+                if row.first_key is None
+                else (),
+                max_partitions_per_run=row.max_partitions_per_run,
+                target_table=row.target_table,
+                window=(
+                    KeyWindow(row.first_key, row.last_key, row.partition_count)
+                    if row.first_key is not None
+                    else None
                 ),
-                "first_key": entry.window.first if entry.window else None,
-                "last_key": entry.window.last if entry.window else None,
-                "max_partitions_per_run": entry.max_partitions_per_run,
-                "target_table": entry.target_table,
-                "updated_at": now,
-            }
-            for position, entry in enumerate(entries)
-        ]
-        if rows:
-            connection.execute(sa.insert(backfill_catalog), rows)
-    return now
-
-
-def read_catalog(
-    connection: sa.Connection, location: str, *, clock: Clock
-) -> LocationCatalog | None:
-    """`location`'s catalog; None when nothing wrote one in this warehouse.
-
-    A windowed backfill's keys column (an empty array) is not read: one with every key
-    is, and parsed.
-    """
-    columns = backfill_catalog.c
-    windowed = columns.first_key.is_not(None)
-    rows = connection.execute(
-        sa.select(
-            *(column for column in columns if column.name != "partition_keys"),
-            sa.case((windowed, None), else_=columns.partition_keys).label("partition_keys"),
+            )
+            for row in rows
         )
-        .where(backfill_catalog.c.location == location)
-        .order_by(backfill_catalog.c.position)
-    ).all()
-    if not rows:
-        return None
-    # Written in one transaction, the rows share one stamp; the oldest is the safe reading.
-    updated_at = min(row.updated_at for row in rows)
-    entries = tuple(
-        CatalogEntry(
-            asset=row.asset,
-            partitions_kind=row.partitions_kind,
-            partition_keys=tuple(json.loads(row.partition_keys)) if row.first_key is None else (),
-            max_partitions_per_run=row.max_partitions_per_run,
-            target_table=row.target_table,
-            window=(
-                KeyWindow(row.first_key, row.last_key, row.partition_count)
-                if row.first_key is not None
-                else None
-            ),
-        )
-        for row in rows
-    )
-    age = (clock.now(connection) - updated_at).total_seconds()
-    return LocationCatalog(location, entries, updated_at, round(max(age, 0.0), 3))
+        age = (self.clock.now(connection) - updated_at).total_seconds()
+        return LocationCatalog(location, entries, updated_at, round(max(age, 0.0), 3))

@@ -28,34 +28,40 @@ def committed_chunks(
     return {index: chunk_hash for index, chunk_hash in rows}
 
 
-def record_chunk(
-    connection: sa.Connection,
-    *,
-    asset: str,
-    partition: str,
-    fingerprint: str,
-    chunk_index: int,
-    chunk_hash: str,
-    row_count: int,
-    token: int,
-    clock: Clock,
-) -> None:
-    """Upsert the checkpoint of one chunk (inside the chunk's transaction)."""
-    upsert_row(
-        connection,
-        checkpoints,
-        {
-            "asset": asset,
-            "partition": partition,
-            "fingerprint": fingerprint,
-            "chunk_index": chunk_index,
-            "chunk_hash": chunk_hash,
-            "row_count": row_count,
-            "token": token,
-            "committed_at": clock.now(connection),
-        },
-        update=("chunk_hash", "row_count", "token", "committed_at"),
-    )
+class Checkpoints:
+    """The chunk checkpoints, stamped on one clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def record_chunk(
+        self,
+        connection: sa.Connection,
+        *,
+        asset: str,
+        partition: str,
+        fingerprint: str,
+        chunk_index: int,
+        chunk_hash: str,
+        row_count: int,
+        token: int,
+    ) -> None:
+        """Upsert the checkpoint of one chunk (inside the chunk's transaction)."""
+        upsert_row(
+            connection,
+            checkpoints,
+            {
+                "asset": asset,
+                "partition": partition,
+                "fingerprint": fingerprint,
+                "chunk_index": chunk_index,
+                "chunk_hash": chunk_hash,
+                "row_count": row_count,
+                "token": token,
+                "committed_at": self.clock.now(connection),
+            },
+            update=("chunk_hash", "row_count", "token", "committed_at"),
+        )
 
 
 def forget_other_inputs(

@@ -8,9 +8,9 @@ an outbox request and its claim) is the database's too: another host reads it, e
 attempt it started or measures the age of the request. SQLite lives on one host, whose
 clock is the only one. Tests inject a clock of their own, as tenacity injects `sleep`.
 
-Every store function that reads or stamps the time takes its `clock` (no default): the
-process's `Store` (`store.handle`) holds one and passes it to every call, so a stamp
-cannot read another clock than the one injected.
+Every query that reads or stamps the time is a method of an object built with its `clock`
+(no default, e.g. `store.attempts.Attempts`): the process's `Store` (`store.handle`) builds
+them all with its one clock, so a stamp cannot read another clock than the one injected.
 """
 
 from __future__ import annotations

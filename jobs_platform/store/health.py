@@ -9,11 +9,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import EntryStatus
 from jobs_platform.store.clock import Clock
-from jobs_platform.store.outbox import queue_stats
+from jobs_platform.store.outbox import Outbox
 from jobs_platform.store.partitions import PartitionStatus
-from jobs_platform.store.schema import leases, partitions, quarantine, rejected_rows
+from jobs_platform.store.schema import EntryStatus, leases, partitions, quarantine, rejected_rows
 
 _DONE_OR_FAILED = (PartitionStatus.DONE, PartitionStatus.FAILED)
 
@@ -57,22 +56,62 @@ ExpectedKeys = Sequence[str] | KeyWindow
 """What a backfill should have: every key, or (a time-window backfill) its window."""
 
 
-def asset_health(
-    connection: sa.Connection,
-    partition_keys: Mapping[str, ExpectedKeys],
-    *,
-    clock: Clock,
-) -> dict[str, AssetHealth]:
-    """Health of each asset, given every partition key it should have (or its window).
+class Health:
+    """The figures of `status` and `platform_health`, leases and staleness judged on one clock."""
 
-    Set-based: a handful of aggregate queries per asset, whatever its partition count
-    (10,000 partitions per asset answer in tens of milliseconds; docs/BENCHMARKS.md).
-    Leases are judged live or expired on the database's clock, as the workers judge them.
-    """
-    now = clock.now(connection)
-    return {
-        asset: _one_asset(connection, asset, keys, now) for asset, keys in partition_keys.items()
-    }
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.outbox = Outbox(clock)
+
+    def asset_health(
+        self, connection: sa.Connection, partition_keys: Mapping[str, ExpectedKeys]
+    ) -> dict[str, AssetHealth]:
+        """Health of each asset, given every partition key it should have (or its window).
+
+        Set-based: a handful of aggregate queries per asset, whatever its partition count
+        (10,000 partitions per asset answer in tens of milliseconds; docs/BENCHMARKS.md).
+        Leases are judged live or expired on the database's clock, as the workers judge them.
+        """
+        now = self.clock.now(connection)
+        return {
+            asset: _one_asset(connection, asset, keys, now)
+            for asset, keys in partition_keys.items()
+        }
+
+    def backfill_status(
+        self, connection: sa.Connection, partition_keys: Mapping[str, ExpectedKeys]
+    ) -> dict[str, Any]:
+        """The figures of `jobs-platform status` (no window) and of `platform_health`, given
+        every partition key each backfill should have (or its window): each asset's health,
+        and the location's pending backfill requests (those for its backfills only).
+
+        One function for both ways status learns the keys (the catalog, or the loaded code
+        location), so that both print the same figures for the same warehouse.
+        """
+        assets = self.asset_health(connection, partition_keys)
+        queue = self.outbox.queue_stats(connection, assets=list(partition_keys))
+        return {
+            "assets": assets,
+            "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
+            "pending_requests": queue.pending,
+        }
+
+    def window_health(
+        self, connection: sa.Connection, partition_keys: Mapping[str, Sequence[str]]
+    ) -> dict[str, AssetHealth]:
+        """Health of each asset over exactly the given partition keys (a window of a backfill).
+
+        Every figure counts those partitions only: `missing` is the keys asked about with no
+        state, `done` and its durations only theirs, leases only on them. The rows are read
+        by the key's range (between the least and the greatest key, on the primary key's
+        index) and kept when they are keys of the window, so a window of any length costs one
+        read of its own rows, and a key format that does not sort like time stays exact.
+        """
+        now = self.clock.now(connection)
+        return {
+            asset: _one_asset_in(connection, asset, set(keys), now)
+            for asset, keys in partition_keys.items()
+        }
 
 
 def _missing(
@@ -171,46 +210,6 @@ def _one_asset(
             sa.select(sa.func.count()).where(rejected_rows.c.asset == asset)
         ).scalar_one(),
     )
-
-
-def backfill_status(
-    connection: sa.Connection, partition_keys: Mapping[str, ExpectedKeys], *, clock: Clock
-) -> dict[str, Any]:
-    """The figures of `jobs-platform status` (no window) and of `platform_health`, given
-    every partition key each backfill should have (or its window): each asset's health,
-    and the location's pending backfill requests (those for its backfills only).
-
-    One function for both ways status learns the keys (the catalog, or the loaded code
-    location), so that both print the same figures for the same warehouse.
-    """
-    assets = asset_health(connection, partition_keys, clock=clock)
-    queue = queue_stats(connection, assets=list(partition_keys), clock=clock)
-    return {
-        "assets": assets,
-        "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
-        "pending_requests": queue.pending,
-    }
-
-
-def window_health(
-    connection: sa.Connection,
-    partition_keys: Mapping[str, Sequence[str]],
-    *,
-    clock: Clock,
-) -> dict[str, AssetHealth]:
-    """Health of each asset over exactly the given partition keys (a window of a backfill).
-
-    Every figure counts those partitions only: `missing` is the keys asked about with no
-    state, `done` and its durations only theirs, leases only on them. The rows are read
-    by the key's range (between the least and the greatest key, on the primary key's
-    index) and kept when they are keys of the window, so a window of any length costs one
-    read of its own rows, and a key format that does not sort like time stays exact.
-    """
-    now = clock.now(connection)
-    return {
-        asset: _one_asset_in(connection, asset, set(keys), now)
-        for asset, keys in partition_keys.items()
-    }
 
 
 def _one_asset_in(

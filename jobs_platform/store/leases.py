@@ -23,13 +23,11 @@ __all__ = [
     "Grant",
     "Lease",
     "LeaseBusy",
-    "acquire_lease",
+    "Leases",
     "attach_attempt",
-    "fence",
     "holder_is_dead",
     "owns_lease",
     "release_lease",
-    "renew_lease",
     "this_holder",
 ]
 
@@ -69,90 +67,94 @@ class LeaseBusy(Exception):
         )
 
 
-def acquire_lease(
-    engine: sa.Engine,
-    asset: str,
-    partition: str,
-    *,
-    holder: str,
-    run_id: str | None,
-    ttl_seconds: float,
-    clock: Clock,
-) -> Grant:
-    """Take the partition's lease with a new token, or raise LeaseBusy.
+class Leases:
+    """The partitions' leases on one warehouse, judged and stamped on one clock."""
 
-    A live lease is taken over early only when its holder is provably dead (see
-    `store.holders`); otherwise only once it has expired on the database's clock.
-    """
-    with engine.begin() as connection:
-        # Not one upsert: whether to take the lease over depends on its holder being alive,
-        # which only this process's /proc can tell. So make sure the row exists, then lock
-        # it and decide; a concurrent acquirer waits on the lock and then sees our token.
-        upsert_row(
-            connection,
-            leases,
-            {"asset": asset, "partition": partition, "token": 0, "expires_at": _EPOCH},
-        )
-        current = connection.execute(
-            sa.select(leases)
-            .where(leases.c.asset == asset, leases.c.partition == partition)
-            .with_for_update()
-        ).one()
-        now = clock.now(connection)
-        live = current.holder is not None and current.expires_at > now
-        if live and not holder_is_dead(current.holder):
-            seconds_left = (current.expires_at - now).total_seconds()
-            raise LeaseBusy(asset, partition, current.holder, current.expires_at, seconds_left)
-        token = current.token + 1
-        connection.execute(
+    def __init__(self, engine: sa.Engine, clock: Clock) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    def acquire(
+        self, asset: str, partition: str, *, holder: str, run_id: str | None, ttl_seconds: float
+    ) -> Grant:
+        """Take the partition's lease with a new token, or raise LeaseBusy.
+
+        A live lease is taken over early only when its holder is provably dead (see
+        `store.holders`); otherwise only once it has expired on the database's clock.
+        """
+        with self.engine.begin() as connection:
+            # Not one upsert: whether to take the lease over depends on its holder being alive,
+            # which only this process's /proc can tell. So make sure the row exists, then lock
+            # it and decide; a concurrent acquirer waits on the lock and then sees our token.
+            upsert_row(
+                connection,
+                leases,
+                {"asset": asset, "partition": partition, "token": 0, "expires_at": _EPOCH},
+            )
+            current = connection.execute(
+                sa.select(leases)
+                .where(leases.c.asset == asset, leases.c.partition == partition)
+                .with_for_update()
+            ).one()
+            now = self.clock.now(connection)
+            live = current.holder is not None and current.expires_at > now
+            if live and not holder_is_dead(current.holder):
+                seconds_left = (current.expires_at - now).total_seconds()
+                raise LeaseBusy(asset, partition, current.holder, current.expires_at, seconds_left)
+            token = current.token + 1
+            connection.execute(
+                sa.update(leases)
+                .where(
+                    leases.c.asset == asset,
+                    leases.c.partition == partition,
+                    leases.c.token == current.token,
+                )
+                .values(
+                    token=token,
+                    holder=holder,
+                    run_id=run_id,
+                    attempt_id=None,
+                    acquired_at=now,
+                    expires_at=now + dt.timedelta(seconds=ttl_seconds),
+                )
+            )
+        return Grant(Lease(asset, partition, token, holder), abandoned_by=current.holder)
+
+    def fence(self, connection: sa.Connection, lease: Lease, ttl_seconds: float) -> None:
+        """Prove inside the caller's transaction that `lease` still owns the partition.
+
+        Run it last before COMMIT: it locks the lease row until the commit, so a takeover
+        waits for this commit or this commit sees the takeover, never both.
+        """
+        if not self._extend(connection, lease, ttl_seconds):
+            raise LeaseLostError(
+                f"lease on {lease.asset}/{lease.partition} lost (token {lease.token}); "
+                "this commit was rolled back"
+            )
+
+    def renew(
+        self, lease: Lease, ttl_seconds: float, *, timeout_seconds: float | None = None
+    ) -> bool:
+        """Heartbeat: extend the lease if it is still ours and unexpired; False when lost.
+
+        With `timeout_seconds`, PostgreSQL stops waiting for a lock or a statement after that
+        long (the call raises), so a renewal cannot hang its caller.
+        """
+        with self.engine.begin() as connection:
+            if timeout_seconds is not None and connection.dialect.name == "postgresql":
+                connection.execute(
+                    _BOUND_THIS_TRANSACTION, {"ms": str(int(timeout_seconds * 1000))}
+                )
+            return self._extend(connection, lease, ttl_seconds)
+
+    def _extend(self, connection: sa.Connection, lease: Lease, ttl_seconds: float) -> bool:
+        now = self.clock.now(connection)
+        extended = connection.execute(
             sa.update(leases)
-            .where(
-                leases.c.asset == asset,
-                leases.c.partition == partition,
-                leases.c.token == current.token,
-            )
-            .values(
-                token=token,
-                holder=holder,
-                run_id=run_id,
-                attempt_id=None,
-                acquired_at=now,
-                expires_at=now + dt.timedelta(seconds=ttl_seconds),
-            )
-        )
-    return Grant(Lease(asset, partition, token, holder), abandoned_by=current.holder)
-
-
-def fence(connection: sa.Connection, lease: Lease, ttl_seconds: float, clock: Clock) -> None:
-    """Prove inside the caller's transaction that `lease` still owns the partition.
-
-    Run it last before COMMIT: it locks the lease row until the commit, so a takeover
-    waits for this commit or this commit sees the takeover, never both.
-    """
-    if not _extend(connection, lease, ttl_seconds, clock):
-        raise LeaseLostError(
-            f"lease on {lease.asset}/{lease.partition} lost (token {lease.token}); "
-            "this commit was rolled back"
-        )
-
-
-def renew_lease(
-    engine: sa.Engine,
-    lease: Lease,
-    ttl_seconds: float,
-    clock: Clock,
-    *,
-    timeout_seconds: float | None = None,
-) -> bool:
-    """Heartbeat: extend the lease if it is still ours and unexpired; False when lost.
-
-    With `timeout_seconds`, PostgreSQL stops waiting for a lock or a statement after that
-    long (the call raises), so a renewal cannot hang its caller.
-    """
-    with engine.begin() as connection:
-        if timeout_seconds is not None and connection.dialect.name == "postgresql":
-            connection.execute(_BOUND_THIS_TRANSACTION, {"ms": str(int(timeout_seconds * 1000))})
-        return _extend(connection, lease, ttl_seconds, clock)
+            .where(*_owned(lease), leases.c.expires_at > now)
+            .values(expires_at=now + dt.timedelta(seconds=ttl_seconds))
+        ).rowcount
+        return extended == 1
 
 
 # Transaction-local (the `true`): the pooled connection keeps its defaults afterwards.
@@ -184,16 +186,6 @@ def release_lease(connection: sa.Connection, lease: Lease) -> None:
     connection.execute(
         sa.update(leases).where(*_owned(lease)).values(holder=None, expires_at=_EPOCH)
     )
-
-
-def _extend(connection: sa.Connection, lease: Lease, ttl_seconds: float, clock: Clock) -> bool:
-    now = clock.now(connection)
-    extended = connection.execute(
-        sa.update(leases)
-        .where(*_owned(lease), leases.c.expires_at > now)
-        .values(expires_at=now + dt.timedelta(seconds=ttl_seconds))
-    ).rowcount
-    return extended == 1
 
 
 def _owned(lease: Lease) -> list[sa.ColumnElement[bool]]:

@@ -73,128 +73,150 @@ _STORED_REQUEST = [
 ]
 
 
-def insert_request(
-    connection: sa.Connection, request: Mapping[str, object], *, clock: Clock
-) -> int:
-    """Add a checked request as pending, in the caller's transaction; returns its id.
+class Outbox:
+    """The outbox's claims and counts, stamped and judged on one clock."""
 
-    Raises `OutboxNotInstalled` when the warehouse has no `jp_outbox` table.
-    """
-    values = {
-        **request,
-        "status": OutboxStatus.PENDING,
-        "created_at": clock.now(connection),
-    }
-    try:
-        request_id: int = connection.execute(
-            sa.insert(outbox).values(**values).returning(outbox.c.id)
-        ).scalar_one()
-    except sa.exc.DBAPIError as error:
-        if _is_missing_table(error):
-            raise OutboxNotInstalled(
-                "the warehouse has no jp_outbox table: run: jobs-platform db upgrade (a deploy "
-                "step) before requesting backfills; request_backfill never creates tables "
-                "inside your transaction"
-            ) from error
-        raise
-    return request_id
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
 
+    def insert_request(self, connection: sa.Connection, request: Mapping[str, object]) -> int:
+        """Add a checked request as pending, in the caller's transaction; returns its id.
 
-def claim_pending(
-    connection: sa.Connection,
-    limit: int,
-    *,
-    assets: Sequence[str] | None = None,
-    clock: Clock,
-) -> list[ClaimedRequest]:
-    """Claim up to `limit` pending requests (for `assets` if given), oldest first.
+        Raises `OutboxNotInstalled` when the warehouse has no `jp_outbox` table.
+        """
+        values = {
+            **request,
+            "status": OutboxStatus.PENDING,
+            "created_at": self.clock.now(connection),
+        }
+        try:
+            request_id: int = connection.execute(
+                sa.insert(outbox).values(**values).returning(outbox.c.id)
+            ).scalar_one()
+        except sa.exc.DBAPIError as error:
+            if _is_missing_table(error):
+                raise OutboxNotInstalled(
+                    "the warehouse has no jp_outbox table: run: jobs-platform db upgrade (a deploy "
+                    "step) before requesting backfills; request_backfill never creates tables "
+                    "inside your transaction"
+                ) from error
+            raise
+        return request_id
 
-    A code location's sensor passes the assets it serves: a request for another
-    location's asset stays pending for that location, however many share the warehouse.
+    def claim_pending(
+        self, connection: sa.Connection, limit: int, *, assets: Sequence[str] | None = None
+    ) -> list[ClaimedRequest]:
+        """Claim up to `limit` pending requests (for `assets` if given), oldest first.
 
-    Runs in the caller's transaction; the claim holds once it commits. On PostgreSQL the
-    SELECT takes `FOR UPDATE SKIP LOCKED`, so concurrent claimers split the queue between
-    them instead of waiting for, or sharing, each other's rows. SQLite has no row locks
-    and the clause compiles to nothing there: it serialises writers instead (the
-    warehouse engine begins every transaction IMMEDIATE). On both, the UPDATE repeats the
-    claimable condition and only the rows it changed count as claimed.
-    """
-    return _claim(
-        connection, outbox.c.status == OutboxStatus.PENDING, (outbox.c.id,), limit, assets, clock
-    )
+        A code location's sensor passes the assets it serves: a request for another
+        location's asset stays pending for that location, however many share the warehouse.
 
+        Runs in the caller's transaction; the claim holds once it commits. On PostgreSQL the
+        SELECT takes `FOR UPDATE SKIP LOCKED`, so concurrent claimers split the queue between
+        them instead of waiting for, or sharing, each other's rows. SQLite has no row locks
+        and the clause compiles to nothing there: it serialises writers instead (the
+        warehouse engine begins every transaction IMMEDIATE). On both, the UPDATE repeats the
+        claimable condition and only the rows it changed count as claimed.
+        """
+        return self._claim(
+            connection, outbox.c.status == OutboxStatus.PENDING, (outbox.c.id,), limit, assets
+        )
 
-def reclaim_unlaunched(
-    connection: sa.Connection,
-    limit: int,
-    *,
-    assets: Sequence[str] | None = None,
-    clock: Clock,
-) -> list[ClaimedRequest]:
-    """Claim again up to `limit` claimed requests (for `assets` if given), the
-    longest-claimed first.
+    def reclaim_unlaunched(
+        self, connection: sa.Connection, limit: int, *, assets: Sequence[str] | None = None
+    ) -> list[ClaimedRequest]:
+        """Claim again up to `limit` claimed requests (for `assets` if given), the
+        longest-claimed first.
 
-    A claimed request stays claimable until a tick finds all its runs in the Dagster
-    instance and marks it launched: a tick that died, timed out or whose run requests
-    never reached Dagster loses nothing. Each reclaim stamps `claimed_at`, so the requests
-    rotate and one whose runs never appear cannot hold the others back.
-    """
-    return _claim(
-        connection,
-        outbox.c.status == OutboxStatus.CLAIMED,
-        (outbox.c.claimed_at, outbox.c.id),
-        limit,
-        assets,
-        clock,
-    )
+        A claimed request stays claimable until a tick finds all its runs in the Dagster
+        instance and marks it launched: a tick that died, timed out or whose run requests
+        never reached Dagster loses nothing. Each reclaim stamps `claimed_at`, so the requests
+        rotate and one whose runs never appear cannot hold the others back.
+        """
+        return self._claim(
+            connection,
+            outbox.c.status == OutboxStatus.CLAIMED,
+            (outbox.c.claimed_at, outbox.c.id),
+            limit,
+            assets,
+        )
 
+    def mark_launched(self, connection: sa.Connection, request_id: int, run_key: str) -> bool:
+        """Record that every run of the request exists in Dagster; False if it is not claimed."""
+        return _finish_claim(
+            connection,
+            request_id,
+            status=OutboxStatus.LAUNCHED,
+            launched_at=self.clock.now(connection),
+            run_key=run_key,
+        )
 
-def mark_launched(
-    connection: sa.Connection, request_id: int, run_key: str, *, clock: Clock
-) -> bool:
-    """Record that every run of the request exists in Dagster; False if it is not claimed."""
-    return _finish_claim(
-        connection,
-        request_id,
-        status=OutboxStatus.LAUNCHED,
-        launched_at=clock.now(connection),
-        run_key=run_key,
-    )
+    def queue_stats(
+        self, connection: sa.Connection, *, assets: Sequence[str] | None = None
+    ) -> QueueStats:
+        """Requests (for `assets` if given) per status and the age of the oldest pending one,
+        in one grouped query."""
+        counts = {str(status): 0 for status in OutboxStatus}
+        oldest_pending = None
+        query = sa.select(outbox.c.status, sa.func.count(), sa.func.min(outbox.c.created_at))
+        if assets is not None:
+            query = query.where(outbox.c.asset.in_(list(assets)))
+        for status, count, oldest in connection.execute(query.group_by(outbox.c.status)):
+            if status in counts:
+                counts[status] = count
+            if status == OutboxStatus.PENDING:
+                oldest_pending = oldest
+        age = None
+        if oldest_pending is not None:
+            age = max(0.0, (self.clock.now(connection) - oldest_pending).total_seconds())
+        return QueueStats(
+            pending=counts[OutboxStatus.PENDING],
+            claimed=counts[OutboxStatus.CLAIMED],
+            launched=counts[OutboxStatus.LAUNCHED],
+            rejected=counts[OutboxStatus.REJECTED],
+            oldest_pending_age_seconds=age,
+        )
+
+    def _claim(
+        self,
+        connection: sa.Connection,
+        claimable: sa.ColumnElement[bool],
+        order_by: tuple[sa.ColumnElement[Any], ...],
+        limit: int,
+        assets: Sequence[str] | None,
+    ) -> list[ClaimedRequest]:
+        if limit < 1 or (assets is not None and not assets):
+            return []
+        if assets is not None:
+            claimable = sa.and_(claimable, outbox.c.asset.in_(list(assets)))
+        now = self.clock.now(connection)
+        candidates = connection.execute(
+            sa.select(*_STORED_REQUEST)
+            .where(claimable)
+            .order_by(*order_by)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        ).all()
+        if not candidates:
+            return []
+        claimed = set(
+            connection.execute(
+                sa.update(outbox)
+                .where(outbox.c.id.in_([row.id for row in candidates]), claimable)
+                .values(status=OutboxStatus.CLAIMED, claimed_at=now)
+                .returning(outbox.c.id)
+            ).scalars()
+        )
+        return [
+            ClaimedRequest(**row._mapping, claimed_at=now)
+            for row in candidates
+            if row.id in claimed
+        ]
 
 
 def mark_rejected(connection: sa.Connection, request_id: int, error: str) -> bool:
     """Record why the request can never run; False if this claim no longer holds it."""
     return _finish_claim(connection, request_id, status=OutboxStatus.REJECTED, error=error)
-
-
-def queue_stats(
-    connection: sa.Connection,
-    *,
-    assets: Sequence[str] | None = None,
-    clock: Clock,
-) -> QueueStats:
-    """Requests (for `assets` if given) per status and the age of the oldest pending one,
-    in one grouped query."""
-    counts = {str(status): 0 for status in OutboxStatus}
-    oldest_pending = None
-    query = sa.select(outbox.c.status, sa.func.count(), sa.func.min(outbox.c.created_at))
-    if assets is not None:
-        query = query.where(outbox.c.asset.in_(list(assets)))
-    for status, count, oldest in connection.execute(query.group_by(outbox.c.status)):
-        if status in counts:
-            counts[status] = count
-        if status == OutboxStatus.PENDING:
-            oldest_pending = oldest
-    age = None
-    if oldest_pending is not None:
-        age = max(0.0, (clock.now(connection) - oldest_pending).total_seconds())
-    return QueueStats(
-        pending=counts[OutboxStatus.PENDING],
-        claimed=counts[OutboxStatus.CLAIMED],
-        launched=counts[OutboxStatus.LAUNCHED],
-        rejected=counts[OutboxStatus.REJECTED],
-        oldest_pending_age_seconds=age,
-    )
 
 
 def list_requests(
@@ -208,41 +230,6 @@ def list_requests(
     if statuses:
         query = query.where(outbox.c.status.in_([str(status) for status in statuses]))
     return list(reversed(connection.execute(query).all()))
-
-
-def _claim(
-    connection: sa.Connection,
-    claimable: sa.ColumnElement[bool],
-    order_by: tuple[sa.ColumnElement[Any], ...],
-    limit: int,
-    assets: Sequence[str] | None,
-    clock: Clock,
-) -> list[ClaimedRequest]:
-    if limit < 1 or (assets is not None and not assets):
-        return []
-    if assets is not None:
-        claimable = sa.and_(claimable, outbox.c.asset.in_(list(assets)))
-    now = clock.now(connection)
-    candidates = connection.execute(
-        sa.select(*_STORED_REQUEST)
-        .where(claimable)
-        .order_by(*order_by)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    ).all()
-    if not candidates:
-        return []
-    claimed = set(
-        connection.execute(
-            sa.update(outbox)
-            .where(outbox.c.id.in_([row.id for row in candidates]), claimable)
-            .values(status=OutboxStatus.CLAIMED, claimed_at=now)
-            .returning(outbox.c.id)
-        ).scalars()
-    )
-    return [
-        ClaimedRequest(**row._mapping, claimed_at=now) for row in candidates if row.id in claimed
-    ]
 
 
 def _finish_claim(connection: sa.Connection, request_id: int, **values: object) -> bool:

@@ -70,27 +70,33 @@ def unfinished(
     }
 
 
-def set_partition_status(
-    connection: sa.Connection,
-    asset: str,
-    partition: str,
-    status: PartitionStatus,
-    *,
-    episode: int | None = None,
-    clock: Clock,
-    **details: object,
-) -> None:
-    """Upsert the partition's row (idempotent: the same call twice leaves the same row)."""
-    values = {"status": str(status), "updated_at": clock.now(connection), **details}
-    if episode is not None:
-        values["episode"] = episode
-    # A new partition starts in episode 1; an existing one keeps its episode unless told.
-    upsert_row(
-        connection,
-        partitions,
-        {"asset": asset, "partition": partition, "episode": 1, **values},
-        update=list(values),
-    )
+class Partitions:
+    """The partitions' states, stamped on one clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def set_status(
+        self,
+        connection: sa.Connection,
+        asset: str,
+        partition: str,
+        status: PartitionStatus,
+        *,
+        episode: int | None = None,
+        **details: object,
+    ) -> None:
+        """Upsert the partition's row (idempotent: the same call twice leaves the same row)."""
+        values = {"status": str(status), "updated_at": self.clock.now(connection), **details}
+        if episode is not None:
+            values["episode"] = episode
+        # A new partition starts in episode 1; an existing one keeps its episode unless told.
+        upsert_row(
+            connection,
+            partitions,
+            {"asset": asset, "partition": partition, "episode": 1, **values},
+            update=list(values),
+        )
 
 
 def partition_rows(connection: sa.Connection, asset: str | None = None) -> list[TableRow]:

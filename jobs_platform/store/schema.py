@@ -9,6 +9,7 @@ upgrade`); a change here needs a new revision there, which the suite checks.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from collections.abc import Iterable
 
 import sqlalchemy as sa
@@ -129,6 +130,17 @@ attempts = sa.Table(
     sa.Column("fingerprint", sa.String(128)),
     sa.Index("ix_jp_attempts_partition", "asset", "partition", "episode"),
 )
+
+
+# The values of `jp_quarantine.status`: the dead letter moves entries between them
+# (`dead_letter.entries`), and `store.health` counts its partitions by them.
+class EntryStatus(enum.StrEnum):
+    """Where a dead-letter entry stands."""
+
+    QUARANTINED = "quarantined"  # the partition failed for good; its gate refuses all work
+    REQUEUED = "requeued"  # a person released it; a run (key requeue-<id>) starts a new episode
+    RESOLVED = "resolved"  # the requeued partition then succeeded
+
 
 quarantine = sa.Table(
     "jp_quarantine",

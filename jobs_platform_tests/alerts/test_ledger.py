@@ -16,10 +16,10 @@ from jobs_platform.alerts import (
     deliver_once,
     load_alert,
 )
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.handle import Store
 from jobs_platform.store.schema import alert_ledger
 from jobs_platform_tests.alert_fixtures import http_receiver, quarantine_entry
 
@@ -81,8 +81,8 @@ class AlwaysFails:
 def test_alert_is_sent_once_per_entry_however_often_it_is_delivered(engine, receiver):
     alert = alert_of(engine, quarantine_entry(engine))
 
-    first = deliver_once(Store(engine, DATABASE_CLOCK), alert, [LogSink(), webhook(receiver)])
-    second = deliver_once(Store(engine, DATABASE_CLOCK), alert, [LogSink(), webhook(receiver)])
+    first = deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [LogSink(), webhook(receiver)])
+    second = deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [LogSink(), webhook(receiver)])
 
     assert first == {"log": DeliveryStatus.SENT, "webhook": DeliveryStatus.SENT}
     assert second == first
@@ -97,7 +97,7 @@ def test_each_entry_gets_its_own_alert(engine, receiver):
     second = alert_of(engine, quarantine_entry(engine, partition="2024-01-06"))
 
     for alert in (first, second, first, second):
-        deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver)])
+        deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver)])
 
     assert receiver.keys() == [str(first.entry_id), str(second.entry_id)]
 
@@ -106,10 +106,14 @@ def test_failed_delivery_is_recorded_and_retried_on_the_next_call(engine, receiv
     alert = alert_of(engine, quarantine_entry(engine))
     receiver.fail_next(503, times=3)
 
-    failed = deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver, max_tries=3)])
+    failed = deliver_once(
+        Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver, max_tries=3)]
+    )
     with engine.connect() as connection:
         [row] = delivery_rows(connection, alert.entry_id)
-    retried = deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver, max_tries=3)])
+    retried = deliver_once(
+        Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver, max_tries=3)]
+    )
 
     assert failed == {"webhook": DeliveryStatus.FAILED}
     assert (row.status, row.tries) == ("failed", 1)
@@ -121,12 +125,14 @@ def test_failed_delivery_is_recorded_and_retried_on_the_next_call(engine, receiv
 def test_delivery_left_sending_by_a_dead_tick_is_resent_with_the_same_key(engine, receiver):
     alert = alert_of(engine, quarantine_entry(engine))
     with pytest.raises(SystemExit):
-        deliver_once(Store(engine, DATABASE_CLOCK), alert, [DiesAfterSending(webhook(receiver))])
+        deliver_once(
+            Warehouse(engine, DATABASE_CLOCK), alert, [DiesAfterSending(webhook(receiver))]
+        )
     with engine.connect() as connection:
         [left] = delivery_rows(connection, alert.entry_id)
 
-    resent = deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver)])
-    again = deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver)])
+    resent = deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver)])
+    again = deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver)])
 
     assert left.status == DeliveryStatus.SENDING
     assert resent == again == {"webhook": DeliveryStatus.SENT}
@@ -138,7 +144,7 @@ def test_delivery_gives_up_after_the_try_bound(engine):
     sink = AlwaysFails()
 
     statuses = [
-        deliver_once(Store(engine, DATABASE_CLOCK), alert, [sink], max_tries=3)["flaky"]
+        deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [sink], max_tries=3)["flaky"]
         for _ in range(5)
     ]
 
@@ -153,8 +159,8 @@ def test_one_failing_sink_does_not_resend_the_others(engine, receiver):
     alert = alert_of(engine, quarantine_entry(engine))
     flaky = AlwaysFails()
 
-    deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver), flaky])
-    deliver_once(Store(engine, DATABASE_CLOCK), alert, [webhook(receiver), flaky])
+    deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver), flaky])
+    deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver), flaky])
 
     assert flaky.calls == 2
     assert receiver.keys() == [str(alert.entry_id)]

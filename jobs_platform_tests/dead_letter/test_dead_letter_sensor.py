@@ -18,10 +18,9 @@ from jobs_platform.dead_letter.asset import (
     dead_letter_sensor,
 )
 from jobs_platform.dead_letter.entries import (
+    DeadLetter,
     EntryStatus,
     latest_entry,
-    mark_requeue_launched,
-    requeue_partition,
 )
 from jobs_platform.dead_letter.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, requeue_sensor
 from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
@@ -396,8 +395,10 @@ def test_requeue_sensor_relaunches_a_cli_launch_whose_run_never_appeared(engine,
     entry_id = quarantine_entry(engine, partition=PARTITION)
     with engine.begin() as connection:
         # What `dead-letter requeue` commits before it launches, then it died.
-        requeue_partition(connection, "orders", PARTITION, clock=DATABASE_CLOCK)
-        mark_requeue_launched(connection, [entry_id], clock=ManualClock(utcnow() - CLI_LAUNCH_WAIT))
+        DeadLetter(DATABASE_CLOCK).requeue_partition(connection, "orders", PARTITION)
+        DeadLetter(ManualClock(utcnow() - CLI_LAUNCH_WAIT)).mark_requeue_launched(
+            connection, [entry_id]
+        )
 
     [request] = tick(instance, requeue_sensor).run_requests
 
@@ -407,9 +408,9 @@ def test_requeue_sensor_relaunches_a_cli_launch_whose_run_never_appeared(engine,
 def test_requeue_sensor_leaves_a_launch_the_cli_just_started_to_the_cli(engine, instance):
     entry_id = quarantine_entry(engine, partition=PARTITION)
     with engine.begin() as connection:
-        requeue_partition(connection, "orders", PARTITION, clock=DATABASE_CLOCK)
-        mark_requeue_launched(
-            connection, [entry_id], clock=DATABASE_CLOCK
+        DeadLetter(DATABASE_CLOCK).requeue_partition(connection, "orders", PARTITION)
+        DeadLetter(DATABASE_CLOCK).mark_requeue_launched(
+            connection, [entry_id]
         )  # its run is being created
 
     assert tick(instance, requeue_sensor).run_requests == []
@@ -427,7 +428,7 @@ def test_requeue_sensor_leaves_a_requeue_whose_partition_has_started_again(engin
 def test_requeue_sensor_leaves_entries_of_assets_this_code_location_lacks(engine, instance):
     quarantine_entry(engine, "retired_backfill", partition=PARTITION)
     with engine.begin() as connection:  # released elsewhere (`dead-letter requeue --no-launch`)
-        requeue_partition(connection, "retired_backfill", PARTITION, clock=DATABASE_CLOCK)
+        DeadLetter(DATABASE_CLOCK).requeue_partition(connection, "retired_backfill", PARTITION)
 
     result = tick(instance, requeue_sensor)
 

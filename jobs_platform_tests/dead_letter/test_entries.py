@@ -6,19 +6,15 @@ import sqlalchemy as sa
 
 from jobs_platform.dead_letter.entries import (
     UNREAD_INPUT,
+    DeadLetter,
     EntryStatus,
     RequeuedBy,
     active_entry,
     entries_after,
     latest_entry,
     list_entries,
-    quarantine_partition,
-    release_entries,
     requeue_awaiting_run,
     requeue_log,
-    requeue_partition,
-    requeues_awaiting_run,
-    resolve_requeued,
 )
 from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.attempts import attempt_history, budget_state, record_fingerprint
@@ -43,11 +39,11 @@ def test_releasing_entries_logs_who_and_why_and_releases_each_once(connection):
     an_attempt(connection, error_class="terminal")
     opened = entry(connection, quarantine_it(connection))
 
-    first = release_entries(
-        connection, [opened], by=RequeuedBy.REDRIVE, reason="input_changed", clock=DATABASE_CLOCK
+    first = DeadLetter(DATABASE_CLOCK).release_entries(
+        connection, [opened], by=RequeuedBy.REDRIVE, reason="input_changed"
     )
-    again = release_entries(
-        connection, [opened], by=RequeuedBy.CLI, reason="requested", clock=DATABASE_CLOCK
+    again = DeadLetter(DATABASE_CLOCK).release_entries(
+        connection, [opened], by=RequeuedBy.CLI, reason="requested"
     )
 
     assert [released.id for released in first] == [opened.id]
@@ -59,7 +55,7 @@ def test_releasing_entries_logs_who_and_why_and_releases_each_once(connection):
 
 
 def quarantine_it(connection: sa.Connection, episode: int = 1) -> int:
-    return quarantine_partition(connection, ASSET, PARTITION, episode, clock=DATABASE_CLOCK)
+    return DeadLetter(DATABASE_CLOCK).quarantine_partition(connection, ASSET, PARTITION, episode)
 
 
 def entry(connection: sa.Connection, entry_id: int) -> sa.Row:
@@ -170,7 +166,7 @@ def test_requeueing_releases_the_entry_and_starts_a_new_episode(connection):
     an_attempt(connection, error_class="terminal")
     entry_id = quarantine_it(connection)
 
-    released = requeue_partition(connection, ASSET, PARTITION, clock=DATABASE_CLOCK)
+    released = DeadLetter(DATABASE_CLOCK).requeue_partition(connection, ASSET, PARTITION)
 
     row = entry(connection, entry_id)
     assert (released.id, row.status) == (entry_id, "requeued")
@@ -184,7 +180,7 @@ def test_a_requeued_partition_starts_with_a_fresh_budget_and_keeps_its_history(c
         an_attempt(connection, episode=1)
     quarantine_it(connection, episode=1)
 
-    requeue_partition(connection, ASSET, PARTITION, clock=DATABASE_CLOCK)
+    DeadLetter(DATABASE_CLOCK).requeue_partition(connection, ASSET, PARTITION)
 
     assert budget_state(connection, ASSET, PARTITION, episode=2).counted_failures == 0
     assert [row.episode for row in attempt_history(connection, ASSET, PARTITION)] == [1, 1, 1]
@@ -193,7 +189,7 @@ def test_a_requeued_partition_starts_with_a_fresh_budget_and_keeps_its_history(c
 def test_a_new_episode_after_requeue_has_its_own_entry(connection):
     an_attempt(connection, episode=1, error_class="terminal")
     first = quarantine_it(connection, episode=1)
-    requeue_partition(connection, ASSET, PARTITION, clock=DATABASE_CLOCK)
+    DeadLetter(DATABASE_CLOCK).requeue_partition(connection, ASSET, PARTITION)
     an_attempt(connection, episode=2, error_class="crash")
     an_attempt(connection, episode=2, error_class="crash")
 
@@ -210,7 +206,7 @@ def test_resolving_closes_requeued_entries_and_leaves_open_ones(connection):
     open_entry = a_quarantine_entry(connection, episode=2, status="quarantined")
     elsewhere = a_quarantine_entry(connection, partition="2024-01-02", status="requeued")
 
-    resolved = resolve_requeued(connection, ASSET, PARTITION, clock=DATABASE_CLOCK)
+    resolved = DeadLetter(DATABASE_CLOCK).resolve_requeued(connection, ASSET, PARTITION)
 
     statuses = [entry(connection, i).status for i in (requeued, open_entry, elsewhere)]
     assert (resolved, statuses) == (1, ["resolved", "quarantined", "requeued"])
@@ -223,7 +219,9 @@ def test_a_requeue_awaits_its_run_until_its_new_episode_records_an_attempt(conne
     an_attempt(connection, partition="2024-01-02", episode=2)
     a_quarantine_entry(connection, asset="orders", status="requeued")  # not asked about
 
-    awaiting = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, clock=ManualClock(AT))
+    awaiting = DeadLetter(ManualClock(AT)).requeues_awaiting_run(
+        connection, [ASSET], 10, grace=GRACE
+    )
 
     assert [row.id for row in awaiting] == [waiting]
     assert started not in [row.id for row in awaiting]
@@ -232,11 +230,11 @@ def test_a_requeue_awaits_its_run_until_its_new_episode_records_an_attempt(conne
 def test_a_launch_started_within_the_grace_is_left_to_its_launcher(connection):
     launched = a_quarantine_entry(connection, status="requeued", requeue_launched_at=AT)
 
-    within = requeues_awaiting_run(
-        connection, [ASSET], 10, grace=GRACE, clock=ManualClock(AT + GRACE - SECOND)
+    within = DeadLetter(ManualClock(AT + GRACE - SECOND)).requeues_awaiting_run(
+        connection, [ASSET], 10, grace=GRACE
     )
-    after = requeues_awaiting_run(
-        connection, [ASSET], 10, grace=GRACE, clock=ManualClock(AT + GRACE + SECOND)
+    after = DeadLetter(ManualClock(AT + GRACE + SECOND)).requeues_awaiting_run(
+        connection, [ASSET], 10, grace=GRACE
     )
 
     assert (within, [row.id for row in after]) == ([], [launched])
@@ -249,7 +247,9 @@ def test_never_launched_requeues_come_before_relaunches(connection):
     fresh = a_quarantine_entry(connection, partition="2024-01-02", status="requeued")
 
     later = AT + 2 * GRACE
-    awaiting = requeues_awaiting_run(connection, [ASSET], 10, grace=GRACE, clock=ManualClock(later))
+    awaiting = DeadLetter(ManualClock(later)).requeues_awaiting_run(
+        connection, [ASSET], 10, grace=GRACE
+    )
 
     assert [row.id for row in awaiting] == [fresh, relaunch]
 

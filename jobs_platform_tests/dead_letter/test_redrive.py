@@ -6,20 +6,20 @@ import datetime as dt
 
 import pytest
 
-from jobs_platform.dead_letter.entries import RequeuedBy, entries_by_id, release_entries
+from jobs_platform.dead_letter.entries import DeadLetter, RequeuedBy, entries_by_id
 from jobs_platform.dead_letter.redrive import (
     EXHAUSTED_EVENT,
     MAX_COOLDOWN_SECONDS,
     RedriveReason,
+    Redrives,
     code_changed_entries,
-    cooldown_due_entries,
     cooldown_seconds,
     exhausted_entries,
     exhausted_entries_to_alert,
     fingerprinted_entries,
     redrives_by_reason,
 )
-from jobs_platform.store.alert_ledger import claim_delivery, event_sink, mark_sent
+from jobs_platform.store.alert_ledger import AlertLedger, event_sink
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.store.factories import AT, SECOND, a_quarantine_entry
@@ -32,12 +32,11 @@ def redriven_before(connection, partition: str, reasons: list[RedriveReason]) ->
     """The partition's history: one released entry per earlier redrive, with its reason."""
     for episode, reason in enumerate(reasons, start=1):
         entry_id = a_quarantine_entry(connection, partition=partition, episode=episode)
-        release_entries(
+        DeadLetter(ManualClock(AT)).release_entries(
             connection,
             entries_by_id(connection, [entry_id]),
             by=RequeuedBy.REDRIVE,
             reason=str(reason),
-            clock=ManualClock(AT),
         )
 
 
@@ -59,13 +58,8 @@ def test_an_outage_entry_is_due_once_its_first_cool_down_has_passed(connection):
 
     def due(seconds: float) -> list[int]:
         return ids(
-            cooldown_due_entries(
-                connection,
-                [ASSET],
-                first_cooldown_seconds=MINUTES_15,
-                max_redrives=3,
-                limit=10,
-                clock=ManualClock(AT + seconds * SECOND),
+            Redrives(ManualClock(AT + seconds * SECOND)).cooldown_due_entries(
+                connection, [ASSET], first_cooldown_seconds=MINUTES_15, max_redrives=3, limit=10
             )
         )
 
@@ -77,13 +71,8 @@ def test_an_outage_entry_is_due_once_its_first_cool_down_has_passed(connection):
 def test_each_outage_class_is_redriven_by_cool_down(connection, error_class):
     entry = a_quarantine_entry(connection, error_class=error_class)
 
-    due = cooldown_due_entries(
-        connection,
-        [ASSET],
-        first_cooldown_seconds=1,
-        max_redrives=3,
-        limit=10,
-        clock=ManualClock(AT + SECOND),
+    due = Redrives(ManualClock(AT + SECOND)).cooldown_due_entries(
+        connection, [ASSET], first_cooldown_seconds=1, max_redrives=3, limit=10
     )
 
     assert ids(due) == [entry]
@@ -92,13 +81,8 @@ def test_each_outage_class_is_redriven_by_cool_down(connection, error_class):
 def test_a_terminal_entry_is_never_due_by_cool_down(connection):
     a_quarantine_entry(connection, error_class="terminal")
 
-    due = cooldown_due_entries(
-        connection,
-        [ASSET],
-        first_cooldown_seconds=1,
-        max_redrives=3,
-        limit=10,
-        clock=ManualClock(AT + dt.timedelta(days=3650)),
+    due = Redrives(ManualClock(AT + dt.timedelta(days=3650))).cooldown_due_entries(
+        connection, [ASSET], first_cooldown_seconds=1, max_redrives=3, limit=10
     )
 
     assert due == []
@@ -110,13 +94,8 @@ def test_the_second_cool_down_is_four_times_the_first_counted_across_episodes(co
 
     def due(seconds: float) -> list[int]:
         return ids(
-            cooldown_due_entries(
-                connection,
-                [ASSET],
-                first_cooldown_seconds=MINUTES_15,
-                max_redrives=3,
-                limit=10,
-                clock=ManualClock(AT + seconds * SECOND),
+            Redrives(ManualClock(AT + seconds * SECOND)).cooldown_due_entries(
+                connection, [ASSET], first_cooldown_seconds=MINUTES_15, max_redrives=3, limit=10
             )
         )
 
@@ -128,13 +107,8 @@ def test_redrives_for_other_reasons_do_not_grow_the_cool_down(connection):
     redriven_before(connection, "2024-01-03", [RedriveReason.INPUT_CHANGED])
     entry = a_quarantine_entry(connection, partition="2024-01-03", episode=2, quarantined_at=AT)
 
-    due = cooldown_due_entries(
-        connection,
-        [ASSET],
-        first_cooldown_seconds=MINUTES_15,
-        max_redrives=3,
-        limit=10,
-        clock=ManualClock(AT + 900 * SECOND),
+    due = Redrives(ManualClock(AT + 900 * SECOND)).cooldown_due_entries(
+        connection, [ASSET], first_cooldown_seconds=MINUTES_15, max_redrives=3, limit=10
     )
 
     assert ids(due) == [entry]
@@ -148,9 +122,10 @@ def test_a_partition_redriven_max_times_is_due_for_no_reason(connection):
     )
     late = AT + dt.timedelta(days=3650)
 
-    assert cooldown_due_entries(
-        connection, [ASSET], first_cooldown_seconds=1, max_redrives=3, limit=10,
-        clock=ManualClock(late)) == []  # fmt: skip
+    due = Redrives(ManualClock(late)).cooldown_due_entries(
+        connection, [ASSET], first_cooldown_seconds=1, max_redrives=3, limit=10
+    )
+    assert due == []
     assert code_changed_entries(connection, ASSET, "2", max_redrives=3, limit=10) == []
     assert fingerprinted_entries(connection, [ASSET], after_id=0, max_redrives=3, limit=10) == []
 
@@ -205,10 +180,10 @@ def test_an_exhausted_entry_is_to_alert_until_every_sink_has_settled_its_alert(c
 
     before = to_alert()
     for sink in ("log", "webhook"):
-        claim_delivery(
-            connection, entry, event_sink(sink, EXHAUSTED_EVENT), max_tries=5, clock=DATABASE_CLOCK
+        AlertLedger(DATABASE_CLOCK).claim_delivery(
+            connection, entry, event_sink(sink, EXHAUSTED_EVENT), max_tries=5
         )
-        mark_sent(connection, entry, event_sink(sink, EXHAUSTED_EVENT), clock=DATABASE_CLOCK)
+        AlertLedger(DATABASE_CLOCK).mark_sent(connection, entry, event_sink(sink, EXHAUSTED_EVENT))
         if sink == "log":
             halfway = to_alert()
 

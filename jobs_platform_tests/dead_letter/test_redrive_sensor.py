@@ -21,10 +21,10 @@ from jobs_platform.dead_letter import redrive_sensor as redrive_module
 from jobs_platform.dead_letter.entries import active_entry, latest_entry, requeue_log
 from jobs_platform.dead_letter.redrive_sensor import dead_letter_redrive_sensor
 from jobs_platform.dead_letter.requeue import requeue_sensor
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.metrics.reader import read_metrics
 from jobs_platform.orchestration.tags import requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.handle import Store
 from jobs_platform.store.schema import alert_ledger, quarantine
 from jobs_platform_tests.alert_fixtures import http_receiver
 from jobs_platform_tests.environments import engine_from
@@ -106,8 +106,8 @@ def time_passes(monkeypatch):
     find_redrives = redrive_module.find_redrives
 
     def to(ahead: dt.timedelta) -> None:
-        def on_shifted_clock(store: Store, *args, **kwargs):
-            return find_redrives(Store(store.engine, ShiftedClock(ahead)), *args, **kwargs)
+        def on_shifted_clock(store: Warehouse, *args, **kwargs):
+            return find_redrives(Warehouse(store.engine, ShiftedClock(ahead)), *args, **kwargs)
 
         monkeypatch.setattr(redrive_module, "find_redrives", on_shifted_clock)
 

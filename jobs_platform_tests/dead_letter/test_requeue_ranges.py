@@ -16,10 +16,10 @@ import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.dead_letter.entries import (
+    DeadLetter,
     EntryStatus,
     RequeuedBy,
     entries_by_id,
-    release_entries,
     requeue_log,
 )
 from jobs_platform.dead_letter.requeue import requeue_sensor
@@ -79,12 +79,8 @@ def released_by_redrive(engine: sa.Engine, partitions: list[str]) -> list[int]:
     """Quarantine each day of `orders`, then release them all as the redrive does."""
     ids = [quarantine_entry(engine, partition=day, failures=1) for day in partitions]
     with engine.begin() as connection:
-        release_entries(
-            connection,
-            entries_by_id(connection, ids),
-            by=RequeuedBy.REDRIVE,
-            reason="cooldown",
-            clock=DATABASE_CLOCK,
+        DeadLetter(DATABASE_CLOCK).release_entries(
+            connection, entries_by_id(connection, ids), by=RequeuedBy.REDRIVE, reason="cooldown"
         )
     return ids
 

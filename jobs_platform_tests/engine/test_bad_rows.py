@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import latest_entry, requeue_partition
+from jobs_platform.dead_letter.entries import DeadLetter, latest_entry
 from jobs_platform.engine.outcomes import Failed, Outcome
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput, RejectRows
@@ -277,7 +277,7 @@ def test_fixing_the_input_of_a_quarantined_partition_and_requeueing_converges(se
     attempt(runner, chunk_rows=100)  # chunk 0 (rows 1-100, 10 bad) passes the limit
     source.lines[DAY] = good_lines()
     with runner.engine.begin() as connection:
-        requeue_partition(connection, ASSET, DAY, reason="input fixed", clock=DATABASE_CLOCK)
+        DeadLetter(DATABASE_CLOCK).requeue_partition(connection, ASSET, DAY, reason="input fixed")
 
     report = attempt(runner, chunk_rows=100)
 

@@ -127,8 +127,8 @@ def test_every_framework_timestamp_is_the_injected_clocks(settings):
     assert isinstance(failed, Failed) and isinstance(quarantined, Failed)
     assert quarantined.entry_id is not None
     with runner.store.begin() as connection:  # a person requeues; its run is on its way
-        runner.store.requeue_partition(connection, ASSET, DAY)
-        runner.store.mark_requeue_launched(connection, [quarantined.entry_id])
+        runner.store.dead_letter.requeue_partition(connection, ASSET, DAY)
+        runner.store.dead_letter.mark_requeue_launched(connection, [quarantined.entry_id])
     done = attempt("run-2")  # a row rejected, two chunks, finalize; the entry resolved
     assert isinstance(done, PartitionReport) and done.chunks_written == 2
 

@@ -17,7 +17,11 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import EntryStatus, latest_entry, requeue_partition
+from jobs_platform.dead_letter.entries import (
+    DeadLetter,
+    EntryStatus,
+    latest_entry,
+)
 from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.outcomes import BudgetSpent, Busy, Failed, Outcome, Refused
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
@@ -28,7 +32,7 @@ from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.holders import HolderIdentity
-from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
+from jobs_platform.store.leases import LeaseBusy, Leases, this_holder
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.schema import create_user_tables
 from jobs_platform.writer.upsert import UpsertCounts
@@ -325,7 +329,7 @@ def test_requeue_starts_a_new_episode_and_a_later_success_resolves_the_entry(run
     items_input.errors.append(TerminalError("bad input"))
     attempt(runner)
     with runner.engine.begin() as connection:
-        requeue_partition(connection, ASSET, DAY, clock=DATABASE_CLOCK)
+        DeadLetter(DATABASE_CLOCK).requeue_partition(connection, ASSET, DAY)
 
     report = attempt(runner)
 
@@ -339,7 +343,7 @@ def test_requeue_starts_a_new_episode_and_a_later_success_resolves_the_entry(run
 def test_requeued_partition_has_a_fresh_attempt_budget(runner, items_input):
     fail_until_quarantined(runner, items_input)
     with runner.engine.begin() as connection:
-        requeue_partition(connection, ASSET, DAY, clock=DATABASE_CLOCK)
+        DeadLetter(DATABASE_CLOCK).requeue_partition(connection, ASSET, DAY)
     items_input.errors.append(RetryableError("one more outage"))
 
     failed = attempt(runner)
@@ -401,14 +405,8 @@ def test_worker_whose_lease_was_taken_over_cannot_commit_and_snoozes(runner, ite
     # another worker may take the lease over while this attempt is still reading.
     here = HolderIdentity.parse(this_holder())
     stale_holder = str(dataclasses.replace(here, start_ticks="0"))
-    items_input.before_chunk[1] = lambda: acquire_lease(
-        runner.engine,
-        ASSET,
-        DAY,
-        holder="worker-b",
-        run_id=None,
-        ttl_seconds=60,
-        clock=DATABASE_CLOCK,
+    items_input.before_chunk[1] = lambda: Leases(runner.engine, DATABASE_CLOCK).acquire(
+        ASSET, DAY, holder="worker-b", run_id=None, ttl_seconds=60
     )
 
     failed = runner.attempt(DAY, Attempter(holder=stale_holder), chunk_rows=2)

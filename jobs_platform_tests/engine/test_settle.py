@@ -7,9 +7,9 @@ import sqlalchemy as sa
 from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform.engine.decisions import NextStep, RetryBudget
 from jobs_platform.engine.settle import Record, settle
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification, Verdict
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.handle import Store
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform_tests.store.factories import ASSET, PARTITION, an_attempt
 
@@ -19,7 +19,7 @@ TERMINAL = Verdict(Classification.TERMINAL, None, "test")
 
 
 def settled(connection: sa.Connection, verdict: Verdict | None, record: Record):
-    store = Store(connection.engine, DATABASE_CLOCK)
+    store = Warehouse(connection.engine, DATABASE_CLOCK)
     return settle(connection, BUDGET, ASSET, PARTITION, 1, verdict, record=record, store=store)
 
 

@@ -20,11 +20,11 @@ from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification, RetryableError, TerminalError
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.handle import Store
-from jobs_platform.store.leases import acquire_lease
+from jobs_platform.store.leases import Leases
 from jobs_platform.store.schema import leases
 from jobs_platform_tests.engine.test_runner import (
     ASSET,
@@ -103,14 +103,8 @@ def test_worker_that_lost_its_lease_cannot_mark_a_done_partition_failed(items_in
 
 def test_worker_that_lost_its_lease_does_not_release_the_new_holders_lease(items_input, settings):
     stale = StaleWorker(items_input, settings)
-    grant = acquire_lease(
-        stale.runner.engine,
-        ASSET,
-        DAY,
-        holder="w2",
-        run_id=None,
-        ttl_seconds=60,
-        clock=DATABASE_CLOCK,
+    grant = Leases(stale.runner.engine, DATABASE_CLOCK).acquire(
+        ASSET, DAY, holder="w2", run_id=None, ttl_seconds=60
     )
 
     stale.wake_up_failing_with(RetryableError("upstream timed out"))
@@ -127,14 +121,8 @@ def test_worker_past_its_deadline_that_lost_its_lease_still_spends_an_attempt(
     # A partition that hangs every worker must still reach its ceiling: the hung worker
     # that wakes up late records a timed-out (counted) attempt, not a free lease loss.
     stale = StaleWorker(items_input, replace(settings, attempt_timeout_seconds=1e-6))
-    acquire_lease(
-        stale.runner.engine,
-        ASSET,
-        DAY,
-        holder="w2",
-        run_id=None,
-        ttl_seconds=60,
-        clock=DATABASE_CLOCK,
+    Leases(stale.runner.engine, DATABASE_CLOCK).acquire(
+        ASSET, DAY, holder="w2", run_id=None, ttl_seconds=60
     )
 
     failed = stale.wake_up_failing_with(RetryableError("upstream timed out"))
@@ -184,13 +172,13 @@ def test_unchanged_later_chunk_still_wins_over_a_changed_earlier_chunk(settings)
 
 def test_heartbeat_thread_stops_even_when_its_renewal_hangs_in_the_database(upgraded_pg_url):
     engine = warehouse_engine(upgraded_pg_url)
-    grant = acquire_lease(
-        engine, ASSET, DAY, holder="w", run_id=None, ttl_seconds=1.5, clock=DATABASE_CLOCK
+    grant = Leases(engine, DATABASE_CLOCK).acquire(
+        ASSET, DAY, holder="w", run_id=None, ttl_seconds=1.5
     )
     blocker = engine.connect()
     transaction = blocker.begin()
     blocker.execute(sa.select(leases).where(leases.c.partition == DAY).with_for_update())
-    store = Store(engine, DATABASE_CLOCK)
+    store = Warehouse(engine, DATABASE_CLOCK)
     heartbeat = Heartbeat(store, grant.lease, 1.5, deadline=time.monotonic() + 3600)
     try:
         with heartbeat:

@@ -19,7 +19,7 @@ import dagster as dg
 import pytest
 
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.leases import Grant, acquire_lease, release_lease, this_holder
+from jobs_platform.store.leases import Grant, Leases, release_lease, this_holder
 from jobs_platform_tests.commands import start_run
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.waiting import wait_for
@@ -88,14 +88,8 @@ def busy_partition(pg_platform_env):
     day = dt.date.fromisoformat(DAY)
     seed_orders(env["JOBS_PLATFORM_LANDING"], day, day, orders_per_day=20)
     engine = engine_from(env)
-    grant = acquire_lease(
-        engine,
-        ASSET,
-        DAY,
-        holder=this_holder(),
-        run_id=None,
-        ttl_seconds=10 * LEASE_SECONDS,
-        clock=DATABASE_CLOCK,
+    grant = Leases(engine, DATABASE_CLOCK).acquire(
+        ASSET, DAY, holder=this_holder(), run_id=None, ttl_seconds=10 * LEASE_SECONDS
     )
     return env, grant
 

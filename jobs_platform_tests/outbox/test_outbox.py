@@ -33,7 +33,9 @@ from jobs_platform.outbox import (
 from jobs_platform.outbox.store import mark_rejected
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.outbox import claim_pending, mark_launched, queue_stats, reclaim_unlaunched
+from jobs_platform.store.outbox import (
+    Outbox,
+)
 from jobs_platform.store.schema import create_user_tables, outbox, utcnow
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.databases import upgraded_warehouse
@@ -142,11 +144,11 @@ def test_request_is_invisible_to_the_sensor_until_the_caller_commits(pg_engine):
         caller.begin()
         request_id = request_backfill(caller, "orders", [DAY], reason="r")
         with pg_engine.begin() as sensor:
-            assert claim_pending(sensor, 10, clock=DATABASE_CLOCK) == []
+            assert Outbox(DATABASE_CLOCK).claim_pending(sensor, 10) == []
         caller.commit()
 
     with pg_engine.begin() as sensor:
-        assert [request.id for request in claim_pending(sensor, 10, clock=DATABASE_CLOCK)] == [
+        assert [request.id for request in Outbox(DATABASE_CLOCK).claim_pending(sensor, 10)] == [
             request_id
         ]
 
@@ -305,7 +307,7 @@ def test_concurrent_claimers_split_the_pending_requests_between_them(pg_engine, 
             barrier.wait(timeout=30)
             while True:
                 with pg_engine.begin() as connection:
-                    batch = claim_pending(connection, REQUESTS_PER_TICK, clock=DATABASE_CLOCK)
+                    batch = Outbox(DATABASE_CLOCK).claim_pending(connection, REQUESTS_PER_TICK)
                 if not batch:
                     return
                 claimed[slot].extend(request.id for request in batch)
@@ -326,12 +328,14 @@ def test_a_claimed_batch_is_skipped_by_other_claimers_not_waited_for(pg_engine):
     first, second = enqueue(pg_engine), enqueue(pg_engine)
     with pg_engine.connect() as holder:
         holder.begin()
-        assert [request.id for request in claim_pending(holder, 1, clock=DATABASE_CLOCK)] == [first]
+        assert [request.id for request in Outbox(DATABASE_CLOCK).claim_pending(holder, 1)] == [
+            first
+        ]
         with pg_engine.connect() as other:
             other.begin()
             # Waiting on the held row would hit this and raise instead of skipping it.
             other.execute(sa.text("SET LOCAL lock_timeout = '2s'"))
-            assert [request.id for request in claim_pending(other, 10, clock=DATABASE_CLOCK)] == [
+            assert [request.id for request in Outbox(DATABASE_CLOCK).claim_pending(other, 10)] == [
                 second
             ]
             other.commit()
@@ -341,18 +345,18 @@ def test_a_claimed_batch_is_skipped_by_other_claimers_not_waited_for(pg_engine):
 def test_a_claimed_request_is_claimed_again_until_it_is_marked(engine):
     request_id = enqueue(engine)
     with engine.begin() as connection:
-        [claimed] = claim_pending(
-            connection, 10, clock=DATABASE_CLOCK
+        [claimed] = Outbox(DATABASE_CLOCK).claim_pending(
+            connection, 10
         )  # then the tick dies: never marked
 
     with engine.begin() as connection:
-        assert claim_pending(connection, 10, clock=DATABASE_CLOCK) == []
-        [again] = reclaim_unlaunched(connection, 10, clock=DATABASE_CLOCK)
+        assert Outbox(DATABASE_CLOCK).claim_pending(connection, 10) == []
+        [again] = Outbox(DATABASE_CLOCK).reclaim_unlaunched(connection, 10)
         assert again.id == request_id and again.claimed_at >= claimed.claimed_at
-        assert mark_launched(connection, request_id, str(request_id), clock=DATABASE_CLOCK)
+        assert Outbox(DATABASE_CLOCK).mark_launched(connection, request_id, str(request_id))
         # A slower tick's late verdict changes nothing.
         assert not mark_rejected(connection, request_id, "too late")
-        assert reclaim_unlaunched(connection, 10, clock=DATABASE_CLOCK) == []
+        assert Outbox(DATABASE_CLOCK).reclaim_unlaunched(connection, 10) == []
 
     assert stored(engine, request_id).status == "launched"
 
@@ -360,12 +364,12 @@ def test_a_claimed_request_is_claimed_again_until_it_is_marked(engine):
 def test_reclaims_take_the_longest_claimed_request_first(engine):
     first, second = enqueue(engine), enqueue(engine)
     with engine.begin() as connection:
-        claim_pending(connection, 10, clock=DATABASE_CLOCK)
+        Outbox(DATABASE_CLOCK).claim_pending(connection, 10)
 
     with engine.begin() as connection:
-        [taken] = reclaim_unlaunched(connection, 1, clock=DATABASE_CLOCK)
+        [taken] = Outbox(DATABASE_CLOCK).reclaim_unlaunched(connection, 1)
     with engine.begin() as connection:
-        [then] = reclaim_unlaunched(connection, 1, clock=DATABASE_CLOCK)
+        [then] = Outbox(DATABASE_CLOCK).reclaim_unlaunched(connection, 1)
 
     assert (taken.id, then.id) == (first, second)  # a request whose runs never appear rotates
 
@@ -411,8 +415,8 @@ def test_an_invalid_request_is_rejected_with_the_reason_and_never_retried(
     assert reason in row.error
     far_later = utcnow() + dt.timedelta(days=30)
     with engine.begin() as connection:
-        assert claim_pending(connection, 10, clock=ManualClock(far_later)) == []
-        assert reclaim_unlaunched(connection, 10, clock=ManualClock(far_later)) == []
+        assert Outbox(ManualClock(far_later)).claim_pending(connection, 10) == []
+        assert Outbox(ManualClock(far_later)).reclaim_unlaunched(connection, 10) == []
     assert tick(instance).run_requests == []
 
 
@@ -427,7 +431,7 @@ def test_a_request_for_an_asset_no_loaded_location_serves_stays_pending_and_coun
     assert stored(engine, request_id).status == "pending"  # for the location that serves it
     with engine.connect() as connection:
         assert (
-            queue_stats(connection, clock=DATABASE_CLOCK).pending == 1
+            Outbox(DATABASE_CLOCK).queue_stats(connection).pending == 1
         )  # the metric and its alert see it
     capsys.readouterr()
     assert main(["outbox", "list", "--json"]) == 0
@@ -504,8 +508,8 @@ def test_a_request_whose_run_fails_terminally_ends_in_the_dead_letter(platform_e
 def test_queue_stats_counts_each_status_and_ages_the_oldest_pending(engine):
     oldest, waiting, to_launch, to_reject, _still_claimed = (enqueue(engine) for _ in range(5))
     with engine.begin() as connection:
-        claim_pending(connection, 10, clock=DATABASE_CLOCK)
-        mark_launched(connection, to_launch, str(to_launch), clock=DATABASE_CLOCK)
+        Outbox(DATABASE_CLOCK).claim_pending(connection, 10)
+        Outbox(DATABASE_CLOCK).mark_launched(connection, to_launch, str(to_launch))
         mark_rejected(connection, to_reject, "unknown asset")
         # Two back to pending, as if they had never been claimed.
         connection.execute(
@@ -516,7 +520,7 @@ def test_queue_stats_counts_each_status_and_ages_the_oldest_pending(engine):
     created = stored(engine, oldest).created_at
 
     with engine.connect() as connection:
-        stats = queue_stats(connection, clock=ManualClock(created + dt.timedelta(seconds=90)))
+        stats = Outbox(ManualClock(created + dt.timedelta(seconds=90))).queue_stats(connection)
 
     assert (stats.pending, stats.claimed, stats.launched, stats.rejected) == (2, 1, 1, 1)
     assert stats.oldest_pending_age_seconds == pytest.approx(90, abs=1)

@@ -7,13 +7,11 @@ import sqlalchemy as sa
 from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import (
     AttemptFailure,
+    Attempts,
     BudgetState,
     attempt_history,
     budget_state,
     failing_streak,
-    finish_attempt,
-    record_abandoned_attempts,
-    start_attempt,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.schema import attempts
@@ -22,7 +20,7 @@ from jobs_platform_tests.store.factories import ASSET, AT, PARTITION, SECOND, an
 
 
 def start(connection: sa.Connection, *, episode: int = 1, token: int = 1) -> tuple[int, int]:
-    return start_attempt(
+    return Attempts(DATABASE_CLOCK).start(
         connection,
         asset=ASSET,
         partition=PARTITION,
@@ -32,7 +30,6 @@ def start(connection: sa.Connection, *, episode: int = 1, token: int = 1) -> tup
         token=token,
         holder="worker-a",
         correlation_id="request-7",
-        clock=DATABASE_CLOCK,
     )
 
 
@@ -58,7 +55,7 @@ def test_attempts_are_numbered_within_their_episode(connection):
 def test_finishing_without_a_failure_records_a_success(connection):
     attempt_id, _ = start(connection)
 
-    finish_attempt(connection, attempt_id, clock=DATABASE_CLOCK)
+    Attempts(DATABASE_CLOCK).finish(connection, attempt_id)
 
     row = attempt_row(connection, attempt_id)
     assert (row.outcome, row.error_class) == ("succeeded", None)
@@ -70,7 +67,7 @@ def test_finishing_with_a_failure_keeps_its_class_type_message_and_traceback(con
     trace = "Traceback (most recent call last): ..."
     failure = AttemptFailure(Classification.TERMINAL, "InputValidationError", "line 3", trace)
 
-    finish_attempt(connection, attempt_id, failure, clock=DATABASE_CLOCK)
+    Attempts(DATABASE_CLOCK).finish(connection, attempt_id, failure)
 
     row = attempt_row(connection, attempt_id)
     assert (row.outcome, row.error_class, row.error_type, row.message, row.traceback) == (
@@ -84,9 +81,9 @@ def test_finishing_with_a_failure_keeps_its_class_type_message_and_traceback(con
 
 def test_a_success_reported_by_its_own_worker_clears_a_recorded_crash(connection):
     attempt_id = an_attempt(connection, outcome="running", token=1)
-    record_abandoned_attempts(connection, ASSET, PARTITION, before_token=2, clock=ManualClock(AT))
+    Attempts(ManualClock(AT)).record_abandoned(connection, ASSET, PARTITION, before_token=2)
 
-    finish_attempt(connection, attempt_id, clock=DATABASE_CLOCK)
+    Attempts(DATABASE_CLOCK).finish(connection, attempt_id)
 
     row = attempt_row(connection, attempt_id)
     assert (row.outcome, row.error_class, row.error_type, row.message) == (
@@ -167,8 +164,8 @@ def test_running_attempts_of_older_tokens_are_recorded_as_crashes_at_the_given_t
     older = [an_attempt(connection, outcome="running", token=t) for t in (1, 2)]
     now = AT + 90 * SECOND
 
-    marked = record_abandoned_attempts(
-        connection, ASSET, PARTITION, before_token=3, clock=ManualClock(now)
+    marked = Attempts(ManualClock(now)).record_abandoned(
+        connection, ASSET, PARTITION, before_token=3
     )
 
     rows = [attempt_row(connection, attempt_id) for attempt_id in older]
@@ -184,8 +181,8 @@ def test_the_current_tokens_attempt_and_finished_attempts_are_not_crashes(connec
     succeeded = an_attempt(connection, outcome="succeeded", token=2)
     current = an_attempt(connection, outcome="running", token=3)
 
-    marked = record_abandoned_attempts(
-        connection, ASSET, PARTITION, before_token=3, clock=ManualClock(AT)
+    marked = Attempts(ManualClock(AT)).record_abandoned(
+        connection, ASSET, PARTITION, before_token=3
     )
 
     outcomes = [attempt_row(connection, i).outcome for i in (failed, succeeded, current)]

@@ -28,18 +28,18 @@ _WORKER = textwrap.dedent(
     from jobs_platform.store.attempts import AttemptFailure
     from jobs_platform.store.clock import DATABASE_CLOCK
     from jobs_platform.store.db import warehouse_engine
-    from jobs_platform.store.handle import Store
+    from jobs_platform.engine.warehouse import Warehouse
     from jobs_platform.store.schema import utcnow
 
-    store = Store(warehouse_engine(sys.argv[1]), DATABASE_CLOCK)  # as a worker builds it
+    store = Warehouse(warehouse_engine(sys.argv[1]), DATABASE_CLOCK)  # as a worker builds it
     with store.begin() as connection:
-        attempt_id, _ = store.start_attempt(
+        attempt_id, _ = store.attempts.start(
             connection, asset="items", partition="2024-01-03", episode=1, run_id="r",
             step_retry=0, token=1, holder="fast-host", correlation_id=None,
         )
         failure = AttemptFailure(Classification.TERMINAL, "ValueError", "a poison row")
-        store.finish_attempt(connection, attempt_id, failure)
-        store.quarantine_partition(connection, "items", "2024-01-03", 1)
+        store.attempts.finish(connection, attempt_id, failure)
+        store.dead_letter.quarantine_partition(connection, "items", "2024-01-03", 1)
         request_backfill(connection, "items", ["2024-01-03"], reason="late rows")
     print(utcnow().isoformat(), flush=True)
     """

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.health import KeyWindow, asset_health, window_health
+from jobs_platform.store.health import Health, KeyWindow
 from jobs_platform.store.schema import leases, partitions, quarantine
 from jobs_platform_tests.clocks import ManualClock
 
@@ -77,7 +77,7 @@ def test_health_counts_states_percentiles_and_leases_of_a_known_scenario(warehou
     a_known_scenario(warehouse)
 
     with warehouse.connect() as connection:
-        health = asset_health(connection, {"orders": EXPECTED}, clock=CLOCK)["orders"]
+        health = Health(CLOCK).asset_health(connection, {"orders": EXPECTED})["orders"]
 
     assert (health.done, health.failed, health.quarantined) == (6, 1, 2)
     # 10 expected: 5 done, 2 failed (one of them quarantined), 1 quarantined -> 2 missing.
@@ -91,7 +91,7 @@ def test_health_counts_states_percentiles_and_leases_of_a_known_scenario(warehou
 
 def test_health_of_an_asset_with_no_state_is_all_missing(warehouse):
     with warehouse.connect() as connection:
-        health = asset_health(connection, {"orders": EXPECTED}, clock=CLOCK)["orders"]
+        health = Health(CLOCK).asset_health(connection, {"orders": EXPECTED})["orders"]
 
     assert (health.done, health.failed, health.quarantined, health.missing) == (0, 0, 0, 10)
     assert health.duration_p50_seconds is None and health.rows_per_second is None
@@ -113,7 +113,7 @@ def test_a_window_counts_only_its_own_partitions(warehouse):
     window = [key for key in EXPECTED if key != EXPECTED[4]]
 
     with warehouse.connect() as connection:
-        health = window_health(connection, {"orders": window}, clock=CLOCK)["orders"]
+        health = Health(CLOCK).window_health(connection, {"orders": window})["orders"]
 
     assert (health.done, health.failed, health.quarantined) == (4, 1, 2)
     assert health.missing == 2  # the 9th and 10th: leased, no state yet
@@ -127,8 +127,8 @@ def test_a_window_of_every_key_reads_as_the_whole_asset(warehouse):
     a_known_scenario(warehouse, outside=False)
 
     with warehouse.connect() as connection:
-        whole = asset_health(connection, {"orders": EXPECTED}, clock=CLOCK)
-        window = window_health(connection, {"orders": EXPECTED}, clock=CLOCK)
+        whole = Health(CLOCK).asset_health(connection, {"orders": EXPECTED})
+        window = Health(CLOCK).window_health(connection, {"orders": EXPECTED})
 
     assert window == whole
 
@@ -137,7 +137,7 @@ def test_an_empty_window_counts_nothing(warehouse):
     a_known_scenario(warehouse)
 
     with warehouse.connect() as connection:
-        health = window_health(connection, {"orders": []}, clock=CLOCK)["orders"]
+        health = Health(CLOCK).window_health(connection, {"orders": []})["orders"]
 
     assert (health.done, health.missing, health.in_flight, health.rows_per_second) == (
         0, 0, 0, None,
@@ -165,8 +165,8 @@ def test_a_key_window_counts_what_the_list_of_its_keys_counts(warehouse):
     window = KeyWindow(EXPECTED[0], EXPECTED[-1], len(EXPECTED))
 
     with warehouse.connect() as connection:
-        listed = asset_health(connection, {"orders": EXPECTED}, clock=CLOCK)["orders"]
-        windowed = asset_health(connection, {"orders": window}, clock=CLOCK)["orders"]
+        listed = Health(CLOCK).asset_health(connection, {"orders": EXPECTED})["orders"]
+        windowed = Health(CLOCK).asset_health(connection, {"orders": window})["orders"]
 
     assert windowed == listed
     # 10 days: 5 done, 2 failed (one quarantined), 2 quarantined only (the 8th, the 10th).
@@ -177,6 +177,6 @@ def test_an_empty_key_window_misses_nothing(warehouse):
     a_known_scenario(warehouse)
 
     with warehouse.connect() as connection:
-        health = asset_health(connection, {"orders": KeyWindow("", "", 0)}, clock=CLOCK)["orders"]
+        health = Health(CLOCK).asset_health(connection, {"orders": KeyWindow("", "", 0)})["orders"]
 
     assert health.missing == 0 and health.done == 6

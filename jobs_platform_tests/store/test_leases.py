@@ -20,11 +20,9 @@ from jobs_platform.store.holders import HolderIdentity
 from jobs_platform.store.leases import (
     Grant,
     LeaseBusy,
-    acquire_lease,
-    fence,
+    Leases,
     holder_is_dead,
     release_lease,
-    renew_lease,
     this_holder,
 )
 from jobs_platform.store.schema import leases, utcnow
@@ -55,8 +53,8 @@ def acquire(
     partition=PARTITION,
     clock: Clock = DATABASE_CLOCK,
 ) -> Grant:
-    return acquire_lease(
-        engine, ASSET, partition, holder=holder, run_id=None, ttl_seconds=ttl, clock=clock
+    return Leases(engine, clock).acquire(
+        ASSET, partition, holder=holder, run_id=None, ttl_seconds=ttl
     )
 
 
@@ -140,7 +138,7 @@ def test_old_token_cannot_commit_after_a_takeover_and_its_writes_roll_back(wareh
 
     with pytest.raises(LeaseLostError, match="lost"), warehouse.begin() as connection:
         connection.execute(sa.insert(notes).values(text="written by the stale worker"))
-        fence(connection, old.lease, TTL, clock)
+        Leases(connection.engine, clock).fence(connection, old.lease, TTL)
 
     with warehouse.connect() as connection:
         assert connection.execute(sa.select(sa.func.count()).select_from(notes)).scalar() == 0
@@ -151,14 +149,14 @@ def test_fence_refuses_an_expired_lease_even_before_a_takeover(warehouse, clock)
     clock.advance(SHORT_TTL)
 
     with pytest.raises(LeaseLostError), warehouse.begin() as connection:
-        fence(connection, old.lease, TTL, clock)
+        Leases(connection.engine, clock).fence(connection, old.lease, TTL)
 
 
 def test_fence_succeeds_for_the_owner_and_extends_the_lease(warehouse):
     grant = acquire(warehouse, "worker-a", ttl=TTL)
 
     with warehouse.begin() as connection:
-        fence(connection, grant.lease, LONG_TTL, DATABASE_CLOCK)
+        Leases(connection.engine, DATABASE_CLOCK).fence(connection, grant.lease, LONG_TTL)
 
     assert TTL < expires_in(warehouse) <= LONG_TTL
 
@@ -166,7 +164,7 @@ def test_fence_succeeds_for_the_owner_and_extends_the_lease(warehouse):
 def test_renew_extends_the_lease_of_its_owner(warehouse):
     grant = acquire(warehouse, "worker-a", ttl=TTL)
 
-    renewed = renew_lease(warehouse, grant.lease, LONG_TTL, DATABASE_CLOCK)
+    renewed = Leases(warehouse, DATABASE_CLOCK).renew(grant.lease, LONG_TTL)
 
     assert renewed is True
     assert TTL < expires_in(warehouse) <= LONG_TTL
@@ -176,7 +174,7 @@ def test_renew_does_not_revive_an_expired_lease(warehouse, clock):
     grant = acquire(warehouse, "worker-a", ttl=SHORT_TTL, clock=clock)
     clock.advance(SHORT_TTL)
 
-    assert renew_lease(warehouse, grant.lease, LONG_TTL, clock) is False
+    assert Leases(warehouse, clock).renew(grant.lease, LONG_TTL) is False
     assert acquire(warehouse, "worker-b", clock=clock).lease.token == grant.lease.token + 1
 
 
@@ -185,7 +183,7 @@ def test_renew_reports_a_lease_lost_to_a_takeover(warehouse, clock):
     clock.advance(SHORT_TTL)
     acquire(warehouse, "worker-b", clock=clock)
 
-    assert renew_lease(warehouse, old.lease, TTL, clock) is False
+    assert Leases(warehouse, clock).renew(old.lease, TTL) is False
 
 
 def test_release_lets_another_worker_acquire_at_once(warehouse):

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.leases import LeaseBusy, acquire_lease, this_holder
-from jobs_platform.store.recovery import record_abandoned_attempts_everywhere
+from jobs_platform.store.leases import LeaseBusy, Leases, this_holder
+from jobs_platform.store.recovery import Recovery
 from jobs_platform.store.schema import attempts
 from jobs_platform_tests.clocks import database_now, lease_has_expired
 from jobs_platform_tests.waiting import wait_for
@@ -38,13 +38,13 @@ _WORKER = textwrap.dedent(
     import os, sys, time
     from jobs_platform.store.clock import DATABASE_CLOCK
     from jobs_platform.store.db import warehouse_engine
-    from jobs_platform.store.handle import Store
+    from jobs_platform.engine.warehouse import Warehouse
     from jobs_platform.store.leases import LeaseBusy, this_holder
 
     print(time.time(), os.readlink("/proc/self/ns/pid"), flush=True)
-    store = Store(warehouse_engine(sys.argv[1]), DATABASE_CLOCK)  # as a worker builds it
+    store = Warehouse(warehouse_engine(sys.argv[1]), DATABASE_CLOCK)  # as a worker builds it
     try:
-        grant = store.acquire_lease(
+        grant = store.leases.acquire(
             "items", "2024-01-03", holder=this_holder(), run_id=None,
             ttl_seconds=float(sys.argv[2]),
         )
@@ -52,7 +52,7 @@ _WORKER = textwrap.dedent(
         print("busy", flush=True)
         sys.exit(0)
     with store.begin() as connection:
-        store.start_attempt(
+        store.attempts.start(
             connection, asset="items", partition="2024-01-03", episode=1, run_id="r",
             step_retry=0, token=grant.lease.token, holder=grant.lease.holder,
             correlation_id=None,
@@ -135,14 +135,8 @@ def stop(worker: subprocess.Popen) -> None:
 
 
 def acquire_here(engine: sa.Engine, ttl: float = 60):
-    return acquire_lease(
-        engine,
-        ASSET,
-        PARTITION,
-        holder=this_holder(),
-        run_id=None,
-        ttl_seconds=ttl,
-        clock=DATABASE_CLOCK,
+    return Leases(engine, DATABASE_CLOCK).acquire(
+        ASSET, PARTITION, holder=this_holder(), run_id=None, ttl_seconds=ttl
     )
 
 
@@ -228,7 +222,7 @@ def test_recovery_does_not_record_a_live_attempt_in_another_pid_namespace_as_a_c
         assert report.outcome == "acquired"
 
         with warehouse.begin() as connection:
-            crashed = record_abandoned_attempts_everywhere(connection, clock=DATABASE_CLOCK)
+            crashed = Recovery(DATABASE_CLOCK).record_abandoned_attempts_everywhere(connection)
         with warehouse.connect() as connection:
             outcomes = connection.execute(sa.select(attempts.c.outcome)).scalars().all()
     finally:

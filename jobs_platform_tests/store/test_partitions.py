@@ -6,11 +6,11 @@ import sqlalchemy as sa
 
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import (
+    Partitions,
     PartitionStatus,
     current_episode,
     done_record,
     partition_rows,
-    set_partition_status,
 )
 from jobs_platform_tests.store.factories import ASSET, PARTITION, a_partition
 
@@ -40,14 +40,8 @@ def test_only_a_done_partition_has_a_done_record_with_its_fingerprint(connection
 
 def test_setting_the_same_status_twice_leaves_the_same_row(connection):
     def set_done() -> None:
-        set_partition_status(
-            connection,
-            ASSET,
-            PARTITION,
-            PartitionStatus.DONE,
-            fingerprint="f-1",
-            row_count=42,
-            clock=DATABASE_CLOCK,
+        Partitions(DATABASE_CLOCK).set_status(
+            connection, ASSET, PARTITION, PartitionStatus.DONE, fingerprint="f-1", row_count=42
         )
 
     set_done()
@@ -73,10 +67,10 @@ def test_setting_the_same_status_twice_leaves_the_same_row(connection):
 def test_setting_a_status_keeps_the_episode_unless_one_is_given(connection):
     a_partition(connection, status="quarantined", episode=2)
 
-    set_partition_status(connection, ASSET, PARTITION, PartitionStatus.FAILED, clock=DATABASE_CLOCK)
+    Partitions(DATABASE_CLOCK).set_status(connection, ASSET, PARTITION, PartitionStatus.FAILED)
     kept = the_row(connection).episode
-    set_partition_status(
-        connection, ASSET, PARTITION, PartitionStatus.FAILED, episode=3, clock=DATABASE_CLOCK
+    Partitions(DATABASE_CLOCK).set_status(
+        connection, ASSET, PARTITION, PartitionStatus.FAILED, episode=3
     )
 
     assert (kept, the_row(connection).episode) == (2, 3)
@@ -85,8 +79,8 @@ def test_setting_a_status_keeps_the_episode_unless_one_is_given(connection):
 def test_marking_a_done_partition_done_again_keeps_its_fingerprint_and_row_count(connection):
     a_partition(connection, status="done", fingerprint="f-1", row_count=42, run_id="run-1")
 
-    set_partition_status(
-        connection, ASSET, PARTITION, PartitionStatus.DONE, run_id="run-2", clock=DATABASE_CLOCK
+    Partitions(DATABASE_CLOCK).set_status(
+        connection, ASSET, PARTITION, PartitionStatus.DONE, run_id="run-2"
     )
 
     row = the_row(connection)

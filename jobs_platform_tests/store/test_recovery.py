@@ -9,9 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.recovery import (
-    record_abandoned_attempts_everywhere,
-    runs_whose_worker_died,
-    runs_with_live_attempts,
+    Recovery,
 )
 from jobs_platform.store.schema import attempts
 from jobs_platform_tests.clocks import ManualClock
@@ -70,7 +68,7 @@ def attempt_row(connection: sa.Connection, attempt_id: int) -> sa.Row:
 
 
 def recorded_crashes(connection: sa.Connection, clock: ManualClock) -> list[int]:
-    return [row.id for row in record_abandoned_attempts_everywhere(connection, clock)]
+    return [row.id for row in Recovery(clock).record_abandoned_attempts_everywhere(connection)]
 
 
 # Abandoned attempts
@@ -165,9 +163,9 @@ def test_only_runs_with_an_attempt_under_a_live_lease_are_live(connection, clock
     an_attempt(connection, partition="2024-01-03", run_id="finished", outcome="succeeded")
     runs = ["working", "overtaken", "finished", "unknown"]
 
-    assert runs_with_live_attempts(connection, runs, clock) == {"working"}
+    assert Recovery(clock).runs_with_live_attempts(connection, runs) == {"working"}
     clock.advance(TTL)
-    assert runs_with_live_attempts(connection, runs, clock) == set()
+    assert Recovery(clock).runs_with_live_attempts(connection, runs) == set()
 
 
 def test_a_run_whose_crash_is_older_than_the_grace_died(connection, clock):
@@ -176,7 +174,7 @@ def test_a_run_whose_crash_is_older_than_the_grace_died(connection, clock):
     recorded_crashes(connection, clock)
     clock.advance(GRACE + 1)
 
-    assert runs_whose_worker_died(connection, ["run-1"], GRACE, clock) == {"run-1"}
+    assert Recovery(clock).runs_whose_worker_died(connection, ["run-1"], GRACE) == {"run-1"}
 
 
 def test_a_run_whose_crash_is_younger_than_the_grace_is_not_failed(connection, clock):
@@ -185,7 +183,7 @@ def test_a_run_whose_crash_is_younger_than_the_grace_is_not_failed(connection, c
     recorded_crashes(connection, clock)
     clock.advance(GRACE - 1)
 
-    assert runs_whose_worker_died(connection, ["run-1"], GRACE, clock) == set()
+    assert Recovery(clock).runs_whose_worker_died(connection, ["run-1"], GRACE) == set()
 
 
 def test_a_run_still_working_on_another_partition_is_not_failed(connection, clock):
@@ -193,7 +191,7 @@ def test_a_run_still_working_on_another_partition_is_not_failed(connection, cloc
     an_attempt(connection, partition="2024-01-02", error_class="crash", run_id="run-1", ended_at=AT)
     clock.advance(TTL - 1)
 
-    assert runs_whose_worker_died(connection, ["run-1"], grace_seconds=0, clock=clock) == set()
+    assert Recovery(clock).runs_whose_worker_died(connection, ["run-1"], grace_seconds=0) == set()
 
 
 def test_a_run_whose_latest_attempt_is_not_a_crash_is_not_failed(connection, clock):
@@ -202,4 +200,4 @@ def test_a_run_whose_latest_attempt_is_not_a_crash_is_not_failed(connection, clo
     an_attempt(connection, error_class="retryable", run_id="run-1", token=2)
     clock.advance(10 * GRACE)
 
-    assert runs_whose_worker_died(connection, ["run-1"], GRACE, clock) == set()
+    assert Recovery(clock).runs_whose_worker_died(connection, ["run-1"], GRACE) == set()

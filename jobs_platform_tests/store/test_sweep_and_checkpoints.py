@@ -9,10 +9,10 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.checkpoints import (
+    Checkpoints,
     committed_chunks,
     forget_chunks_from,
     forget_other_inputs,
-    record_chunk,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
@@ -75,7 +75,7 @@ def sweep(engine: sa.Engine, table: sa.Table, part: str, seen: set, key=("id",))
 
 def record(engine: sa.Engine, partition: str, fingerprint: str, index: int, chunk_hash="h"):
     with engine.begin() as connection:
-        record_chunk(
+        Checkpoints(DATABASE_CLOCK).record_chunk(
             connection,
             asset=ASSET,
             partition=partition,
@@ -84,7 +84,6 @@ def record(engine: sa.Engine, partition: str, fingerprint: str, index: int, chun
             chunk_hash=chunk_hash,
             row_count=10,
             token=1,
-            clock=DATABASE_CLOCK,
         )
 
 
@@ -223,7 +222,7 @@ def test_rolled_back_chunk_transaction_leaves_neither_rows_nor_checkpoint(wareho
 
     with pytest.raises(RuntimeError), warehouse.begin() as connection:
         upsert_frame(connection, items, ["id"], chunk)
-        record_chunk(
+        Checkpoints(DATABASE_CLOCK).record_chunk(
             connection,
             asset=ASSET,
             partition="a",
@@ -232,7 +231,6 @@ def test_rolled_back_chunk_transaction_leaves_neither_rows_nor_checkpoint(wareho
             chunk_hash="h",
             row_count=2,
             token=1,
-            clock=DATABASE_CLOCK,
         )
         raise RuntimeError("the worker fails before COMMIT")
 
@@ -246,7 +244,7 @@ def test_committed_chunk_transaction_leaves_both_rows_and_checkpoint(warehouse, 
 
     with warehouse.begin() as connection:
         upsert_frame(connection, items, ["id"], chunk)
-        record_chunk(
+        Checkpoints(DATABASE_CLOCK).record_chunk(
             connection,
             asset=ASSET,
             partition="a",
@@ -255,7 +253,6 @@ def test_committed_chunk_transaction_leaves_both_rows_and_checkpoint(warehouse, 
             chunk_hash="h",
             row_count=2,
             token=1,
-            clock=DATABASE_CLOCK,
         )
 
     assert ids_by_part(warehouse, items) == {"a": [1, 2]}
