@@ -7,11 +7,11 @@ from typing import TypeVar
 
 import dagster as dg
 
+from jobs_platform.alerts.resource import ALERTS_RESOURCE_KEY, AlertsResource
 from jobs_platform.dead_letter.asset import dead_letter_definitions
 from jobs_platform.dead_letter.checks import no_quarantined_partitions_checks
 from jobs_platform.dead_letter.redrive_sensor import redrive_sensor_named
 from jobs_platform.dead_letter.requeue import requeue_job, requeue_sensor_named
-from jobs_platform.orchestration.alerting import ALERTS_RESOURCE_KEY, AlertsResource
 from jobs_platform.orchestration.backfill_asset import RESOURCE_KEY
 from jobs_platform.orchestration.chains import chain_backfills
 from jobs_platform.orchestration.executors import platform_executor

@@ -7,8 +7,8 @@ test's own). Each object's methods are its queries, with their SQL and docstring
 caller still owns the transaction (`store.begin()`), so one transaction stays one: rows,
 checkpoint and fence; a finalize; a release.
 
-The dead letter's and the outbox's objects sit above the store, with the warehouse that
-holds them all (`engine.warehouse.Warehouse`).
+The dead letter's, the outbox's and the alerts' objects sit above the store, with the
+warehouse that holds them all (`engine.warehouse.Warehouse`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from collections.abc import Iterator
 
 import sqlalchemy as sa
 
-from jobs_platform.store.alert_ledger import AlertLedger
 from jobs_platform.store.attempts import Attempts
 from jobs_platform.store.catalog import Catalog
 from jobs_platform.store.checkpoints import Checkpoints
@@ -45,7 +44,6 @@ class Store:
         self.catalog = Catalog(engine, clock)
         self.health = Health(clock)
         self.outbox_backlog = OutboxBacklog(clock)
-        self.alert_ledger = AlertLedger(clock)
         self.recovery = Recovery(clock)
 
     def now(self, connection: sa.Connection) -> dt.datetime:

@@ -27,11 +27,11 @@ def test_every_object_of_a_warehouse_reads_the_clock_it_was_given():
         "catalog",
         "health",
         "outbox_backlog",
-        "alert_ledger",
         "recovery",
         "dead_letter",
         "redrives",
         "outbox",
+        "alert_ledger",
     }
     assert all(value.clock is clock for value in objects.values())
     assert warehouse.leases.engine is warehouse.catalog.engine is engine
