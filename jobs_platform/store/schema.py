@@ -133,7 +133,8 @@ attempts = sa.Table(
 
 
 # The values of `jp_quarantine.status`: the dead letter moves entries between them
-# (`dead_letter.entries`), and `store.health` counts its partitions by them.
+# (`dead_letter.entries`, `dead_letter.releases`), and `store.health` counts its
+# partitions by them.
 class EntryStatus(enum.StrEnum):
     """Where a dead-letter entry stands."""
 
