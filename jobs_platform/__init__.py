@@ -37,7 +37,7 @@ _HOMES = {
     "UtcDateTime": "jobs_platform.store.schema",
     "create_user_tables": "jobs_platform.store.schema",
     "request_backfill": "jobs_platform.outbox",
-    "AlertsResource": "jobs_platform.orchestration.alerting",
+    "AlertsResource": "jobs_platform.alerts.resource",
     "DEFAULT_BACKFILL_POLICY": "jobs_platform.orchestration.backfill_asset",
     "backfill_asset": "jobs_platform.orchestration.backfill_asset",
     "backfill_chains": "jobs_platform.orchestration.chains",
@@ -49,9 +49,9 @@ _HOMES = {
 # pyright sees each with its real signature (the package ships `py.typed`). Kept equal
 # to `_HOMES` by test_public_api.py.
 if TYPE_CHECKING:
+    from jobs_platform.alerts.resource import AlertsResource
     from jobs_platform.engine.spec import PartitionInput, RejectRows
     from jobs_platform.errors import InputValidationError, RetryableError, TerminalError
-    from jobs_platform.orchestration.alerting import AlertsResource
     from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY, backfill_asset
     from jobs_platform.orchestration.chains import backfill_chains
     from jobs_platform.orchestration.platform import platform_definitions

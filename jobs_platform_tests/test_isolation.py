@@ -184,8 +184,8 @@ def test_the_daily_schedule_runs_each_day_alone_so_a_poison_day_withholds_only_i
 
 
 def test_an_outbox_request_over_the_range_withholds_only_the_poison_days_revenue(platform_env):
-    from jobs_platform.orchestration.outbox import backfill_request_sensor
     from jobs_platform.outbox import request_backfill
+    from jobs_platform.outbox.sensor import backfill_request_sensor
     from orders_example.definitions import defs
 
     seed_with_poison(platform_env)

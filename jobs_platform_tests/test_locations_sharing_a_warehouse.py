@@ -26,7 +26,7 @@ from jobs_platform import request_backfill
 from jobs_platform.dead_letter.entries import DeadLetter, latest_entry
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.outbox import Outbox
+from jobs_platform.store.outbox_backlog import OutboxBacklog
 from jobs_platform.store.schema import attempts, create_user_tables, outbox
 from jobs_platform_tests.alert_fixtures import HttpReceiver, http_receiver, quarantine_entry
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
@@ -206,7 +206,7 @@ def test_each_locations_outbox_sensor_claims_only_requests_for_its_own_assets(en
     assert (status_of(engine, ads), status_of(engine, unserved)) == ("claimed", "pending")
     # Never rejected by a location that does not serve it; counted while it waits.
     with engine.connect() as connection:
-        assert Outbox(DATABASE_CLOCK).queue_stats(connection).pending == 1
+        assert OutboxBacklog(DATABASE_CLOCK).queue_stats(connection).pending == 1
 
 
 def test_each_locations_dead_letter_sensor_alerts_and_shows_only_its_own_entries(

@@ -21,8 +21,8 @@ import jobs_platform
 from jobs_platform.cli.main import main
 from jobs_platform.dead_letter.asset import dead_letter_sensor
 from jobs_platform.dead_letter.requeue import requeue_sensor
-from jobs_platform.orchestration.outbox import backfill_request_sensor
 from jobs_platform.orchestration.recovery import abandoned_run_sensor
+from jobs_platform.outbox.sensor import backfill_request_sensor
 from jobs_platform.settings import embedded_database_url
 from jobs_platform.store.db import normalize_url, redact_url, warehouse_engine
 from jobs_platform.store.migrate import (

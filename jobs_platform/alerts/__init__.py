@@ -1,6 +1,7 @@
 """Quarantine alerts: what they say, where they go, and the ledger that sends each once.
 
-Plain Python over SQLAlchemy and httpx; the Dagster side lives in `orchestration`.
+Plain Python over SQLAlchemy and httpx; the Dagster side is `jobs_platform.alerts.resource`
+(`AlertsResource`), which this package does not import.
 """
 
 from jobs_platform.alerts.alert import AttemptRecord, QuarantineAlert, load_alert, load_alerts

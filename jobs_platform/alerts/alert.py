@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, replace
 
 import sqlalchemy as sa
 
+from jobs_platform.alerts.deliveries import QUARANTINED_EVENT
 from jobs_platform.dead_letter.entries import UnknownEntry, entries_by_id
 from jobs_platform.dead_letter.view import one_line
-from jobs_platform.store.alert_ledger import QUARANTINED_EVENT
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.suggested_commands import requeue_command
 

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from jobs_platform.alerts.alert import QuarantineAlert
+from jobs_platform.alerts.deliveries import SETTLED, DeliveryStatus, event_sink
 from jobs_platform.alerts.sinks import AlertSink
-from jobs_platform.engine.warehouse import Warehouse
-from jobs_platform.store.alert_ledger import SETTLED, DeliveryStatus, event_sink
+
+if TYPE_CHECKING:
+    # A type only: the warehouse holds this feature's `AlertLedger` (`alerts.deliveries`),
+    # so importing it here at run time would be circular.
+    from jobs_platform.engine.warehouse import Warehouse
 
 logger = logging.getLogger("jobs_platform.alerts")
 

@@ -16,8 +16,8 @@ from jobs_platform.dead_letter.entries import (
     UnknownEntry,
     latest_entry,
     list_entries,
-    requeue_log,
 )
+from jobs_platform.dead_letter.releases import requeue_log
 from jobs_platform.dead_letter.selection import Selection
 from jobs_platform.dead_letter.triage import signature_groups
 from jobs_platform.dead_letter.view import (

@@ -60,7 +60,7 @@ def run_list(args: argparse.Namespace) -> int:
     statuses = [OutboxStatus(args.status)] if args.status else None
     with store.connect() as connection:
         rows = list_requests(connection, limit=args.limit, statuses=statuses)
-        stats = store.outbox.queue_stats(connection)
+        stats = store.outbox_backlog.queue_stats(connection)
     requests = [request_summary(row) for row in rows]
     if args.json:
         print(json.dumps(requests, indent=2))

@@ -21,7 +21,8 @@ import os
 import sys
 
 from jobs_platform.cli.warehouse import open_store
-from jobs_platform.dead_letter.entries import RequeuedBy, UnknownEntry
+from jobs_platform.dead_letter.entries import UnknownEntry
+from jobs_platform.dead_letter.releases import RequeuedBy
 from jobs_platform.dead_letter.selection import Selection
 from jobs_platform.dead_letter.view import one_line
 from jobs_platform.location import (

@@ -16,8 +16,8 @@ import dagster as dg
 
 from jobs_platform.alerts.alert import QuarantineAlert, alert_for_entry, load_alert, load_alerts
 from jobs_platform.alerts.ledger import deliver_once, is_settled
+from jobs_platform.alerts.resource import AlertsResource
 from jobs_platform.dead_letter.entries import UnknownEntry, entries_after
-from jobs_platform.orchestration.alerting import AlertsResource
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run, location_of_sensor
 from jobs_platform.orchestration.resources import JobsPlatformResource

@@ -35,12 +35,12 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import alert_for_entry
 from jobs_platform.alerts.ledger import deliver_once
+from jobs_platform.alerts.resource import AlertsResource
 from jobs_platform.dead_letter import redrive as redrive_rules
-from jobs_platform.dead_letter.entries import RequeuedBy
 from jobs_platform.dead_letter.redrive import EXHAUSTED_EVENT, RedriveReason
+from jobs_platform.dead_letter.releases import RequeuedBy
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
 from jobs_platform.engine.warehouse import Warehouse
-from jobs_platform.orchestration.alerting import AlertsResource
 from jobs_platform.orchestration.backfill_asset import declared_config, resource_parameters
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_sensor

@@ -42,12 +42,8 @@ from typing import Any
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import (
-    RequeuedBy,
-    UnknownEntry,
-    requeue_awaiting_run,
-    resolved_since,
-)
+from jobs_platform.dead_letter.entries import UnknownEntry
+from jobs_platform.dead_letter.releases import RequeuedBy, requeue_awaiting_run, resolved_since
 from jobs_platform.dead_letter.requeue_plan import RequeueRun, requeue_runs
 from jobs_platform.dead_letter.selection import Selection
 from jobs_platform.engine.warehouse import Warehouse

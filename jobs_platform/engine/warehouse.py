@@ -1,7 +1,8 @@
-"""`Warehouse`: the store's objects and the dead letter's, on one engine and one clock.
+"""`Warehouse`: the store's objects and the features' (the dead letter's, the outbox's, the
+alerts'), on one engine and one clock.
 
-The store sits below the dead letter, so its `Store` cannot hold the dead letter's
-objects. The engine sits above both: every entry point that writes a warehouse
+The store sits below the features' pure parts, so its `Store` cannot hold their objects.
+The engine sits above them all: every entry point that writes a warehouse
 (`PartitionRunner`, the resource, the CLI's `open_store`, each sensor) builds this one.
 """
 
@@ -9,20 +10,25 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from jobs_platform.alerts.deliveries import AlertLedger
 from jobs_platform.dead_letter.entries import DeadLetter
 from jobs_platform.dead_letter.redrive import Redrives
+from jobs_platform.outbox.queue import Outbox
 from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.handle import Store
 from jobs_platform.store.migrate import ready_warehouse
 
 
 class Warehouse(Store):
-    """A `Store` that also holds the dead letter's objects, on the same clock."""
+    """A `Store` that also holds the dead letter's, the outbox's and the alerts' objects,
+    on the same clock."""
 
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         super().__init__(engine, clock)
         self.dead_letter = DeadLetter(clock)
         self.redrives = Redrives(clock)
+        self.outbox = Outbox(clock)
+        self.alert_ledger = AlertLedger(clock)
 
 
 def ready_store(database_url: str | sa.URL) -> Warehouse:

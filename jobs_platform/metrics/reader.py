@@ -1,7 +1,7 @@
 """One reading of the warehouse for `/metrics`: a handful of set-based queries, no Dagster.
 
 Partition states, leases and speed are `store.health`'s figures (one home for each rule);
-the outbox backlog is `store.outbox.queue_stats`; the attempt history by outcome and
+the outbox backlog is `store.outbox_backlog.queue_stats`; the attempt history by outcome and
 error class with its duration histogram (one grouped query) and the rows the done
 partitions hold are `store.tallies`, shaped here for Prometheus. The dead letter's open
 entries per asset and its number of open causes (one count over the distinct signatures)
@@ -23,7 +23,7 @@ from jobs_platform.settings import DEFAULT_MAX_REDRIVES
 from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.health import AssetHealth, ExpectedKeys, Health
-from jobs_platform.store.outbox import Outbox, QueueStats
+from jobs_platform.store.outbox_backlog import OutboxBacklog, QueueStats
 from jobs_platform.writer.rejects import rejected_counts
 
 # Upper bounds (seconds) of the attempt duration histogram: an attempt takes from well
@@ -93,7 +93,7 @@ def read_metrics(
         redrives=redrive.redrives_by_reason(connection),
         redrives_exhausted=dict.fromkeys(partition_keys, 0)
         | redrive.exhausted_entries(connection, max_redrives),
-        outbox=Outbox(clock).queue_stats(connection),
+        outbox=OutboxBacklog(clock).queue_stats(connection),
         read_seconds=time.perf_counter() - began,
         rows_rejected=dict.fromkeys(partition_keys, 0) | rejected_counts(connection),
     )

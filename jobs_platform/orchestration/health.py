@@ -66,7 +66,7 @@ def status_report(
     windowed = keys_in_window(specs, keys, window)
     with store.connect() as connection:
         assets = store.health.window_health(connection, windowed)
-        queue = store.outbox.queue_stats(connection, assets=list(keys))
+        queue = store.outbox_backlog.queue_stats(connection, assets=list(keys))
     return {
         "assets": assets,
         "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,

@@ -7,20 +7,20 @@ from typing import TypeVar
 
 import dagster as dg
 
+from jobs_platform.alerts.resource import ALERTS_RESOURCE_KEY, AlertsResource
 from jobs_platform.dead_letter.asset import dead_letter_definitions
 from jobs_platform.dead_letter.checks import no_quarantined_partitions_checks
 from jobs_platform.dead_letter.redrive_sensor import redrive_sensor_named
 from jobs_platform.dead_letter.requeue import requeue_job, requeue_sensor_named
-from jobs_platform.orchestration.alerting import ALERTS_RESOURCE_KEY, AlertsResource
 from jobs_platform.orchestration.backfill_asset import RESOURCE_KEY
 from jobs_platform.orchestration.chains import chain_backfills
 from jobs_platform.orchestration.executors import platform_executor
 from jobs_platform.orchestration.health import platform_health_asset, platform_health_schedule
 from jobs_platform.orchestration.naming import FrameworkNames
-from jobs_platform.orchestration.outbox import backfill_request_sensor_named, outbox_health_asset
 from jobs_platform.orchestration.recovery import abandoned_run_sensor_named
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.tags import BACKFILL_TAG
+from jobs_platform.outbox.sensor import backfill_request_sensor_named, outbox_health_asset
 
 _Resource = TypeVar("_Resource", JobsPlatformResource, AlertsResource)
 

@@ -1,8 +1,8 @@
 """The transactional outbox: request backfills in the same transaction as a state change.
 
 Plain SQLAlchemy, no Dagster: `request_backfill` is called from application code. The
-Dagster side that drains it is `jobs_platform.orchestration.outbox`, over the claims of
-`jobs_platform.store.outbox`.
+Dagster side that drains it is `jobs_platform.outbox.sensor`, over the claims of
+`jobs_platform.outbox.queue`.
 """
 
 from jobs_platform.outbox.payload import (

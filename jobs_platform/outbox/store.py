@@ -3,14 +3,15 @@
 Application code calls `request_backfill` with the SQLAlchemy `Connection` of the
 transaction that changes its state, so the request commits with that change or not at
 all: there is no window where the state changed and nobody asked for the backfill, or
-the reverse. `backfill_request_sensor` (jobs_platform.orchestration.outbox) drains the
+the reverse. `backfill_request_sensor` (jobs_platform.outbox.sensor) drains the
 table: `claim_pending` takes new requests, `reclaim_unlaunched` takes again those whose
 runs Dagster has not shown yet, and `mark_launched` / `mark_rejected` end a claim.
 
 What a request may hold is `jobs_platform.outbox.payload`: identifiers only, checked
 here at enqueue and again by the sensor, which treats stored rows as untrusted.
 
-Its rows and their SQL are `jobs_platform.store.outbox`. The table is `jp_outbox`,
+Its rows and their SQL are `jobs_platform.outbox.queue` (the backlog's counts,
+`jobs_platform.store.outbox_backlog`). The table is `jp_outbox`,
 created with the framework's other tables by `jobs-platform db upgrade` (a deploy step,
 before the first request; the sensor never creates it).
 """
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from jobs_platform.outbox import queue as outbox_rows
 from jobs_platform.outbox.payload import (
     MAX_ERROR_CHARS,
     MAX_REASON_CHARS,
@@ -31,19 +33,18 @@ from jobs_platform.outbox.payload import (
     checked_partitions,
     checked_text,
 )
-from jobs_platform.store import outbox as outbox_rows
-from jobs_platform.store.clock import DATABASE_CLOCK
 
-# The claims live with their SQL in the store; the sensor, its health check and the CLI
-# import them from here.
-from jobs_platform.store.outbox import (
+# The claims live with their SQL in `outbox.queue`; the sensor, its health check and the
+# CLI import them from here.
+from jobs_platform.outbox.queue import (
     ClaimedRequest,
     Outbox,
     OutboxNotInstalled,
-    OutboxStatus,
-    QueueStats,
     list_requests,
 )
+from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.outbox_backlog import QueueStats
+from jobs_platform.store.schema import OutboxStatus
 
 __all__ = [
     "ClaimedRequest",

@@ -7,8 +7,8 @@ test's own). Each object's methods are its queries, with their SQL and docstring
 caller still owns the transaction (`store.begin()`), so one transaction stays one: rows,
 checkpoint and fence; a finalize; a release.
 
-The dead letter's objects sit above the store, with the warehouse that holds both
-(`engine.warehouse.Warehouse`).
+The dead letter's, the outbox's and the alerts' objects sit above the store, with the
+warehouse that holds them all (`engine.warehouse.Warehouse`).
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ from collections.abc import Iterator
 
 import sqlalchemy as sa
 
-from jobs_platform.store.alert_ledger import AlertLedger
 from jobs_platform.store.attempts import Attempts
 from jobs_platform.store.catalog import Catalog
 from jobs_platform.store.checkpoints import Checkpoints
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.health import Health
 from jobs_platform.store.leases import Leases
-from jobs_platform.store.outbox import Outbox
+from jobs_platform.store.outbox_backlog import OutboxBacklog
 from jobs_platform.store.partitions import Partitions
 from jobs_platform.store.recovery import Recovery
 
@@ -44,8 +43,7 @@ class Store:
         self.partitions = Partitions(clock)
         self.catalog = Catalog(engine, clock)
         self.health = Health(clock)
-        self.outbox = Outbox(clock)
-        self.alert_ledger = AlertLedger(clock)
+        self.outbox_backlog = OutboxBacklog(clock)
         self.recovery = Recovery(clock)
 
     def now(self, connection: sa.Connection) -> dt.datetime:

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from jobs_platform.store.clock import Clock
-from jobs_platform.store.outbox import Outbox
+from jobs_platform.store.outbox_backlog import OutboxBacklog
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.schema import EntryStatus, leases, partitions, quarantine, rejected_rows
 
@@ -61,7 +61,7 @@ class Health:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.outbox = Outbox(clock)
+        self.outbox_backlog = OutboxBacklog(clock)
 
     def asset_health(
         self, connection: sa.Connection, partition_keys: Mapping[str, ExpectedKeys]
@@ -89,7 +89,7 @@ class Health:
         location), so that both print the same figures for the same warehouse.
         """
         assets = self.asset_health(connection, partition_keys)
-        queue = self.outbox.queue_stats(connection, assets=list(partition_keys))
+        queue = self.outbox_backlog.queue_stats(connection, assets=list(partition_keys))
         return {
             "assets": assets,
             "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,

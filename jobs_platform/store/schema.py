@@ -133,7 +133,8 @@ attempts = sa.Table(
 
 
 # The values of `jp_quarantine.status`: the dead letter moves entries between them
-# (`dead_letter.entries`), and `store.health` counts its partitions by them.
+# (`dead_letter.entries`, `dead_letter.releases`), and `store.health` counts its
+# partitions by them.
 class EntryStatus(enum.StrEnum):
     """Where a dead-letter entry stands."""
 
@@ -245,6 +246,23 @@ alert_ledger = sa.Table(
     sa.Column("last_error", sa.Text),
     sa.Column("updated_at", UtcDateTime, nullable=False),
 )
+
+
+# The values of `jp_outbox.status`: the outbox moves requests between them
+# (`outbox.queue`), and `store.outbox_backlog` counts the requests by them.
+class OutboxStatus(enum.StrEnum):
+    """Where a backfill request stands."""
+
+    PENDING = "pending"
+    """`request_backfill` wrote it; it commits (or vanishes) with the caller's transaction."""
+    CLAIMED = "claimed"
+    """A sensor tick took it (`claim_pending`) and requested its runs; every later tick takes
+    it again (`reclaim_unlaunched`) and requests the runs Dagster does not have yet."""
+    LAUNCHED = "launched"
+    """A tick found every run of the request in the Dagster instance (`mark_launched`); final."""
+    REJECTED = "rejected"
+    """The sensor found it invalid (`mark_rejected`, reason in `error`); final, never retried."""
+
 
 # Backfill requests written by application code in its own transaction (jobs_platform.outbox).
 outbox = sa.Table(

@@ -17,7 +17,7 @@ from jobs_platform.alerts import (
     WebhookSink,
     redact_http_url,
 )
-from jobs_platform.orchestration.alerting import AlertsResource
+from jobs_platform.alerts.resource import AlertsResource
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform_tests.alert_fixtures import http_receiver, smtp_receiver
 

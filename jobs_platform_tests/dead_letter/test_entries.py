@@ -8,14 +8,12 @@ from jobs_platform.dead_letter.entries import (
     UNREAD_INPUT,
     DeadLetter,
     EntryStatus,
-    RequeuedBy,
     active_entry,
     entries_after,
     latest_entry,
     list_entries,
-    requeue_awaiting_run,
-    requeue_log,
 )
+from jobs_platform.dead_letter.releases import RequeuedBy, requeue_awaiting_run, requeue_log
 from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.attempts import attempt_history, budget_state, record_fingerprint
 from jobs_platform.store.clock import DATABASE_CLOCK

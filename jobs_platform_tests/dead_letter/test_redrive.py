@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from jobs_platform.dead_letter.entries import DeadLetter, RequeuedBy, entries_by_id
+from jobs_platform.alerts.deliveries import AlertLedger, event_sink
+from jobs_platform.dead_letter.entries import DeadLetter, entries_by_id
 from jobs_platform.dead_letter.redrive import (
     EXHAUSTED_EVENT,
     MAX_COOLDOWN_SECONDS,
@@ -19,7 +20,7 @@ from jobs_platform.dead_letter.redrive import (
     fingerprinted_entries,
     redrives_by_reason,
 )
-from jobs_platform.store.alert_ledger import AlertLedger, event_sink
+from jobs_platform.dead_letter.releases import RequeuedBy
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.store.factories import AT, SECOND, a_quarantine_entry

@@ -18,8 +18,9 @@ import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, TerminalError, backfill_asset, platform_definitions
 from jobs_platform.dead_letter import redrive_sensor as redrive_module
-from jobs_platform.dead_letter.entries import active_entry, latest_entry, requeue_log
+from jobs_platform.dead_letter.entries import active_entry, latest_entry
 from jobs_platform.dead_letter.redrive_sensor import dead_letter_redrive_sensor
+from jobs_platform.dead_letter.releases import requeue_log
 from jobs_platform.dead_letter.requeue import requeue_sensor
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.metrics.reader import read_metrics

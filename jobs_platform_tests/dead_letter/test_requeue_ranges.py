@@ -18,10 +18,9 @@ from jobs_platform import PartitionInput, backfill_asset
 from jobs_platform.dead_letter.entries import (
     DeadLetter,
     EntryStatus,
-    RequeuedBy,
     entries_by_id,
-    requeue_log,
 )
+from jobs_platform.dead_letter.releases import RequeuedBy, requeue_log
 from jobs_platform.dead_letter.requeue import requeue_sensor
 from jobs_platform.dead_letter.requeue_plan import partitions_per_run, requeue_runs
 from jobs_platform.orchestration.tags import (

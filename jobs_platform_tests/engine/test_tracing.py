@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from jobs_platform import request_backfill
 from jobs_platform.engine import tracing
-from jobs_platform.orchestration.outbox import backfill_request_sensor
+from jobs_platform.outbox.sensor import backfill_request_sensor
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.runs import materialize
 from orders_example.orders.assets import daily_revenue, orders

@@ -26,11 +26,12 @@ def test_every_object_of_a_warehouse_reads_the_clock_it_was_given():
         "partitions",
         "catalog",
         "health",
-        "outbox",
-        "alert_ledger",
+        "outbox_backlog",
         "recovery",
         "dead_letter",
         "redrives",
+        "outbox",
+        "alert_ledger",
     }
     assert all(value.clock is clock for value in objects.values())
     assert warehouse.leases.engine is warehouse.catalog.engine is engine

@@ -17,12 +17,6 @@ import sqlalchemy as sa
 from jobs_platform import request_backfill
 from jobs_platform.cli.main import main
 from jobs_platform.dead_letter.entries import active_entry
-from jobs_platform.orchestration.outbox import (
-    HEALTH_CHECK_NAME,
-    REQUESTS_PER_TICK,
-    STALE_PENDING_SECONDS,
-    backfill_request_sensor,
-)
 from jobs_platform.orchestration.tags import CORRELATION_TAG, REQUEST_ID_TAG, RUN_KEY_TAG
 from jobs_platform.outbox import (
     MAX_PARTITIONS_PER_REQUEST,
@@ -30,12 +24,17 @@ from jobs_platform.outbox import (
     OutboxNotInstalled,
     OutboxStatus,
 )
+from jobs_platform.outbox.queue import Outbox
+from jobs_platform.outbox.sensor import (
+    HEALTH_CHECK_NAME,
+    REQUESTS_PER_TICK,
+    STALE_PENDING_SECONDS,
+    backfill_request_sensor,
+)
 from jobs_platform.outbox.store import mark_rejected
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
-from jobs_platform.store.outbox import (
-    Outbox,
-)
+from jobs_platform.store.outbox_backlog import OutboxBacklog
 from jobs_platform.store.schema import create_user_tables, outbox, utcnow
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.databases import upgraded_warehouse
@@ -431,7 +430,7 @@ def test_a_request_for_an_asset_no_loaded_location_serves_stays_pending_and_coun
     assert stored(engine, request_id).status == "pending"  # for the location that serves it
     with engine.connect() as connection:
         assert (
-            Outbox(DATABASE_CLOCK).queue_stats(connection).pending == 1
+            OutboxBacklog(DATABASE_CLOCK).queue_stats(connection).pending == 1
         )  # the metric and its alert see it
     capsys.readouterr()
     assert main(["outbox", "list", "--json"]) == 0
@@ -520,7 +519,9 @@ def test_queue_stats_counts_each_status_and_ages_the_oldest_pending(engine):
     created = stored(engine, oldest).created_at
 
     with engine.connect() as connection:
-        stats = Outbox(ManualClock(created + dt.timedelta(seconds=90))).queue_stats(connection)
+        stats = OutboxBacklog(ManualClock(created + dt.timedelta(seconds=90))).queue_stats(
+            connection
+        )
 
     assert (stats.pending, stats.claimed, stats.launched, stats.rejected) == (2, 1, 1, 1)
     assert stats.oldest_pending_age_seconds == pytest.approx(90, abs=1)

@@ -1,16 +1,19 @@
 """The outbox's rows (`jp_outbox`): backfill requests, and the sensor's claims on them.
 
-`jobs_platform.outbox` checks what a request may hold and writes it in the caller's
-transaction; `backfill_request_sensor` drains the table with the claims below. Every
+`outbox.store` checks what a request may hold and writes it in the caller's transaction;
+`backfill_request_sensor` (`outbox.sensor`) drains the table with the claims below. Every
 time here is the database's (`store.clock`): the application, the sensor and the
 metrics read one another's stamps from different hosts.
+
+The outbox's pure part, below the engine: `engine.warehouse.Warehouse` holds an `Outbox`
+(`store.outbox`). The backlog's counts are the store's (`store.outbox_backlog`), because
+`status` and `platform_health` (`store.health`) read them and the store imports no feature.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,21 +22,7 @@ import sqlalchemy as sa
 
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow
-from jobs_platform.store.schema import outbox
-
-
-class OutboxStatus(enum.StrEnum):
-    """Where a backfill request stands."""
-
-    PENDING = "pending"
-    """`request_backfill` wrote it; it commits (or vanishes) with the caller's transaction."""
-    CLAIMED = "claimed"
-    """A sensor tick took it (`claim_pending`) and requested its runs; every later tick takes
-    it again (`reclaim_unlaunched`) and requests the runs Dagster does not have yet."""
-    LAUNCHED = "launched"
-    """A tick found every run of the request in the Dagster instance (`mark_launched`); final."""
-    REJECTED = "rejected"
-    """The sensor found it invalid (`mark_rejected`, reason in `error`); final, never retried."""
+from jobs_platform.store.schema import OutboxStatus, outbox
 
 
 class OutboxNotInstalled(RuntimeError):
@@ -52,17 +41,6 @@ class ClaimedRequest:
     correlation_id: str | None
     created_at: dt.datetime
     claimed_at: dt.datetime
-
-
-@dataclass(frozen=True)
-class QueueStats:
-    """How the outbox is doing: the backlog, its age and the outcomes so far."""
-
-    pending: int
-    claimed: int
-    launched: int
-    rejected: int
-    oldest_pending_age_seconds: float | None  # None when nothing is pending
 
 
 # The columns a claim reads, in the order of ClaimedRequest's fields (all but claimed_at).
@@ -149,32 +127,6 @@ class Outbox:
             status=OutboxStatus.LAUNCHED,
             launched_at=self.clock.now(connection),
             run_key=run_key,
-        )
-
-    def queue_stats(
-        self, connection: sa.Connection, *, assets: Sequence[str] | None = None
-    ) -> QueueStats:
-        """Requests (for `assets` if given) per status and the age of the oldest pending one,
-        in one grouped query."""
-        counts = {str(status): 0 for status in OutboxStatus}
-        oldest_pending = None
-        query = sa.select(outbox.c.status, sa.func.count(), sa.func.min(outbox.c.created_at))
-        if assets is not None:
-            query = query.where(outbox.c.asset.in_(list(assets)))
-        for status, count, oldest in connection.execute(query.group_by(outbox.c.status)):
-            if status in counts:
-                counts[status] = count
-            if status == OutboxStatus.PENDING:
-                oldest_pending = oldest
-        age = None
-        if oldest_pending is not None:
-            age = max(0.0, (self.clock.now(connection) - oldest_pending).total_seconds())
-        return QueueStats(
-            pending=counts[OutboxStatus.PENDING],
-            claimed=counts[OutboxStatus.CLAIMED],
-            launched=counts[OutboxStatus.LAUNCHED],
-            rejected=counts[OutboxStatus.REJECTED],
-            oldest_pending_age_seconds=age,
         )
 
     def _claim(

@@ -254,7 +254,7 @@ def outbox_health_asset(
     def outbox_health(jobs_platform: JobsPlatformResource) -> dg.MaterializeResult:
         store = jobs_platform.ready_store()
         with store.connect() as connection:
-            stats = store.outbox.queue_stats(connection, assets=assets)
+            stats = store.outbox_backlog.queue_stats(connection, assets=assets)
         metadata = health_metadata(stats)
         age = stats.oldest_pending_age_seconds
         draining = age is None or age <= STALE_PENDING_SECONDS

@@ -2,6 +2,9 @@
 
 `jobs_platform.alerts.ledger` calls the sinks; these functions only read and move the rows,
 each in the caller's transaction, so that the network call happens between two commits.
+
+The alerts' pure part, below the engine: `engine.warehouse.Warehouse` holds an `AlertLedger`
+(`store.alert_ledger`), and the dead letter's redrive reads which deliveries are settled.
 """
 
 from __future__ import annotations
