@@ -5,7 +5,8 @@ Plain Python over SQLAlchemy and httpx; the Dagster side is `jobs_platform.alert
 """
 
 from jobs_platform.alerts.alert import AttemptRecord, QuarantineAlert, load_alert, load_alerts
-from jobs_platform.alerts.ledger import DeliveryStatus, deliver_once, is_settled
+from jobs_platform.alerts.deliveries import DeliveryStatus
+from jobs_platform.alerts.ledger import deliver_once, is_settled
 from jobs_platform.alerts.sinks import (
     AlertDeliveryError,
     AlertSink,

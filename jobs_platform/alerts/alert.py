@@ -6,6 +6,7 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -13,6 +14,7 @@ from jobs_platform.alerts.deliveries import QUARANTINED_EVENT
 from jobs_platform.dead_letter.entries import UnknownEntry, entries_by_id
 from jobs_platform.dead_letter.view import one_line
 from jobs_platform.store.attempts import attempt_history
+from jobs_platform.store.rows import TableRow
 from jobs_platform.suggested_commands import requeue_command
 
 
@@ -29,7 +31,7 @@ class AttemptRecord:
     at: dt.datetime | None
 
     @classmethod
-    def from_row(cls, row: sa.Row) -> AttemptRecord:
+    def from_row(cls, row: TableRow) -> AttemptRecord:
         """From a `jp_attempts` row; a finished success shows its outcome as its class."""
         return cls(
             episode=row.episode,
@@ -67,7 +69,7 @@ class QuarantineAlert:
 
     @classmethod
     def from_rows(
-        cls, entry: sa.Row, history: Iterable[sa.Row], location: str | None = None
+        cls, entry: TableRow, history: Iterable[TableRow], location: str | None = None
     ) -> QuarantineAlert:
         """Build the alert from a `jp_quarantine` row and the partition's `jp_attempts` rows."""
         return cls(
@@ -103,7 +105,7 @@ class QuarantineAlert:
             return str(self.entry_id)
         return f"{self.entry_id}:{self.event}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The alert as JSON-ready values (timestamps in ISO 8601)."""
         fields = asdict(self)
         fields["history"] = [_json_ready(attempt) for attempt in fields["history"]]
@@ -153,13 +155,13 @@ def load_alert(
 
 
 def alert_for_entry(
-    connection: sa.Connection, entry: sa.Row, location: str | None = None
+    connection: sa.Connection, entry: TableRow, location: str | None = None
 ) -> QuarantineAlert:
     history = attempt_history(connection, entry.asset, entry.partition)
     return QuarantineAlert.from_rows(entry, history, location)
 
 
-def _json_ready(values: dict) -> dict:
+def _json_ready(values: dict[str, Any]) -> dict[str, Any]:
     return {
         name: _iso(value) if isinstance(value, dt.datetime) else value
         for name, value in values.items()

@@ -14,7 +14,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from email.message import EmailMessage
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobs_platform.alerts.alert import QuarantineAlert
 from jobs_platform.errors import Classification, JobsPlatformError, classify
@@ -207,7 +207,7 @@ def redact_http_url(url: str | httpx.URL) -> str:
     return f"{parts.scheme}://{host}{port}{hidden}"
 
 
-def _slack_client(token: str, timeout: int, base_url: str | None):
+def _slack_client(token: str, timeout: int, base_url: str | None) -> Any:
     # The `slack` extra installs dagster-slack, whose client is slack_sdk's WebClient;
     # importing slack_sdk directly keeps the alerts core free of Dagster.
     try:
