@@ -23,6 +23,7 @@ from jobs_platform.dead_letter.entries import (
     latest_entry,
 )
 from jobs_platform.dead_letter.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, requeue_sensor
+from jobs_platform.orchestration._compat import without_current_defs_state_storage
 from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.schema import alert_ledger, utcnow
@@ -73,15 +74,19 @@ def engine(platform_env) -> sa.Engine:
 def tick(
     instance: dg.DagsterInstance, sensor: dg.SensorDefinition, cursor: str | None = None
 ) -> dg.SensorResult:
-    context = dg.build_sensor_context(
+    # Closed after the tick: the context may enter an instance of its own from the ref,
+    # whose definitions-state storage Dagster makes current until that instance exits.
+    # Left open, a later load of the location's `Definitions` in this process fails once
+    # that instance is collected ("Attempted to resolve undefined DagsterInstance weakref").
+    with dg.build_sensor_context(
         instance=instance,
         # The ref lets the sensor resolve dynamic partitions, as under the daemon.
         instance_ref=None if instance.is_ephemeral else instance.get_ref(),
         cursor=cursor,
         definitions=defs,
         resources=dict(defs.resources),
-    )
-    return sensor.evaluate_tick(context)
+    ) as context:
+        return sensor.evaluate_tick(context)
 
 
 def requeue(instance: dg.DagsterInstance, asset: str, partition: str, **kwargs):
@@ -176,7 +181,10 @@ def test_poison_day_alerts_once_and_not_again_after_requeue_and_success(
 
     assert requeue(daemon_instance, "orders", PARTITION).success
     seed_orders(landing, DAY, DAY, orders_per_day=20)
-    assert materialize([orders], PARTITION, instance=daemon_instance).success
+    # The ticks and the requeue leave an instance's definitions-state storage current that
+    # may be collected by now; the conftest clears it between tests, this clears it here.
+    with without_current_defs_state_storage():
+        assert materialize([orders], PARTITION, instance=daemon_instance).success
     later = tick(daemon_instance, dead_letter_sensor, cursor=first.cursor)
     from_scratch = tick(daemon_instance, dead_letter_sensor)
 
