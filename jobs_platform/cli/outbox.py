@@ -9,7 +9,8 @@ import sqlalchemy as sa
 
 from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_store
 from jobs_platform.dead_letter.view import one_line
-from jobs_platform.outbox.store import OutboxStatus, list_requests
+from jobs_platform.outbox.queue import list_requests
+from jobs_platform.store.schema import OutboxStatus
 
 LIST_FIELDS = (
     "id", "asset", "partitions", "status", "reason", "correlation_id", "created_at", "error",

@@ -12,7 +12,9 @@ from jobs_platform.outbox.payload import (
     InvalidRequest,
     parse_partitions,
 )
-from jobs_platform.outbox.store import OutboxNotInstalled, OutboxStatus, request_backfill
+from jobs_platform.outbox.queue import OutboxNotInstalled
+from jobs_platform.outbox.store import request_backfill
+from jobs_platform.store.schema import OutboxStatus
 
 __all__ = [
     "KNOWN_SCHEMA_VERSIONS",

@@ -40,6 +40,8 @@ from jobs_platform.orchestration.selections import served_assets, with_downstrea
 from jobs_platform.orchestration.tags import BACKFILL_TAG, CORRELATION_TAG, REQUEST_ID_TAG
 from jobs_platform.outbox import payload
 from jobs_platform.outbox import store as outbox_store
+from jobs_platform.outbox.queue import ClaimedRequest
+from jobs_platform.store.outbox_backlog import QueueStats
 
 OUTBOX_TICK_SECONDS = 15
 # A request may name up to MAX_PARTITIONS_PER_REQUEST partitions, one run each: ten new
@@ -63,7 +65,7 @@ class RequestRejected(Exception):
 class LaunchPlan:
     """A validated request: its asset, its partitions and the dynamic keys to add first."""
 
-    request: outbox_store.ClaimedRequest
+    request: ClaimedRequest
     asset_key: dg.AssetKey
     partitions: tuple[str, ...]
     selection: tuple[dg.AssetKey, ...]  # the asset and the backfills it feeds
@@ -105,7 +107,7 @@ class LaunchPlan:
 
 
 def plan_launch(
-    request: outbox_store.ClaimedRequest,
+    request: ClaimedRequest,
     repository: dg.RepositoryDefinition,
     instance: dg.DagsterInstance,
 ) -> LaunchPlan:
@@ -209,7 +211,7 @@ def _log_tick(
     fresh_ids: set[int],
     to_request: Sequence[tuple[LaunchPlan, Sequence[str]]],
     launched: Sequence[LaunchPlan],
-    rejected: Sequence[tuple[outbox_store.ClaimedRequest, str]],
+    rejected: Sequence[tuple[ClaimedRequest, str]],
 ) -> None:
     for request, reason in rejected:
         log.warning(f"backfill request {request.id} ({request.asset}) rejected: {reason}")
@@ -277,7 +279,7 @@ def outbox_health_asset(
     return outbox_health
 
 
-def health_metadata(stats: outbox_store.QueueStats) -> dict:
+def health_metadata(stats: QueueStats) -> dict:
     age = stats.oldest_pending_age_seconds
     return {
         "pending_count": stats.pending,

@@ -33,28 +33,8 @@ from jobs_platform.outbox.payload import (
     checked_partitions,
     checked_text,
 )
-
-# The claims live with their SQL in `outbox.queue`; the sensor, its health check and the
-# CLI import them from here.
-from jobs_platform.outbox.queue import (
-    ClaimedRequest,
-    Outbox,
-    OutboxNotInstalled,
-    list_requests,
-)
+from jobs_platform.outbox.queue import Outbox
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.outbox_backlog import QueueStats
-from jobs_platform.store.schema import OutboxStatus
-
-__all__ = [
-    "ClaimedRequest",
-    "OutboxNotInstalled",
-    "OutboxStatus",
-    "QueueStats",
-    "list_requests",
-    "mark_rejected",
-    "request_backfill",
-]
 
 # Application code has no `Store`: its requests are stamped on the database's clock.
 _OUTBOX = Outbox(DATABASE_CLOCK)
