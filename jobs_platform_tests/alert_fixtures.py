@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import DeadLetter, EntryStatus
+from jobs_platform.dead_letter.entries import DeadLetter
 from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import AttemptFailure, Attempts
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import current_episode
-from jobs_platform.store.schema import quarantine
+from jobs_platform.store.schema import EntryStatus, quarantine
 
 
 @dataclass

@@ -11,12 +11,7 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_warehouse
-from jobs_platform.dead_letter.entries import (
-    EntryStatus,
-    UnknownEntry,
-    latest_entry,
-    list_entries,
-)
+from jobs_platform.dead_letter.entries import UnknownEntry, latest_entry, list_entries
 from jobs_platform.dead_letter.releases import requeue_log
 from jobs_platform.dead_letter.selection import Selection
 from jobs_platform.dead_letter.triage import signature_groups
@@ -31,6 +26,7 @@ from jobs_platform.errors import Classification
 from jobs_platform.location import add_module_option, named_location
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
+from jobs_platform.store.schema import EntryStatus
 from jobs_platform.suggested_commands import requeue_command, show_command
 from jobs_platform.writer import rejects as reject_store
 

@@ -19,8 +19,7 @@ from jobs_platform.store.attempts import budget_state, failing_streak
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.partitions import Partitions, PartitionStatus
 from jobs_platform.store.rows import TableRow, upsert_row
-from jobs_platform.store.schema import EntryStatus as EntryStatus
-from jobs_platform.store.schema import quarantine
+from jobs_platform.store.schema import EntryStatus, quarantine
 
 # The recorded input of an entry none of whose failing attempts could fingerprint its
 # input (the file was missing, the source unreachable). Entries quarantined before

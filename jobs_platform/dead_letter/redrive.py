@@ -30,11 +30,10 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from jobs_platform.alerts.deliveries import SETTLED, event_sink
-from jobs_platform.dead_letter.entries import EntryStatus
 from jobs_platform.dead_letter.releases import RequeuedBy
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow
-from jobs_platform.store.schema import alert_ledger, quarantine, requeues
+from jobs_platform.store.schema import EntryStatus, alert_ledger, quarantine, requeues
 
 
 class RedriveReason(enum.StrEnum):

@@ -15,9 +15,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import EntryStatus
 from jobs_platform.store.rows import TableRow
-from jobs_platform.store.schema import quarantine
+from jobs_platform.store.schema import EntryStatus, quarantine
 
 SAMPLES_PER_GROUP = 5
 # Open entries: the dead letter's own (quarantined) and those a person released whose new

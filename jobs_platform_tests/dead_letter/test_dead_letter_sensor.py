@@ -17,16 +17,12 @@ from jobs_platform.dead_letter.asset import (
     dead_letter,
     dead_letter_sensor,
 )
-from jobs_platform.dead_letter.entries import (
-    DeadLetter,
-    EntryStatus,
-    latest_entry,
-)
+from jobs_platform.dead_letter.entries import DeadLetter, latest_entry
 from jobs_platform.dead_letter.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, requeue_sensor
 from jobs_platform.orchestration._compat import without_current_defs_state_storage
 from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.schema import alert_ledger, utcnow
+from jobs_platform.store.schema import EntryStatus, alert_ledger, utcnow
 from jobs_platform_tests.alert_fixtures import (
     bulk_quarantine_entries,
     http_receiver,

@@ -7,7 +7,6 @@ import sqlalchemy as sa
 from jobs_platform.dead_letter.entries import (
     UNREAD_INPUT,
     DeadLetter,
-    EntryStatus,
     active_entry,
     entries_after,
     latest_entry,
@@ -18,7 +17,7 @@ from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.attempts import attempt_history, budget_state, record_fingerprint
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import current_episode, partition_rows
-from jobs_platform.store.schema import quarantine
+from jobs_platform.store.schema import EntryStatus, quarantine
 from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.store.factories import (
     ASSET,

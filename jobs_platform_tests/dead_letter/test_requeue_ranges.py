@@ -15,11 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform import PartitionInput, backfill_asset
-from jobs_platform.dead_letter.entries import (
-    DeadLetter,
-    EntryStatus,
-    entries_by_id,
-)
+from jobs_platform.dead_letter.entries import DeadLetter, entries_by_id
 from jobs_platform.dead_letter.releases import RequeuedBy, requeue_log
 from jobs_platform.dead_letter.requeue import requeue_sensor
 from jobs_platform.dead_letter.requeue_plan import partitions_per_run, requeue_runs
@@ -33,7 +29,7 @@ from jobs_platform.orchestration.tags import (
     tagged_entry_ids,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.schema import quarantine
+from jobs_platform.store.schema import EntryStatus, quarantine
 from jobs_platform_tests.alert_fixtures import quarantine_entry
 from jobs_platform_tests.environments import engine_from
 from orders_example.definitions import defs

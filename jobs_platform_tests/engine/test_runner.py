@@ -17,11 +17,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import (
-    DeadLetter,
-    EntryStatus,
-    latest_entry,
-)
+from jobs_platform.dead_letter.entries import DeadLetter, latest_entry
 from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.outcomes import BudgetSpent, Busy, Failed, Outcome, Refused
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
@@ -34,7 +30,7 @@ from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.holders import HolderIdentity
 from jobs_platform.store.leases import LeaseBusy, Leases, this_holder
 from jobs_platform.store.partitions import partition_rows
-from jobs_platform.store.schema import create_user_tables
+from jobs_platform.store.schema import EntryStatus, create_user_tables
 from jobs_platform.writer.upsert import UpsertCounts
 
 ASSET, DAY = "items", "2024-01-03"
