@@ -188,13 +188,11 @@ def backfill_asset(
         def _backfill(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
             yield from run_backfill_step(context, [spec], {spec.asset: config})
 
-        attach_specs(_backfill, [spec])
-
         # `backfill_policy` is marked beta in Dagster 1.13; every backfill has one by
         # default, so the warning would greet each process that loads the code location.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dg.BetaWarning)
-            return dg.asset(
+            asset = dg.asset(
                 key=asset_key,
                 partitions_def=partitions_def,
                 deps=[dep if isinstance(dep, dg.AssetDep) else _asset_key(dep) for dep in deps],
@@ -215,6 +213,7 @@ def backfill_asset(
                 op_tags={STEP_ASSETS_TAG: asset_name},
                 **asset_kwargs,
             )(_backfill)
+        return attach_specs(asset, [spec])
 
     return decorator
 
