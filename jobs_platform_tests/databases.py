@@ -237,7 +237,8 @@ def loaded_backfills() -> dict[str, BackfillSpec]:
     modules = [
         module
         for name, module in list(sys.modules.items())
-        if name.split(".")[0] in ("jobs_platform", "jobs_platform_tests") and module is not None
+        if name.split(".")[0] in ("jobs_platform", "jobs_platform_tests", "orders_example")
+        and module is not None
     ]
     return backfill_specs(value for module in modules for value in list(vars(module).values()))
 

@@ -4,10 +4,11 @@ Five days of orders, one of them poison (a malformed line): on every launch path
 good days' `orders` and `daily_revenue` equal a reference computed here from the landing
 files, the poison day alone is quarantined, and its revenue is neither written nor shown
 materialized. The paths: a job run over a range (the job page's runs, a schedule's, `dagster
-job execute` in CI), `dagster asset materialize --partition-range`, the outbox sensor's
-runs, a schedule tick, and a requeue after the input is fixed. The backfill daemon's two
-paths (job page and asset graph, through the webserver's GraphQL) are in
-`orchestration/test_default_backfill_policy.py`; Celery's in `distributed/`.
+job execute` in CI), the outbox sensor's runs, a schedule tick, and a requeue after the
+input is fixed. The backfill daemon's two paths (job page and asset graph, through the
+webserver's GraphQL) are in `orchestration/test_default_backfill_policy.py`; `dagster
+asset materialize --partition-range` under `single_run()` (the one policy Dagster's CLI
+takes a range under) in `test_partition_range_cli.py`; Celery's in `distributed/`.
 """
 
 from __future__ import annotations
@@ -136,28 +137,6 @@ def test_job_execute_over_a_range_withholds_only_the_poison_day_until_it_is_requ
         assert declared_rows(engine, orders_table, orders_of(day)) == expected_orders, day
         where = revenue_of_day(daily_revenue_table, day)
         assert declared_rows(engine, daily_revenue_table, where) == expected_revenue, day
-
-
-def test_dagster_asset_materialize_over_a_partition_range_computes_every_good_days_revenue(
-    pg_platform_env,
-):
-    """The bundled location, under the default backfill policy: the range in one run."""
-    env = pg_platform_env
-    seed_with_poison(env)
-    executed = run_cli(
-        [
-            DAGSTER, "asset", "materialize", "-m", "orders_example.definitions",
-            "--select", "orders,daily_revenue",
-            "--partition-range", f"{FIRST.isoformat()}...{LAST.isoformat()}",
-        ],
-        env,
-    )  # fmt: skip
-
-    # The run failed (a partition was quarantined), not the CLI's policy check.
-    assert executed.returncode == 1, executed.stdout[-2000:]
-    assert "Materialization failed." in executed.stderr, executed.stderr[-3000:]
-    with dg.DagsterInstance.get() as instance:
-        assert_poison_day_alone_withheld(env, instance)
 
 
 def test_the_daily_schedule_runs_each_day_alone_so_a_poison_day_withholds_only_itself(

@@ -1,22 +1,25 @@
-"""`dagster asset materialize --partition-range` on a team's own code location.
+"""A range of partitions from the shell, on a team's own code location.
 
 The test writes a package outside the repository — daily events from CSV files and their
-daily totals, a backfill downstream of the events partitioned alike, both under the
-default backfill policy — and runs the range with the CLI in a real process: the range is
-one run, a poison day among it is quarantined alone, and every good day's events and
-totals equal a reference computed here from the CSV files. (The bundled location's run of
-the same command is in `test_isolation.py`.)
+daily totals, a backfill downstream of the events partitioned alike, and a job over both —
+and runs a range in a real process, on each way the docs name: `dagster job execute` with
+Dagster's range tags under the default backfill policy, and `dagster asset materialize
+--partition-range` under `single_run()`. Either way the range is one run, a poison day
+among it is quarantined alone, and every good day's events and totals equal a reference
+computed here from the CSV files. Under the default policy Dagster's CLI refuses
+`--partition-range` (its rule, which the docs repeat). (The bundled location's range run
+is in `test_isolation.py`.)
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
 import os
 from pathlib import Path
 
 import dagster as dg
-import pytest
 import sqlalchemy as sa
 
 from jobs_platform.store.schema import partitions, quarantine
@@ -26,6 +29,11 @@ MODULE = "rangeco.defs"
 DAYS = ["2024-02-01", "2024-02-02", "2024-02-03", "2024-02-04"]
 POISON = "2024-02-03"
 GOOD_DAYS = [day for day in DAYS if day != POISON]
+RANGE_TAGS = {
+    "dagster/asset_partition_range_start": DAYS[0],
+    "dagster/asset_partition_range_end": DAYS[-1],
+}
+SINGLE_RUN = 'POLICY = {"backfill_policy": dg.BackfillPolicy.single_run()}'
 
 DEFS = '''\
 import datetime as dt
@@ -51,6 +59,8 @@ range_totals = sa.Table(
     sa.Column("amount_cents", sa.BigInteger, nullable=False),
 )
 days = dg.DailyPartitionsDefinition(start_date="2024-01-01")
+# The backfills' policy: none given (the default, multi_run(30)) unless the test sets one.
+POLICY = {}
 
 
 class Landing(dg.ConfigurableResource):
@@ -61,7 +71,7 @@ def of_day(table: sa.Table, day: str) -> sa.ColumnElement[bool]:
     return table.c.day == dt.date.fromisoformat(day)
 
 
-@backfill_asset(table=range_events, partitions_def=days, partition_scope=of_day)
+@backfill_asset(table=range_events, partitions_def=days, partition_scope=of_day, **POLICY)
 def events(source: PartitionInput, landing: Landing):
     """A day's events, from its CSV file."""
     path = f"{landing.root}/{source.partition_key}.csv"
@@ -74,7 +84,7 @@ def events(source: PartitionInput, landing: Landing):
 
 
 @backfill_asset(
-    table=range_totals, partitions_def=days, partition_scope=of_day, deps=["events"]
+    table=range_totals, partitions_def=days, partition_scope=of_day, deps=["events"], **POLICY
 )
 def totals(source: PartitionInput):
     """A day's count and sum of events, from `events`."""
@@ -87,9 +97,14 @@ def totals(source: PartitionInput):
     yield pd.DataFrame({"day": [day], "events": [count], "amount_cents": [amount or 0]})
 
 
+range_backfill = dg.define_asset_job("range_backfill", selection=[events, totals])
+
 defs = dg.Definitions.merge(
     platform_definitions([events, totals]),
-    dg.Definitions(resources={"landing": Landing(root=dg.EnvVar("RANGECO_LANDING"))}),
+    dg.Definitions(
+        jobs=[range_backfill],
+        resources={"landing": Landing(root=dg.EnvVar("RANGECO_LANDING"))},
+    ),
 )
 '''
 
@@ -116,14 +131,19 @@ def reference(landing: Path, day: str) -> tuple[list[tuple], list[tuple]]:
     return events, [(date, len(rows), sum(amount for _, amount in rows))]
 
 
-@pytest.fixture
-def rangeco(pg_url, tmp_path) -> dict[str, str]:
+def write_location(tmp_path: Path, pg_url: str, policy: str | None = None) -> dict[str, str]:
+    """The package `rangeco` (its `POLICY` line replaced by `policy`) with a week's input,
+    and the environment that runs it."""
     package = tmp_path / "project" / "rangeco"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    (package / "defs.py").write_text(DEFS)
+    defs = DEFS if policy is None else DEFS.replace("POLICY = {}", policy)
+    assert policy is None or policy in defs
+    (package / "defs.py").write_text(defs)
     landing = tmp_path / "landing"
     landing.mkdir()
+    for day in DAYS:
+        write_day(landing, day, poison=day == POISON)
     home = tmp_path / "dagster_home"
     home.mkdir()
     return {
@@ -136,27 +156,15 @@ def rangeco(pg_url, tmp_path) -> dict[str, str]:
     }
 
 
-def test_a_partition_range_on_a_user_location_withholds_only_the_poison_days_totals(
-    rangeco, pg_url
-):
-    env = rangeco
-    landing = Path(env["RANGECO_LANDING"])
-    for day in DAYS:
-        write_day(landing, day, poison=day == POISON)
+def upgrade(env: dict[str, str]) -> None:
     upgraded = run_cli([JOBS_PLATFORM, "db", "upgrade", "-m", MODULE], env)
     assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
 
-    executed = run_cli(
-        [
-            DAGSTER, "asset", "materialize", "-m", MODULE, "--select", "events,totals",
-            "--partition-range", f"{DAYS[0]}...{DAYS[-1]}",
-        ],
-        env,
-    )  # fmt: skip
 
-    # The run failed (a day was quarantined), not the CLI's backfill-policy check.
-    assert executed.returncode == 1, executed.stdout[-3000:]
-    assert "Materialization failed." in executed.stderr, executed.stderr[-3000:]
+def assert_range_ran_in_one_run_without_the_poison_day(env: dict[str, str], pg_url: str):
+    """Good days equal the reference; the poison day is quarantined alone, its totals never
+    computed; the range was one run and Dagster shows the good days materialized."""
+    landing = Path(env["RANGECO_LANDING"])
     engine = sa.create_engine(pg_url, poolclass=sa.NullPool)
     with engine.connect() as connection:
         for day in GOOD_DAYS:
@@ -190,6 +198,7 @@ def test_a_partition_range_on_a_user_location_withholds_only_the_poison_days_tot
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         (run,) = instance.get_runs()  # the range in one run
         assert run.tags["dagster/asset_partition_range_start"] == DAYS[0]
+        assert run.tags["dagster/asset_partition_range_end"] == DAYS[-1]
         for asset in ("events", "totals"):
             shown = instance.get_status_by_partition(
                 dg.AssetKey(asset), DAYS, dg.DailyPartitionsDefinition(start_date="2024-01-01")
@@ -200,3 +209,66 @@ def test_a_partition_range_on_a_user_location_withholds_only_the_poison_days_tot
                 if status and status.value == "MATERIALIZED"
             }
             assert done == set(GOOD_DAYS), asset
+
+
+def test_job_execute_over_a_range_under_the_default_policy_withholds_only_the_poison_days_totals(
+    pg_url, tmp_path
+):
+    env = write_location(tmp_path, pg_url)
+    upgrade(env)
+
+    executed = run_cli(
+        [
+            DAGSTER, "job", "execute", "-m", MODULE, "-j", "range_backfill",
+            "--tags", json.dumps(RANGE_TAGS),
+        ],
+        env,
+    )  # fmt: skip
+
+    # The run failed: a day was quarantined.
+    assert executed.returncode == 1, executed.stdout[-3000:]
+    assert "resulted in failure" in executed.stderr, executed.stderr[-3000:]
+    assert_range_ran_in_one_run_without_the_poison_day(env, pg_url)
+
+
+def test_asset_materialize_over_a_range_under_single_run_withholds_only_the_poison_days_totals(
+    pg_url, tmp_path
+):
+    env = write_location(tmp_path, pg_url, SINGLE_RUN)
+    upgrade(env)
+
+    executed = run_cli(
+        [
+            DAGSTER, "asset", "materialize", "-m", MODULE, "--select", "events,totals",
+            "--partition-range", f"{DAYS[0]}...{DAYS[-1]}",
+        ],
+        env,
+    )  # fmt: skip
+
+    # The run failed (a day was quarantined), not the CLI's backfill-policy check.
+    assert executed.returncode == 1, executed.stdout[-3000:]
+    assert "Materialization failed." in executed.stderr, executed.stderr[-3000:]
+    assert_range_ran_in_one_run_without_the_poison_day(env, pg_url)
+
+
+def test_dagster_refuses_a_partition_range_under_the_default_policy_before_any_run(
+    pg_url, tmp_path
+):
+    """Dagster's rule, which the docs repeat: `--partition-range` needs `single_run()`."""
+    env = write_location(tmp_path, pg_url)
+
+    executed = run_cli(
+        [
+            DAGSTER, "asset", "materialize", "-m", MODULE, "--select", "events,totals",
+            "--partition-range", f"{DAYS[0]}...{DAYS[-1]}",
+        ],
+        env,
+    )  # fmt: skip
+
+    assert executed.returncode == 1, executed.stdout[-3000:]
+    assert (
+        "Partition ranges with the CLI require all selected assets to have a "
+        "BackfillPolicy.single_run() policy"
+    ) in executed.stderr, executed.stderr[-3000:]
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        assert instance.get_runs() == []

@@ -20,11 +20,10 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING, Any, ClassVar, Self, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import dagster as dg
 from dagster import _check as check
-from dagster._core.definitions.backfill_policy import BackfillPolicyType
 from dagster._core.definitions.metadata import MetadataValue
 from dagster._core.errors import DagsterExecutionInterruptedError, DagsterSubprocessError
 from dagster._core.events import DagsterEvent, EngineEventData
@@ -53,12 +52,10 @@ __all__ = [
     "DAGSTER_VERSION_READ",
     "INSTANCE_STORAGE_MODULES",
     "ActiveExecution",
-    "BackfillPolicyType",
     "CeleryExecutor",
     "MultiprocessExecutor",
     "PlanStateMultiprocessExecutor",
     "RetryMode",
-    "admitting_cli_ranges",
     "backfill_is_busy",
     "backfill_succeeded",
     "celery_execution_loop",
@@ -81,50 +78,6 @@ DAGSTER_VERSION_READ = "1.13.27"
 # A forkserver that preloads it pays that once for every step it forks. Python's
 # forkserver ignores a preload module it cannot import: test_compat checks it exists.
 INSTANCE_STORAGE_MODULES = ("dagster._core.storage.base_storage",)
-
-
-class BackfillPolicy(dg.BackfillPolicy):
-    """`multi_run(n)` for the backfill daemon; `single_run()` to the CLI's range check.
-
-    Written for Dagster 1.13.27. `dagster asset materialize --partition-range`
-    (`execute_materialize_command` in `dagster/_cli/asset.py`) refuses a range unless every
-    selected asset's `backfill_policy.policy_type` is `SINGLE_RUN`, read on the definitions
-    loaded in the CLI's own process; it then runs the range in one run, which a backfill
-    step handles partition by partition. The backfill daemon and the
-    webserver never see this class: they read the code location's snapshot, serialized by
-    class name (`dagster_shared/serdes/serdes.py`, `val.__class__.__name__`), so this one,
-    named as Dagster's, arrives as a plain `BackfillPolicy(max_partitions_per_run=n)` and a
-    UI backfill is split into runs of at most n partitions (the asset backfill reads
-    `policy_type`, the job backfill `max_partitions_per_run`, both on that snapshot).
-
-    Equal to `BackfillPolicy.multi_run(n)` (a tuple of the same field). The one other
-    reader of `policy_type` in the code location's process is an automation condition
-    sensor built with `use_user_code_server=True`, which would request a range in one run.
-    """
-
-    __slots__ = ()
-
-    @property
-    def policy_type(self) -> BackfillPolicyType:
-        return BackfillPolicyType.SINGLE_RUN
-
-    def __str__(self) -> str:
-        return f"BackfillPolicy.multi_run(max_partitions_per_run={self.max_partitions_per_run})"
-
-
-@overload
-def admitting_cli_ranges(policy: dg.BackfillPolicy) -> dg.BackfillPolicy: ...
-@overload
-def admitting_cli_ranges(policy: None) -> None: ...
-def admitting_cli_ranges(policy: dg.BackfillPolicy | None) -> dg.BackfillPolicy | None:
-    """`policy` as the daemon reads it, which `--partition-range` on the CLI also accepts.
-
-    A multi-run policy becomes the `BackfillPolicy` above; `single_run()` and None (one
-    partition per run, which no CLI range accepts) are returned as given.
-    """
-    if policy is None or policy.max_partitions_per_run is None:
-        return policy
-    return BackfillPolicy(max_partitions_per_run=policy.max_partitions_per_run)
 
 
 # sha256 of `inspect.getsource(MultiprocessExecutor.execute)` in Dagster 1.13.27, the method

@@ -37,7 +37,6 @@ from jobs_platform.engine.spec import (
     RejectRows,
 )
 from jobs_platform.errors import WarehouseNotShared
-from jobs_platform.orchestration._compat import admitting_cli_ranges
 from jobs_platform.orchestration.dagster_results import CRASH_RETRY_POLICY, finish_step
 from jobs_platform.orchestration.executors import runs_remotely
 from jobs_platform.orchestration.hooks import quarantine_on_failure
@@ -59,13 +58,10 @@ RESOURCE_KEY = "jobs_platform"
 # to the run queue's limit), and a run that dies redoes at most 30 partitions' checks
 # (committed partitions finish on their fingerprint without reading their input).
 # Each partition stays its own unit of checkpoint, attempt count, quarantine and UI
-# status inside the run (`run_backfill_step`, `finish_step`). Every multi-run policy of a
-# backfill also admits `dagster asset materialize --partition-range` (one run over the
-# range, which Dagster's CLI otherwise allows only under `single_run()`): the daemon
-# still reads it as `multi_run(30)` (`admitting_cli_ranges`).
-DEFAULT_BACKFILL_POLICY = admitting_cli_ranges(
-    dg.BackfillPolicy.multi_run(max_partitions_per_run=30)
-)
+# status inside the run (`run_backfill_step`, `finish_step`). Dagster's own rule holds:
+# `dagster asset materialize --partition-range` takes only `single_run()` assets, so
+# under this policy a range from the shell is `dagster job execute` with the range tags.
+DEFAULT_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=30)
 
 
 class BackfillConfig(dg.Config):
@@ -159,7 +155,9 @@ def backfill_asset(
     By default a backfill launched from the UI or a schedule runs up to 30 partitions per
     run (`DEFAULT_BACKFILL_POLICY`), each still its own unit of checkpoint, attempt count,
     quarantine and status in the UI. Pass `backfill_policy=BackfillPolicy.multi_run(1)`
-    for one run per partition, or `single_run()` for one run over the whole range.
+    for one run per partition, or `single_run()` for one run over the whole range. The
+    policy is Dagster's as given: `dagster asset materialize --partition-range` accepts
+    only `single_run()`; `dagster job execute` with Dagster's range tags takes any.
     """
     for reserved in ("partitions_def", "required_resource_keys", "hooks", "op_tags"):
         if reserved in asset_kwargs:
@@ -190,13 +188,11 @@ def backfill_asset(
         def _backfill(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
             yield from run_backfill_step(context, [spec], {spec.asset: config})
 
-        attach_specs(_backfill, [spec])
-
         # `backfill_policy` is marked beta in Dagster 1.13; every backfill has one by
         # default, so the warning would greet each process that loads the code location.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dg.BetaWarning)
-            return dg.asset(
+            asset = dg.asset(
                 key=asset_key,
                 partitions_def=partitions_def,
                 deps=[dep if isinstance(dep, dg.AssetDep) else _asset_key(dep) for dep in deps],
@@ -213,10 +209,11 @@ def backfill_asset(
                     "natural_key": ", ".join(spec.key),
                 },
                 required_resource_keys={RESOURCE_KEY, *resource_keys},
-                backfill_policy=admitting_cli_ranges(backfill_policy),
+                backfill_policy=backfill_policy,
                 op_tags={STEP_ASSETS_TAG: asset_name},
                 **asset_kwargs,
             )(_backfill)
+        return attach_specs(asset, [spec])
 
     return decorator
 

@@ -207,11 +207,9 @@ def _chain(chain: Chain, members: list[dg.AssetsDefinition]) -> dg.AssetsDefinit
         }
         yield from run_backfill_step(context, specs, configs)
 
-    attach_specs(_backfill_chain, specs)
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
-        return dg.multi_asset(
+        chained = dg.multi_asset(
             name=chain.op,
             description=(
                 f"A chain: the backfills {', '.join(chain.assets)} read one another partition "
@@ -245,6 +243,7 @@ def _chain(chain: Chain, members: list[dg.AssetsDefinition]) -> dg.AssetsDefinit
             },
             pool=next(iter(pools), None),
         )(_backfill_chain)
+    return attach_specs(chained, specs)
 
 
 def _member_metadata(chain: Chain, asset: str) -> dict[str, str]:

@@ -25,7 +25,6 @@ from jobs_platform.orchestration._compat import (
 # Module → names the shims import from it.
 PRIVATE_NAMES = {
     "dagster._check": ["inst_param"],
-    "dagster._core.definitions.backfill_policy": ["BackfillPolicyType"],
     "dagster._core.definitions.metadata": ["MetadataValue"],
     "dagster._core.errors": ["DagsterExecutionInterruptedError", "DagsterSubprocessError"],
     "dagster._core.events": ["DagsterEvent", "EngineEventData"],
@@ -48,7 +47,6 @@ PRIVATE_NAMES = {
 }
 # dagster-celery's (the `celery` extra): module → names the celery shims load from it.
 CELERY_PRIVATE_NAMES = {
-    "dagster._core.definitions.backfill_policy": ["BackfillPolicyType"],
     "dagster_celery.executor": ["CELERY_CONFIG", "CeleryExecutor", "_submit_task"],
     "dagster_celery.core_execution_loop": ["core_celery_execution_loop"],
 }
@@ -331,62 +329,6 @@ def test_dagster_celery_builds_its_executor_from_the_config_the_bounded_one_exte
     assert parameters(CeleryExecutor.__init__) == expected, celery_changed(
         f"CeleryExecutor{inspect.signature(CeleryExecutor.__init__)}"
     )
-
-
-# The line of `dagster asset materialize` that refuses a `--partition-range`: it asks each
-# selected asset's policy, as loaded in the CLI's own process, for its type.
-CLI_RANGE_CHECK = "backfill_policy.policy_type != BackfillPolicyType.SINGLE_RUN"
-
-
-def test_the_cli_admits_a_range_by_the_policy_type_it_reads_in_its_own_process():
-    command = "dagster._cli.asset.execute_materialize_command"
-    require_names("dagster._cli.asset", ["execute_materialize_command"], changed)
-    from dagster._cli.asset import execute_materialize_command
-
-    source = inspect.getsource(execute_materialize_command)
-
-    assert CLI_RANGE_CHECK in source, changed(f"{command}: how it refuses a partition range")
-    assert "Partition ranges with the CLI require" in source, changed(f"{command}'s range check")
-
-
-def test_a_policy_admitting_cli_ranges_is_multi_run_to_every_reader_but_the_cli():
-    from dagster._core.definitions.backfill_policy import BackfillPolicyType
-    from dagster_shared.serdes import deserialize_value, serialize_value
-
-    from jobs_platform.orchestration._compat import admitting_cli_ranges
-
-    policy = admitting_cli_ranges(dg.BackfillPolicy.multi_run(30))
-    # What the daemon and the webserver get: the snapshot, serialized by class name.
-    sent = deserialize_value(serialize_value(policy), dg.BackfillPolicy)
-
-    assert policy.policy_type is BackfillPolicyType.SINGLE_RUN
-    assert policy == dg.BackfillPolicy.multi_run(30) and str(policy) == str(sent)
-    assert type(sent) is dg.BackfillPolicy, changed(f"how a BackfillPolicy serializes: {sent!r}")
-    assert sent.policy_type is BackfillPolicyType.MULTI_RUN
-    assert sent.max_partitions_per_run == 30
-    assert admitting_cli_ranges(dg.BackfillPolicy.single_run()) == dg.BackfillPolicy.single_run()
-    assert admitting_cli_ranges(None) is None
-
-
-def test_the_code_locations_snapshot_carries_every_backfill_policy_as_plain_multi_run():
-    from dagster._core.remote_representation.external_data import RepositorySnap
-    from dagster_shared.serdes import deserialize_value, serialize_value
-
-    from orders_example.definitions import defs
-
-    snapshot = RepositorySnap.from_def(defs.get_repository_def())
-    sent = deserialize_value(serialize_value(snapshot), RepositorySnap)
-    policies = {
-        node.asset_key.to_user_string(): node.backfill_policy
-        for node in sent.asset_nodes
-        if node.backfill_policy is not None
-    }
-
-    assert policies["orders"] == policies["daily_revenue"] == dg.BackfillPolicy.multi_run(30)
-    assert {type(policy) for policy in policies.values()} == {dg.BackfillPolicy}, changed(
-        "the asset nodes of a repository's snapshot"
-    )
-    assert all(policy.max_partitions_per_run for policy in policies.values())
 
 
 @dg.op

@@ -5,8 +5,7 @@ quarantined alone, and Dagster's partition view shows it failed and the others
 materialized. The last two tests launch the backfill as the UI does (GraphQL
 `launchPartitionBackfill` on a webserver, runs created by a daemon looping every second
 (`daemon_loops`) rather than Dagster's fixed 30 s). A month and a day from the asset graph
-is split into runs of 30 and 1 though the same policy lets `dagster asset materialize
---partition-range` run a range in one run (`_compat.admitting_cli_ranges`).
+is split into runs of 30 and 1.
 """
 
 from __future__ import annotations
@@ -73,6 +72,18 @@ def test_backfills_run_a_month_of_partitions_per_run_unless_told_otherwise():
     assert one_run_each_orders.backfill_policy == dg.BackfillPolicy.multi_run(1)
 
 
+def test_a_backfills_policy_is_dagsters_own_as_given():
+    """No subclass that answers one reader `single_run()` and another `multi_run(n)`."""
+    policies = [
+        DEFAULT_BACKFILL_POLICY,
+        orders.backfill_policy,
+        one_run_each_orders.backfill_policy,
+    ]
+
+    assert {type(policy) for policy in policies} == {dg.BackfillPolicy}
+    assert str(DEFAULT_BACKFILL_POLICY) == str(dg.BackfillPolicy.multi_run(30))
+
+
 def test_backfills_that_read_one_another_run_as_one_step_a_month_per_run():
     from orders_example.definitions import defs
 
@@ -127,7 +138,7 @@ def ui_backfill(env, tmp_path, params: dict):
 def test_a_backfill_from_the_asset_graph_runs_30_days_a_run_and_withholds_the_poison_day(
     pg_platform_env, tmp_path
 ):
-    """31 days: a run of 30 and a run of 1, though the CLI may run a range in one run."""
+    """31 days: a run of 30 and a run of 1."""
     from benchmarks.daemon import ui_backfill_params
     from jobs_platform_tests.test_isolation import (
         DAYS,
