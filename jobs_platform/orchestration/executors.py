@@ -238,3 +238,31 @@ def _inside_celery_task() -> bool:
     # `current_task` is a proxy, never None: it is falsy outside a task.
     task = celery.current_task
     return bool(task) and getattr(task.request, "id", None) is not None
+
+
+# The executors that run a multiprocess loop: Dagster's `multiprocess`; and Dagster's
+# default (the framework's too), unless a run's config asks for in_process.
+_MULTIPROCESS_EXECUTORS = frozenset({"multiprocess"})
+_MULTI_OR_IN_PROCESS_EXECUTORS = frozenset({"multi_or_in_process_executor"})
+
+
+def retries_wait_in_the_step(context: dg.AssetExecutionContext) -> bool:
+    """Whether a retry of this step sleeps its retry time itself, Dagster given no delay.
+
+    Yes under Dagster's multiprocess executor, on this machine: its run loop blocks (in
+    20 ms ticks) only on a running step's process, and spins a core while the only steps
+    left wait for their retry time. A retried step that starts at once and sleeps gives it
+    a process to block on. No under the in-process executor, which sleeps until a retry is
+    due (`sleep_til_ready`), and under Celery, where a sleeping task would hold a worker
+    slot for the whole wait: Dagster waits the delay there.
+    """
+    executor_name = context.op_execution_context.job_def.executor_def.name
+    if _inside_celery_task():
+        return False
+    if executor_name in _MULTIPROCESS_EXECUTORS:
+        return True
+    if executor_name in _MULTI_OR_IN_PROCESS_EXECUTORS:
+        execution = context.run.run_config.get("execution")
+        config = execution.get("config") if isinstance(execution, Mapping) else None
+        return not (isinstance(config, Mapping) and "in_process" in config)
+    return False

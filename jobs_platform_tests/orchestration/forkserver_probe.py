@@ -1,5 +1,6 @@
 """A code location of one job on the framework's executor whose step writes down how its
-process was started: its parent's command line, and the pid of the run that asked for it.
+process was started: its parent's command line, the pid of the run that asked for it, and
+whether a retry of it would sleep its retry time itself.
 `test_executors` runs it with `dagster job execute -m` in a real subprocess."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 
 from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES
-from jobs_platform.orchestration.executors import platform_executor
+from jobs_platform.orchestration.executors import platform_executor, retries_wait_in_the_step
 from jobs_platform.settings import Settings
 
 PROBE_FILE_VARIABLE = "JP_TEST_PROBE_FILE"
@@ -25,15 +26,18 @@ _STORAGE_AT_FORK = INSTANCE_STORAGE_MODULES[0] in sys.modules
 
 
 @dg.op
-def report_how_this_step_started() -> None:
+def report_how_this_step_started(context) -> None:
     parent = os.getppid()
+    # In the run's own process (in_process) the step has no parent process of its run.
+    run_worker = multiprocessing.parent_process()
     Path(os.environ[PROBE_FILE_VARIABLE]).write_text(
         json.dumps(
             {
                 "parent_command": Path(f"/proc/{parent}/cmdline").read_bytes().decode(),
                 "parent_pid": parent,
-                "run_worker_pid": multiprocessing.parent_process().pid,
+                "run_worker_pid": run_worker.pid if run_worker else os.getpid(),
                 "instance_storage_preloaded": _STORAGE_AT_FORK,
+                "retries_wait_in_the_step": retries_wait_in_the_step(context),
             }
         )
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,7 @@ from jobs_platform.orchestration.executors import (
     FRAMEWORK_MODULES,
     celery_executor_config,
     platform_executor,
+    retries_wait_in_the_step,
     with_forkserver_by_default,
 )
 from jobs_platform.orchestration.step_bounds import celery_app_settings, step_deadline_seconds
@@ -78,6 +81,8 @@ def test_a_step_process_is_forked_from_a_forkserver_that_preloaded_the_jobs_modu
     assert "jobs_platform_tests.orchestration.forkserver_probe" in probe["parent_command"]
     # and what the step imports to build its instance, once for every step it forks
     assert probe["instance_storage_preloaded"]
+    # A step of its own process: a retry of it sleeps its wait, Dagster's loop blocks on it.
+    assert probe["retries_wait_in_the_step"]
 
 
 def test_a_run_that_names_spawn_gets_a_fresh_interpreter_per_step(tmp_path):
@@ -86,6 +91,53 @@ def test_a_run_that_names_spawn_gets_a_fresh_interpreter_per_step(tmp_path):
 
     assert probe["parent_pid"] == probe["run_worker_pid"]
     assert "multiprocessing.forkserver" not in probe["parent_command"]
+
+
+def a_step_context(executor_name: str, run_config: dict) -> Any:
+    """What `retries_wait_in_the_step` reads of a step's context: its executor and run config."""
+    job = SimpleNamespace(executor_def=SimpleNamespace(name=executor_name))
+    return SimpleNamespace(
+        op_execution_context=SimpleNamespace(job_def=job),
+        run=SimpleNamespace(run_config=run_config),
+    )
+
+
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
+MULTIPROCESS = {"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}}
+
+
+@pytest.mark.parametrize(
+    ("executor_name", "run_config", "sleeps"),
+    [
+        ("multi_or_in_process_executor", {}, True),
+        ("multi_or_in_process_executor", MULTIPROCESS, True),
+        ("multi_or_in_process_executor", IN_PROCESS, False),
+        ("multiprocess", {}, True),
+        ("in_process", {}, False),
+        ("execute_in_process_executor", {}, False),
+        ("celery", {}, False),
+    ],
+)
+def test_a_retried_step_sleeps_its_wait_only_under_the_multiprocess_executor(
+    executor_name, run_config, sleeps
+):
+    assert retries_wait_in_the_step(a_step_context(executor_name, run_config)) is sleeps
+
+
+def test_a_retried_step_inside_a_celery_task_leaves_the_wait_to_dagster(monkeypatch):
+    from jobs_platform.orchestration import executors
+
+    # A worker that loaded the location with the local executor: the task holds a slot.
+    monkeypatch.setattr(executors, "_inside_celery_task", lambda: True)
+
+    assert not retries_wait_in_the_step(a_step_context("multi_or_in_process_executor", {}))
+
+
+def test_a_run_that_asks_for_in_process_lets_dagster_wait_for_its_retries(tmp_path):
+    probe = _run_probe(tmp_path, {"execution": {"config": {"in_process": {}}}})
+
+    # Dagster's in-process executor sleeps until a retry is due: the step need not.
+    assert not probe["retries_wait_in_the_step"]
 
 
 def test_in_process_is_chosen_by_the_variable():
