@@ -18,18 +18,12 @@ from __future__ import annotations
 import multiprocessing.forkserver
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import dagster as dg
 
-from jobs_platform.orchestration._compat import (
-    INSTANCE_STORAGE_MODULES,
-    ActiveExecution,
-    PlanStateMultiprocessExecutor,
-    job_module_name,
-)
+from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES, job_module_name
 from jobs_platform.orchestration.step_bounds import (
     STOP_GRACE_SECONDS,
     celery_app_settings,
@@ -115,50 +109,20 @@ def forkserver_of_this_environment() -> None:
     _forkserver_environment = current
 
 
-# The longest the run process sleeps at a time while its steps only wait: it notices a
-# termination within this, and waking twice a second costs next to nothing.
-WAIT_SLICE_SECONDS = 0.5
-
-
-class _ExecutionSleepingWhileStepsWait(ActiveExecution):
-    """Dagster's plan state, which sleeps when the loop has nothing to do but wait.
-
-    Dagster 1.13's multiprocess loop blocks only while it polls a running step's process
-    (20 ms a poll): with no step process left and the other steps waiting for their retry
-    time (a snooze, a backoff) or a pool slot, it spins a core until one is due.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Steps whose process the loop still polls: their events must not wait for a sleep.
-        self._polled: set[str] = set()
-
-    def get_steps_to_execute(self, limit: int | None = None):
-        steps = super().get_steps_to_execute(limit)
-        self._polled.update(step.key for step in steps)
-        if not steps and not self._polled:
-            # Until the next retry (or pool claim check) is due; 0 when nothing waits.
-            idle_seconds = self.sleep_interval()
-            if idle_seconds > 0:
-                time.sleep(min(idle_seconds, WAIT_SLICE_SECONDS))
-        return steps
-
-    def verify_complete(self, job_context, step_key: str) -> None:
-        self._polled.discard(step_key)
-        super().verify_complete(job_context, step_key)
-
-
-class SleepingMultiprocessExecutor(PlanStateMultiprocessExecutor):
-    """Dagster's multiprocess executor, whose run process sleeps while its steps only wait.
-
-    Its loop is Dagster's, written out in `_compat.PlanStateMultiprocessExecutor` with the
-    plan state as its one change; built from a run's config as Dagster builds its own.
-    """
-
-    plan_state_class = _ExecutionSleepingWhileStepsWait
+def _creation_function(
+    executor: dg.ExecutorDefinition,
+) -> Callable[[dg.InitExecutorContext], dg.Executor]:
+    create = executor.executor_creation_fn
+    if create is None:  # an @dg.executor always has one; typed as optional
+        raise TypeError(f"Dagster's {executor.name} has no creation function")
+    return create
 
 
 _DAGSTER_DEFAULT = dg.multi_or_in_process_executor
+# Dagster's own creation function, read once at import: a substitute set in its place later
+# (bin/dagster-executor-tests sets one, to build the framework's executor) is not the one
+# the framework's executor calls.
+_create_dagster_default = _creation_function(_DAGSTER_DEFAULT)
 
 
 @dg.executor(
@@ -169,36 +133,25 @@ _DAGSTER_DEFAULT = dg.multi_or_in_process_executor
 def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
     """Dagster's default executor, with step processes forked from a preloaded forkserver.
 
-    Multiprocess, and a run may still ask for in_process in its config (`execution: config:
-    in_process: {}`), as the tests and `demo` do. One change: unless a run's config names
-    a start method, each step process is forked from a forkserver that imported the job's
-    code location when it started, instead of a fresh interpreter importing Dagster and the
-    code location again (2.5-3 CPU s a step; docs/BENCHMARKS.md). The forkserver is started
-    by a process's first run and serves its later runs while the process's environment is
-    the one it started with (`forkserver_of_this_environment`). Still a process per step,
-    so a SIGKILLed step is retried in a new one. And while its steps only wait for their
-    retry time, the run process sleeps instead of spinning a core.
+    Its config is Dagster's `multi_or_in_process_executor`'s: multiprocess, and a run may
+    still ask for in_process (`execution: config: in_process: {}`), as the tests and `demo`
+    do. Dagster's own creation function builds it, with one change to the config: unless a
+    run names a start method, each step process is forked from a forkserver that imported
+    the job's code location when it started. A fresh interpreter would import Dagster and
+    the code location again for every step (2.5-3 CPU s a step; docs/BENCHMARKS.md). It
+    is still a process per step, so a SIGKILLed step is retried in a new one. The
+    forkserver is started by a process's first run and serves its later runs while the
+    process's environment is the one it started with (`forkserver_of_this_environment`).
     """
     config = with_forkserver_by_default(
         init_context.executor_config, job_module_name(init_context.job)
     )
-    multiprocess = config.get("multiprocess")
-    if multiprocess is None:
-        return _in_process_executor(init_context, config["in_process"])
-    if "forkserver" in multiprocess.get("start_method", {}):
+    if "forkserver" in (config.get("multiprocess") or {}).get("start_method", {}):
         forkserver_of_this_environment()
-    return SleepingMultiprocessExecutor.from_config(multiprocess)
-
-
-def _in_process_executor(init_context: dg.InitExecutorContext, config: Mapping) -> dg.Executor:
-    """Dagster's in-process executor, built by its own creation function."""
-    create = dg.in_process_executor.executor_creation_fn
-    if create is None:  # an @dg.executor always has one; typed as optional
-        raise TypeError("Dagster's in_process executor has no creation function")
-    return create(
+    return _create_dagster_default(
         dg.InitExecutorContext(
             job=init_context.job,
-            executor_def=dg.in_process_executor,
+            executor_def=_DAGSTER_DEFAULT,
             executor_config=config,
             instance=init_context.instance,
         )
@@ -240,8 +193,8 @@ def _inside_celery_task() -> bool:
     return bool(task) and getattr(task.request, "id", None) is not None
 
 
-# The executors that run a multiprocess loop: Dagster's `multiprocess`; and Dagster's
-# default (the framework's too), unless a run's config asks for in_process.
+# The executors that run Dagster's multiprocess executor: Dagster's `multiprocess`; and
+# Dagster's default (the framework's too), unless a run's config asks for in_process.
 _MULTIPROCESS_EXECUTORS = frozenset({"multiprocess"})
 _MULTI_OR_IN_PROCESS_EXECUTORS = frozenset({"multi_or_in_process_executor"})
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import dagster as dg
 import pytest
 
 from jobs_platform.errors import TerminalError, WarehouseNotShared
@@ -16,6 +17,7 @@ from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES
 from jobs_platform.orchestration.executors import (
     FRAMEWORK_MODULES,
     celery_executor_config,
+    forkserver_multi_or_in_process_executor,
     platform_executor,
     retries_wait_in_the_step,
     with_forkserver_by_default,
@@ -54,6 +56,61 @@ def test_multiprocess_runs_preload_the_jobs_module_in_a_forkserver_unless_a_star
         *INSTANCE_STORAGE_MODULES,
         *FRAMEWORK_MODULES,
     ]
+
+
+@pytest.fixture
+def first_run_of_its_process(monkeypatch):
+    """The executor is built as for a process's first run: no forkserver is stopped."""
+    from jobs_platform.orchestration import executors
+
+    monkeypatch.setattr(executors, "_forkserver_environment", None)
+
+
+def build(executor: dg.ExecutorDefinition, config: dict) -> dg.Executor:
+    """The executor a run of `probe` with `config` as its executor config gets."""
+    from jobs_platform_tests.orchestration.forkserver_probe import probe
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        context = dg.InitExecutorContext(
+            job=dg.reconstructable(probe),
+            executor_def=executor,
+            executor_config=config,
+            instance=instance,
+        )
+        assert executor.executor_creation_fn is not None
+        return executor.executor_creation_fn(context)
+
+
+@pytest.mark.parametrize(
+    "multiprocess",
+    [
+        {"retries": {"enabled": {}}},
+        {"max_concurrent": 3, "retries": {"disabled": {}}, "start_method": {"spawn": {}}},
+        {"retries": {"enabled": {}}, "tag_concurrency_limits": [{"key": "db", "limit": 1}]},
+    ],
+)
+def test_a_multiprocess_run_gets_dagsters_own_executor_with_a_forkserver_by_default(
+    multiprocess, first_run_of_its_process
+):
+    ours = build(forkserver_multi_or_in_process_executor, {"multiprocess": multiprocess})
+    job_module = "jobs_platform_tests.orchestration.forkserver_probe"
+    config = with_forkserver_by_default({"multiprocess": multiprocess}, job_module)
+    dagsters = build(dg.multi_or_in_process_executor, config)
+
+    assert type(ours) is type(dagsters)
+    assert type(ours).__module__.startswith("dagster.")
+    assert vars(ours) == vars(dagsters)
+
+
+def test_a_run_that_asks_for_in_process_gets_dagsters_in_process_executor(
+    first_run_of_its_process,
+):
+    retries = {"retries": {"enabled": {}}}
+    ours = build(forkserver_multi_or_in_process_executor, {"in_process": retries})
+    dagsters = build(dg.in_process_executor, retries)
+
+    assert type(ours) is type(dagsters)
+    assert vars(ours) == vars(dagsters)
 
 
 def _run_probe(tmp_path, run_config: dict | None = None) -> dict:
