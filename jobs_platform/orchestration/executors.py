@@ -15,11 +15,9 @@ Definitions. Under Celery the guarantees need more than dagster-celery's default
 
 from __future__ import annotations
 
-import multiprocessing.forkserver
 import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import dagster as dg
 
@@ -85,28 +83,40 @@ def with_forkserver_by_default(config: Mapping, job_module: str | None) -> Mappi
     }
 
 
-# The environment the process's forkserver was started with (None: not by this module).
+# The environment of this process's first run whose steps fork from a forkserver. Python
+# starts one forkserver per process, at that run's first step, with the environment of the
+# moment, and forks every later step of the process from it.
 _forkserver_environment: dict[str, str] | None = None
 
 
-def forkserver_of_this_environment() -> None:
-    """Make the next step process fork from a forkserver started with the environment of
-    now: stop the running one when the environment changed since it started.
+def forkserver_or_spawn(
+    config: Mapping, environment: Mapping[str, str], forkserver_environment: Mapping[str, str]
+) -> Mapping:
+    """The executor config, with `spawn` instead of a forkserver that was started with
+    another environment than the run's: its steps would get the other environment."""
+    if not _forks_from_a_forkserver(config) or environment == forkserver_environment:
+        return config
+    return {"multiprocess": {**config["multiprocess"], "start_method": {"spawn": {}}}}
 
-    Python keeps one forkserver per process, started at the first step with that moment's
-    environment (and preload modules), and forks every later step from it: a second run
-    in the same process (a script, a notebook, a test suite) would otherwise give its steps
-    the first run's variables. A run started by a run launcher is a process of its own, so
-    its forkserver starts with its environment anyway. Written for CPython 3.11-3.13, whose
-    `multiprocessing.forkserver._forkserver` has `_forkserver_pid` and `_stop()`; steps
-    already forked are unaffected (they are the forkserver's children, not its threads).
+
+def _start_method_of_this_run(config: Mapping) -> Mapping:
+    """The executor config of a run starting now in this process (`forkserver_or_spawn`).
+
+    A run started by a run launcher is a process of its own, and its forkserver starts with
+    its environment. A process that runs several jobs (a script, a notebook, a test suite)
+    and changes its environment between them spawns the steps of its later runs instead:
+    a fresh interpreter per step, slower to start, but with its own run's variables.
     """
     global _forkserver_environment
-    server: Any = multiprocessing.forkserver._forkserver  # private: typeshed leaves it out
-    current = dict(os.environ)
-    if server._forkserver_pid is not None and current != _forkserver_environment:
-        server._stop()
-    _forkserver_environment = current
+    environment = dict(os.environ)
+    if _forkserver_environment is None and _forks_from_a_forkserver(config):
+        _forkserver_environment = environment
+    return forkserver_or_spawn(config, environment, _forkserver_environment or environment)
+
+
+def _forks_from_a_forkserver(config: Mapping) -> bool:
+    multiprocess = config.get("multiprocess")
+    return multiprocess is not None and "forkserver" in (multiprocess.get("start_method") or {})
 
 
 def _creation_function(
@@ -139,20 +149,18 @@ def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext
     run names a start method, each step process is forked from a forkserver that imported
     the job's code location when it started. A fresh interpreter would import Dagster and
     the code location again for every step (2.5-3 CPU s a step; docs/BENCHMARKS.md). It
-    is still a process per step, so a SIGKILLed step is retried in a new one. The
-    forkserver is started by a process's first run and serves its later runs while the
-    process's environment is the one it started with (`forkserver_of_this_environment`).
+    is still a process per step, so a SIGKILLed step is retried in a new one. A later run
+    in the same process whose environment changed spawns its steps instead
+    (`forkserver_or_spawn`).
     """
     config = with_forkserver_by_default(
         init_context.executor_config, job_module_name(init_context.job)
     )
-    if "forkserver" in (config.get("multiprocess") or {}).get("start_method", {}):
-        forkserver_of_this_environment()
     return _create_dagster_default(
         dg.InitExecutorContext(
             job=init_context.job,
             executor_def=_DAGSTER_DEFAULT,
-            executor_config=config,
+            executor_config=_start_method_of_this_run(config),
             instance=init_context.instance,
         )
     )

@@ -18,6 +18,7 @@ from jobs_platform.orchestration.executors import (
     FRAMEWORK_MODULES,
     celery_executor_config,
     forkserver_multi_or_in_process_executor,
+    forkserver_or_spawn,
     platform_executor,
     retries_wait_in_the_step,
     with_forkserver_by_default,
@@ -60,7 +61,8 @@ def test_multiprocess_runs_preload_the_jobs_module_in_a_forkserver_unless_a_star
 
 @pytest.fixture
 def first_run_of_its_process(monkeypatch):
-    """The executor is built as for a process's first run: no forkserver is stopped."""
+    """The executor is built as for a process's first run: pytest changes the environment
+    from test to test, and a forkserver's environment is remembered per process."""
     from jobs_platform.orchestration import executors
 
     monkeypatch.setattr(executors, "_forkserver_environment", None)
@@ -111,6 +113,22 @@ def test_a_run_that_asks_for_in_process_gets_dagsters_in_process_executor(
 
     assert type(ours) is type(dagsters)
     assert vars(ours) == vars(dagsters)
+
+
+def test_a_run_whose_environment_changed_since_the_forkserver_started_spawns_its_steps():
+    forked = {"multiprocess": {"start_method": {"forkserver": {"preload_modules": ["acme"]}}}}
+    first = {"A": "1"}
+
+    assert forkserver_or_spawn(forked, {"A": "1"}, first) == forked
+    assert forkserver_or_spawn(forked, {"A": "2"}, first) == {
+        "multiprocess": {"start_method": {"spawn": {}}}
+    }
+    limited = {"multiprocess": {**forked["multiprocess"], "max_concurrent": 2}}
+    assert forkserver_or_spawn(limited, {}, first)["multiprocess"]["max_concurrent"] == 2
+    # No forkserver asked for: nothing to change.
+    spawned = {"multiprocess": {"start_method": {"spawn": {}}}}
+    assert forkserver_or_spawn(spawned, {"A": "2"}, first) == spawned
+    assert forkserver_or_spawn({"in_process": {}}, {"A": "2"}, first) == {"in_process": {}}
 
 
 def _run_probe(tmp_path, run_config: dict | None = None) -> dict:
@@ -260,24 +278,25 @@ def test_a_remote_step_may_use_postgresql_or_an_absolute_sqlite_path():
     assert require_shared_warehouse("sqlite:////shared/warehouse.db").endswith("warehouse.db")
 
 
-def test_each_run_in_one_process_gets_step_processes_with_its_own_environment(
-    tmp_path, monkeypatch
-):
-    """Python keeps one forkserver per process, started with that moment's environment:
-    a second run in the same process (a script, a notebook, a test suite) must not fork
-    its steps from a forkserver holding the first run's variables."""
-    import dagster as dg
+def test_each_run_in_one_process_gets_step_processes_with_its_own_environment(tmp_path):
+    """Python keeps one forkserver per process, started with the environment of the moment:
+    a later run in the same process (a script, a notebook, a test suite) whose environment
+    changed must not fork its steps from it."""
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    runs = [str(first), str(first), str(second)]
+    script = (
+        "from jobs_platform_tests.orchestration.forkserver_probe import run_one_after_another;"
+        f"run_one_after_another({runs!r})"
+    )
+    finished = run_cli([sys.executable, "-c", script], {})
+    assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-2000:]
 
-    from jobs_platform_tests.orchestration.forkserver_probe import probe
-
-    files = [tmp_path / "first.json", tmp_path / "second.json"]
-    with dg.instance_for_test() as instance:
-        for probe_file in files:
-            monkeypatch.setenv(PROBE_FILE_VARIABLE, str(probe_file))
-            with dg.execute_job(dg.reconstructable(probe), instance=instance) as result:
-                assert result.success
-
-    assert [path.exists() for path in files] == [True, True]
-    first, second = (json.loads(path.read_text()) for path in files)
-    assert "multiprocessing.forkserver" in second["parent_command"]
-    assert first["parent_pid"] != second["parent_pid"]  # a forkserver of its own environment
+    # Each step wrote where its own run's environment said.
+    once, again = (json.loads(line) for line in first.read_text().splitlines())
+    [changed] = (json.loads(line) for line in second.read_text().splitlines())
+    # The runs of the first environment share the forkserver the first one started.
+    assert "multiprocessing.forkserver" in once["parent_command"]
+    assert again["parent_pid"] == once["parent_pid"]
+    # The run of another environment spawns its step: a child of the run's own process.
+    assert changed["parent_pid"] == changed["run_worker_pid"]
+    assert "multiprocessing.forkserver" not in changed["parent_command"]
