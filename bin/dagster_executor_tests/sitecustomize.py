@@ -9,7 +9,7 @@ on its path; the script puts it on PYTHONPATH, which the processes the tests sta
 Substituted: the creation functions of Dagster's `multi_or_in_process_executor` (every
 job's default) and `multiprocess_executor`, changed in place on the definitions Dagster's
 jobs hold, so a job defined before or after this ran gets the framework's executor. That
-is what `forkserver_multi_or_in_process_executor` builds: Dagster's own executor, by
+is what `jobs_platform_executor` builds: Dagster's own executor, by
 Dagster's own creation function (read before the substitution), with the framework's
 config. Each process writes one JSON line per executor built and per multiprocess loop run
 to `JP_SUBSTITUTION_LOG`. The loop is Dagster's own; it counts as the framework's when the
@@ -25,7 +25,7 @@ if os.environ.get("JP_SUBSTITUTION_LOG"):
     import dagster as dg
     from dagster._core.executor.multiprocess import MultiprocessExecutor
 
-    from jobs_platform.orchestration.executors import forkserver_multi_or_in_process_executor
+    from jobs_platform.orchestration.executors import jobs_platform_executor
 
     # Set on each executor the framework's creation function built.
     BUILT_BY_FRAMEWORK = "_jobs_platform_built"
@@ -34,13 +34,13 @@ if os.environ.get("JP_SUBSTITUTION_LOG"):
         with open(os.environ["JP_SUBSTITUTION_LOG"], "a") as log:
             log.write(json.dumps({"pid": os.getpid(), **what}) + "\n")
 
-    _create = forkserver_multi_or_in_process_executor.executor_creation_fn
+    _create = jobs_platform_executor.executor_creation_fn
 
     def _built(definition, init_context, executor_config):
         executor = _create(
             dg.InitExecutorContext(
                 job=init_context.job,
-                executor_def=forkserver_multi_or_in_process_executor,
+                executor_def=jobs_platform_executor,
                 executor_config=executor_config,
                 instance=init_context.instance,
             )

@@ -33,10 +33,19 @@ from jobs_platform.settings import (
     Settings,
 )
 
+# The framework's executor (`jobs_platform_executor`): its own name, not Dagster's default's.
+EXECUTOR_NAME = "jobs_platform_executor"
+
 # Steps that run in a process on this machine; any other executor ships them elsewhere.
 # (`execute_in_process_executor` is what `execute_in_process` and `dg.materialize` run on.)
 LOCAL_EXECUTORS = frozenset(
-    {"in_process", "multiprocess", "multi_or_in_process_executor", "execute_in_process_executor"}
+    {
+        EXECUTOR_NAME,
+        "in_process",
+        "multiprocess",
+        "multi_or_in_process_executor",
+        "execute_in_process_executor",
+    }
 )
 
 
@@ -136,11 +145,11 @@ _create_dagster_default = _creation_function(_DAGSTER_DEFAULT)
 
 
 @dg.executor(
-    name=_DAGSTER_DEFAULT.name,
+    name=EXECUTOR_NAME,
     config_schema=_DAGSTER_DEFAULT.config_schema.as_field(),
     requirements=_DAGSTER_DEFAULT.get_requirements,
 )
-def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
+def jobs_platform_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
     """Dagster's default executor, with step processes forked from a preloaded forkserver.
 
     Its config is Dagster's `multi_or_in_process_executor`'s: multiprocess, and a run may
@@ -152,6 +161,9 @@ def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext
     is still a process per step, so a SIGKILLed step is retried in a new one. A later run
     in the same process whose environment changed spawns its steps instead
     (`forkserver_or_spawn`).
+
+    Its own name tells a run on it from one on Dagster's default executor, in the run's
+    config and in the UI.
     """
     config = with_forkserver_by_default(
         init_context.executor_config, job_module_name(init_context.job)
@@ -172,7 +184,7 @@ def platform_executor(settings: Settings | None = None) -> dg.ExecutorDefinition
     if settings.executor == "in_process":
         return dg.in_process_executor
     if settings.executor == "multiprocess":
-        return forkserver_multi_or_in_process_executor
+        return jobs_platform_executor
     from jobs_platform.orchestration.celery_executor import bounded_celery_executor
 
     return bounded_celery_executor.configured(
@@ -201,10 +213,10 @@ def _inside_celery_task() -> bool:
     return bool(task) and getattr(task.request, "id", None) is not None
 
 
-# The executors that run Dagster's multiprocess executor: Dagster's `multiprocess`; and
-# Dagster's default (the framework's too), unless a run's config asks for in_process.
+# The executors that run Dagster's multiprocess executor: Dagster's `multiprocess`; and the
+# framework's and Dagster's default, unless a run's config asks for in_process.
 _MULTIPROCESS_EXECUTORS = frozenset({"multiprocess"})
-_MULTI_OR_IN_PROCESS_EXECUTORS = frozenset({"multi_or_in_process_executor"})
+_MULTI_OR_IN_PROCESS_EXECUTORS = frozenset({EXECUTOR_NAME, "multi_or_in_process_executor"})
 
 
 def retries_wait_in_the_step(context: dg.AssetExecutionContext) -> bool:

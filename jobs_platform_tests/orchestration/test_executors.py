@@ -17,8 +17,8 @@ from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES
 from jobs_platform.orchestration.executors import (
     FRAMEWORK_MODULES,
     celery_executor_config,
-    forkserver_multi_or_in_process_executor,
     forkserver_or_spawn,
+    jobs_platform_executor,
     platform_executor,
     retries_wait_in_the_step,
     with_forkserver_by_default,
@@ -33,30 +33,15 @@ def settings(**env: str) -> Settings:
     return Settings.from_env(env)
 
 
-def test_the_default_executor_is_multiprocess_and_a_run_may_still_ask_for_in_process():
+def test_the_default_executor_is_the_frameworks_own_under_its_own_name():
     assert settings().executor == "multiprocess"
-    assert platform_executor(settings()).name == "multi_or_in_process_executor"
-
-
-def test_multiprocess_runs_preload_the_jobs_module_in_a_forkserver_unless_a_start_method_is_named():
-    preloaded = [*INSTANCE_STORAGE_MODULES, "acme.definitions"]
-    forked = {"forkserver": {"preload_modules": preloaded}}
-    assert with_forkserver_by_default({"multiprocess": {}}, "acme.definitions") == {
-        "multiprocess": {"start_method": forked}
-    }
-    limited = {"multiprocess": {"max_concurrent": 1}}
-    assert with_forkserver_by_default(limited, "acme.definitions")["multiprocess"] == {
-        "max_concurrent": 1,
-        "start_method": forked,
-    }
-    spawned = {"multiprocess": {"start_method": {"spawn": {}}}}
-    assert with_forkserver_by_default(spawned, "acme.definitions") == spawned
-    assert with_forkserver_by_default({"in_process": {}}, "acme.definitions") == {"in_process": {}}
-    from_a_file = with_forkserver_by_default({"multiprocess": {}}, None)["multiprocess"]
-    assert from_a_file["start_method"]["forkserver"]["preload_modules"] == [
-        *INSTANCE_STORAGE_MODULES,
-        *FRAMEWORK_MODULES,
-    ]
+    executor = platform_executor(settings())
+    assert executor is jobs_platform_executor
+    assert executor.name == "jobs_platform_executor"  # not Dagster's default's name
+    # Dagster's default's config: run configs written for it keep working.
+    assert executor.config_schema.as_field().config_type.key == (
+        dg.multi_or_in_process_executor.config_schema.as_field().config_type.key
+    )
 
 
 @pytest.fixture
@@ -94,7 +79,7 @@ def build(executor: dg.ExecutorDefinition, config: dict) -> dg.Executor:
 def test_a_multiprocess_run_gets_dagsters_own_executor_with_a_forkserver_by_default(
     multiprocess, first_run_of_its_process
 ):
-    ours = build(forkserver_multi_or_in_process_executor, {"multiprocess": multiprocess})
+    ours = build(jobs_platform_executor, {"multiprocess": multiprocess})
     job_module = "jobs_platform_tests.orchestration.forkserver_probe"
     config = with_forkserver_by_default({"multiprocess": multiprocess}, job_module)
     dagsters = build(dg.multi_or_in_process_executor, config)
@@ -108,7 +93,7 @@ def test_a_run_that_asks_for_in_process_gets_dagsters_in_process_executor(
     first_run_of_its_process,
 ):
     retries = {"retries": {"enabled": {}}}
-    ours = build(forkserver_multi_or_in_process_executor, {"in_process": retries})
+    ours = build(jobs_platform_executor, {"in_process": retries})
     dagsters = build(dg.in_process_executor, retries)
 
     assert type(ours) is type(dagsters)
@@ -129,6 +114,27 @@ def test_a_run_whose_environment_changed_since_the_forkserver_started_spawns_its
     spawned = {"multiprocess": {"start_method": {"spawn": {}}}}
     assert forkserver_or_spawn(spawned, {"A": "2"}, first) == spawned
     assert forkserver_or_spawn({"in_process": {}}, {"A": "2"}, first) == {"in_process": {}}
+
+
+def test_multiprocess_runs_preload_the_jobs_module_in_a_forkserver_unless_a_start_method_is_named():
+    preloaded = [*INSTANCE_STORAGE_MODULES, "acme.definitions"]
+    forked = {"forkserver": {"preload_modules": preloaded}}
+    assert with_forkserver_by_default({"multiprocess": {}}, "acme.definitions") == {
+        "multiprocess": {"start_method": forked}
+    }
+    limited = {"multiprocess": {"max_concurrent": 1}}
+    assert with_forkserver_by_default(limited, "acme.definitions")["multiprocess"] == {
+        "max_concurrent": 1,
+        "start_method": forked,
+    }
+    spawned = {"multiprocess": {"start_method": {"spawn": {}}}}
+    assert with_forkserver_by_default(spawned, "acme.definitions") == spawned
+    assert with_forkserver_by_default({"in_process": {}}, "acme.definitions") == {"in_process": {}}
+    from_a_file = with_forkserver_by_default({"multiprocess": {}}, None)["multiprocess"]
+    assert from_a_file["start_method"]["forkserver"]["preload_modules"] == [
+        *INSTANCE_STORAGE_MODULES,
+        *FRAMEWORK_MODULES,
+    ]
 
 
 def _run_probe(tmp_path, run_config: dict | None = None) -> dict:
@@ -168,6 +174,13 @@ def test_a_run_that_names_spawn_gets_a_fresh_interpreter_per_step(tmp_path):
     assert "multiprocessing.forkserver" not in probe["parent_command"]
 
 
+def test_a_run_that_asks_for_in_process_lets_dagster_wait_for_its_retries(tmp_path):
+    probe = _run_probe(tmp_path, {"execution": {"config": {"in_process": {}}}})
+
+    # Dagster's in-process executor sleeps until a retry is due: the step need not.
+    assert not probe["retries_wait_in_the_step"]
+
+
 def a_step_context(executor_name: str, run_config: dict) -> Any:
     """What `retries_wait_in_the_step` reads of a step's context: its executor and run config."""
     job = SimpleNamespace(executor_def=SimpleNamespace(name=executor_name))
@@ -184,8 +197,10 @@ MULTIPROCESS = {"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}
 @pytest.mark.parametrize(
     ("executor_name", "run_config", "sleeps"),
     [
+        ("jobs_platform_executor", {}, True),
+        ("jobs_platform_executor", MULTIPROCESS, True),
+        ("jobs_platform_executor", IN_PROCESS, False),
         ("multi_or_in_process_executor", {}, True),
-        ("multi_or_in_process_executor", MULTIPROCESS, True),
         ("multi_or_in_process_executor", IN_PROCESS, False),
         ("multiprocess", {}, True),
         ("in_process", {}, False),
@@ -205,14 +220,7 @@ def test_a_retried_step_inside_a_celery_task_leaves_the_wait_to_dagster(monkeypa
     # A worker that loaded the location with the local executor: the task holds a slot.
     monkeypatch.setattr(executors, "_inside_celery_task", lambda: True)
 
-    assert not retries_wait_in_the_step(a_step_context("multi_or_in_process_executor", {}))
-
-
-def test_a_run_that_asks_for_in_process_lets_dagster_wait_for_its_retries(tmp_path):
-    probe = _run_probe(tmp_path, {"execution": {"config": {"in_process": {}}}})
-
-    # Dagster's in-process executor sleeps until a retry is due: the step need not.
-    assert not probe["retries_wait_in_the_step"]
+    assert not retries_wait_in_the_step(a_step_context("jobs_platform_executor", {}))
 
 
 def test_in_process_is_chosen_by_the_variable():
