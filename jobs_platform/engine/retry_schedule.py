@@ -10,11 +10,12 @@ and its tries (what bounds failures nothing could record, the warehouse down) co
 own attempts, not the step's.
 
 What a step try leaves for the next (`RetrySchedule`) is relative: each partition is due
-`due_in` seconds after the step asked to be retried, and the step asked Dagster to wait
-`wait_seconds`, the smallest of them, which Dagster waits at least. The next try measures
-how long it really waited on the same kernel's monotonic clock, and otherwise (another
-host) counts `wait_seconds`: a partition is never attempted early, at worst late by what
-could not be measured.
+`due_in` seconds after the step asked to be retried, and the step waits `wait_seconds`,
+the smallest of them, before its next try. Either Dagster waits it (its retry delay), or
+the next try sleeps it at its start, Dagster restarting the step at once
+(`waits_in_next_try`). The next try measures how long it has waited on the same kernel's
+monotonic clock, and otherwise (another host) counts what Dagster waited and what it slept
+itself: a partition is never attempted early, at worst late by what could not be measured.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 from jobs_platform.engine.decisions import WAITING_STEPS
 
-# The smallest wait a step asks for (Dagster rounds nothing; 1 ms keeps it positive).
+# The smallest wait of a step (Dagster rounds nothing; 1 ms keeps it positive).
 MIN_WAIT_SECONDS = 0.001
 # A partition whose next step waits (`decisions.WAITING_STEPS`) is due after its delay; any
 # other entry is due at once (one that failed before its attempt and spent its tries: it is
@@ -66,17 +67,37 @@ class RetrySchedule:
     pending: tuple[Pending, ...]
     clock: str  # whose monotonic clock `asked_at` is on ("" when unknown)
     asked_at: float  # monotonic seconds when the step asked to be retried
+    # True: the next try sleeps `wait_seconds` itself, and Dagster restarts the step at once.
+    waits_in_next_try: bool = False
 
     @property
     def wait_seconds(self) -> float:
-        """What the step asks Dagster to wait: until the first waiting partition is due."""
+        """How long the step waits before its next try: until the first partition is due."""
         soonest = min((p.due_in for p in self.pending if p.next_step in WAITING_STEPS), default=0.0)
         return max(MIN_WAIT_SECONDS, math.ceil(soonest * 1000) / 1000)
 
-    def waited(self, clock: str, now: float) -> float:
-        """How long the step has waited since it asked, at least what it asked for."""
+    @property
+    def dagster_wait_seconds(self) -> float:
+        """The retry delay the step asks Dagster for: all of its wait, or none of it."""
+        return 0.0 if self.waits_in_next_try else self.wait_seconds
+
+    def waited(self, clock: str, now: float, *, slept: float = 0.0) -> float:
+        """How long the step has waited since it asked, by a next try that began at `now`
+        and then slept `slept` seconds itself (`now` counts from after that sleep).
+
+        On the same clock this is measured. On another it is what Dagster waited plus what
+        the try slept, the least it can have been.
+        """
         measured = now - self.asked_at if clock and clock == self.clock else 0.0
-        return max(self.wait_seconds, measured)
+        return max(self.dagster_wait_seconds + slept, measured)
+
+    def left_to_sleep(self, clock: str, now: float) -> float:
+        """What a next try beginning at `now` sleeps before its first partition is due.
+
+        Zero when Dagster waited the whole wait. Example: a wait of 9 s left to the next try,
+        which begins 0.8 s after the step asked on the same host, sleeps 8.2 s.
+        """
+        return max(0.0, self.wait_seconds - self.waited(clock, now))
 
     def pending_for(self, asset: str, partition: str) -> Pending | None:
         for pending in self.pending:
@@ -92,6 +113,7 @@ class RetrySchedule:
             "next_step": pending.next_step,
             "clock": self.clock,
             "asked_at": self.asked_at,
+            "waits_in_next_try": int(self.waits_in_next_try),
         }
 
     @classmethod
@@ -112,7 +134,13 @@ class RetrySchedule:
             )
             for (asset, partition), entry in records.items()
         )
-        return cls(pending, clock=str(first["clock"]), asked_at=_number(first["asked_at"]))
+        return cls(
+            pending,
+            clock=str(first["clock"]),
+            asked_at=_number(first["asked_at"]),
+            # Absent in a schedule logged before the next try could sleep: Dagster waited.
+            waits_in_next_try=bool(_number(first.get("waits_in_next_try", 0))),
+        )
 
 
 @dataclass(frozen=True)
@@ -150,8 +178,13 @@ def due_now(
     return Due(attempt=True, tries_before=pending.tries)
 
 
-def schedule_retry(waiting: Iterable[Waiting], *, clock: str, now: float) -> RetrySchedule:
-    """The schedule a step try leaves when it asks, at `now`, to be retried."""
+def schedule_retry(
+    waiting: Iterable[Waiting], *, clock: str, now: float, waits_in_next_try: bool = False
+) -> RetrySchedule:
+    """The schedule a step try leaves when it asks, at `now`, to be retried.
+
+    `waits_in_next_try`: the next try sleeps the wait, not Dagster (`RetrySchedule`).
+    """
     pending = tuple(
         Pending(
             w.asset,
@@ -164,7 +197,7 @@ def schedule_retry(waiting: Iterable[Waiting], *, clock: str, now: float) -> Ret
     )
     if not any(p.next_step in WAITING_STEPS for p in pending):
         raise ValueError("a step retries only when some partition waits")
-    return RetrySchedule(pending, clock=clock, asked_at=now)
+    return RetrySchedule(pending, clock=clock, asked_at=now, waits_in_next_try=waits_in_next_try)
 
 
 def _number(value: object) -> float:

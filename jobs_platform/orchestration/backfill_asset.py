@@ -38,7 +38,7 @@ from jobs_platform.engine.spec import (
 )
 from jobs_platform.errors import WarehouseNotShared
 from jobs_platform.orchestration.dagster_results import CRASH_RETRY_POLICY, finish_step
-from jobs_platform.orchestration.executors import runs_remotely
+from jobs_platform.orchestration.executors import retries_wait_in_the_step, runs_remotely
 from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.specs import attach_specs
@@ -417,7 +417,22 @@ def run_backfill_step(
     partitions = list(context.partition_keys)
     # The whole location's graph (with upstream assets the run does not select).
     graph = context.job_def.asset_layer.asset_graph
-    step = StepTry.begin(context, [spec.asset for spec in chosen], partitions)
+    step = StepTry.begin(
+        context,
+        [spec.asset for spec in chosen],
+        partitions,
+        waits_in_next_try=retries_wait_in_the_step(context),
+    )
+    try:
+        step.sleep_until_due()
+    except dg.DagsterExecutionInterruptedError:
+        # Terminated while it waited for its retry time: nothing was attempted or held.
+        raise dg.Failure(
+            description="interrupted by shutdown while waiting for its retry time; nothing "
+            "was attempted in this try, a re-run tries again",
+            metadata={"error_class": "interrupted"},
+            allow_retries=False,
+        ) from None
     results: list[Outcome] = []
     # What did not finish in this try, so a downstream partition of the same step is
     # blocked without asking the warehouse (which may be what failed).

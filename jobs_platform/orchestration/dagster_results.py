@@ -2,20 +2,21 @@
 
 This is the taxonomy's custom retry policy: the core decides retry, snooze or quarantine
 from the cross-run attempt count (`engine.outcomes`); here that becomes a
-`MaterializeResult`, `RetryRequested` with the computed wait, or
-`Failure(allow_retries=False)`. The static `RetryPolicy` below only covers what
-our code never sees: a step process killed outright, which Dagster retries on its own.
+`MaterializeResult`, `RetryRequested` with the computed wait (or none, when the next try
+sleeps it: `step_retries`), or `Failure(allow_retries=False)`. The static `RetryPolicy`
+below only covers what our code never sees: a step process killed outright, which Dagster
+retries on its own.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, NoReturn, assert_never
+from typing import TYPE_CHECKING, assert_never
 
 import dagster as dg
 
-from jobs_platform.engine.decisions import Decision, NextStep
+from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.outcomes import (
     Blocked,
     BudgetSpent,
@@ -88,31 +89,6 @@ def _rejected_rows_table(report: PartitionReport) -> dict:
     }
 
 
-def raise_for_dagster(
-    cause: Refused | Busy | NotDue | BudgetSpent | Failed, retry_number: int, location: str | None
-) -> NoReturn:
-    """Raise RetryRequested for a partition that waits, else a non-retryable Failure.
-
-    `location` is the run's code location, which the suggested requeue command names.
-    """
-    match cause:
-        case Busy(decision=decision) | NotDue(decision=decision):
-            _retry_after(decision, retry_number, cause.error)
-        case Failed(decision=decision) if decision.waits:
-            _retry_after(decision, retry_number, cause.error)
-        case Refused() | BudgetSpent() | Failed():
-            raise _failure(cause, requeue_command(cause.asset, cause.partition, location))
-        case _:
-            assert_never(cause)
-
-
-def _retry_after(decision: Decision, retry_number: int, cause: BaseException) -> NoReturn:
-    # Our ceiling, not Dagster's counter, bounds retries: always allow one more.
-    raise dg.RetryRequested(
-        max_retries=retry_number + 1, seconds_to_wait=round(decision.delay_seconds, 3)
-    ) from cause
-
-
 def _failure(stopped: Refused | BudgetSpent | Failed, requeue: str) -> dg.Failure:
     where = f"{stopped.asset}/{stopped.partition}"
     match stopped:
@@ -178,10 +154,15 @@ def finish_step(
             )
         return
     causes = [f for f in unfinished if not isinstance(f, Blocked)]
+    again = [f for f in unfinished if waits(f)]
     alone = not reports and not step.done_before and len({f.partition for f in unfinished}) == 1
-    if len(causes) == 1 and alone:
-        # One partition, failed on its own account (its downstream only blocked by it).
-        raise_for_dagster(causes[0], context.retry_number, location_of_run(context.run))
+    if len(causes) == 1 and alone and not again:
+        # One partition, failed for good on its own account (its downstream only blocked
+        # by it): its own failure, with the command that requeues it.
+        match causes[0]:
+            case Refused() | BudgetSpent() | Failed() as cause:
+                location = location_of_run(context.run)
+                raise _failure(cause, requeue_command(cause.asset, cause.partition, location))
     for report in reports:
         context.log_event(
             dg.AssetMaterialization(
@@ -190,12 +171,12 @@ def finish_step(
                 metadata=report_metadata(report),
             )
         )
-    again = [f for f in unfinished if waits(f)]
     if again:
-        # Until the first partition is due; each is attempted once its own delay is.
+        # Until the first partition is due; each is attempted once its own delay is. Our
+        # ceiling, not Dagster's counter, bounds retries: always allow one more.
         schedule = step.ask_to_retry(unfinished)
         raise dg.RetryRequested(
-            max_retries=context.retry_number + 1, seconds_to_wait=schedule.wait_seconds
+            max_retries=context.retry_number + 1, seconds_to_wait=schedule.dagster_wait_seconds
         ) from again[0].error
     quarantined = _named(f for f in unfinished if _quarantined(f))
     stopped = _named(f for f in unfinished if _gave_up(f))

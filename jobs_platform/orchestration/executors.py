@@ -15,21 +15,13 @@ Definitions. Under Celery the guarantees need more than dagster-celery's default
 
 from __future__ import annotations
 
-import multiprocessing.forkserver
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import dagster as dg
 
-from jobs_platform.orchestration._compat import (
-    INSTANCE_STORAGE_MODULES,
-    ActiveExecution,
-    PlanStateMultiprocessExecutor,
-    job_module_name,
-)
+from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES, job_module_name
 from jobs_platform.orchestration.step_bounds import (
     STOP_GRACE_SECONDS,
     celery_app_settings,
@@ -41,10 +33,19 @@ from jobs_platform.settings import (
     Settings,
 )
 
+# The framework's executor (`jobs_platform_executor`): its own name, not Dagster's default's.
+EXECUTOR_NAME = "jobs_platform_executor"
+
 # Steps that run in a process on this machine; any other executor ships them elsewhere.
 # (`execute_in_process_executor` is what `execute_in_process` and `dg.materialize` run on.)
 LOCAL_EXECUTORS = frozenset(
-    {"in_process", "multiprocess", "multi_or_in_process_executor", "execute_in_process_executor"}
+    {
+        EXECUTOR_NAME,
+        "in_process",
+        "multiprocess",
+        "multi_or_in_process_executor",
+        "execute_in_process_executor",
+    }
 )
 
 
@@ -91,115 +92,87 @@ def with_forkserver_by_default(config: Mapping, job_module: str | None) -> Mappi
     }
 
 
-# The environment the process's forkserver was started with (None: not by this module).
+# The environment of this process's first run whose steps fork from a forkserver. Python
+# starts one forkserver per process, at that run's first step, with the environment of the
+# moment, and forks every later step of the process from it.
 _forkserver_environment: dict[str, str] | None = None
 
 
-def forkserver_of_this_environment() -> None:
-    """Make the next step process fork from a forkserver started with the environment of
-    now: stop the running one when the environment changed since it started.
+def forkserver_or_spawn(
+    config: Mapping, environment: Mapping[str, str], forkserver_environment: Mapping[str, str]
+) -> Mapping:
+    """The executor config, with `spawn` instead of a forkserver that was started with
+    another environment than the run's: its steps would get the other environment."""
+    if not _forks_from_a_forkserver(config) or environment == forkserver_environment:
+        return config
+    return {"multiprocess": {**config["multiprocess"], "start_method": {"spawn": {}}}}
 
-    Python keeps one forkserver per process, started at the first step with that moment's
-    environment (and preload modules), and forks every later step from it: a second run
-    in the same process (a script, a notebook, a test suite) would otherwise give its steps
-    the first run's variables. A run started by a run launcher is a process of its own, so
-    its forkserver starts with its environment anyway. Written for CPython 3.11-3.13, whose
-    `multiprocessing.forkserver._forkserver` has `_forkserver_pid` and `_stop()`; steps
-    already forked are unaffected (they are the forkserver's children, not its threads).
+
+def _start_method_of_this_run(config: Mapping) -> Mapping:
+    """The executor config of a run starting now in this process (`forkserver_or_spawn`).
+
+    A run started by a run launcher is a process of its own, and its forkserver starts with
+    its environment. A process that runs several jobs (a script, a notebook, a test suite)
+    and changes its environment between them spawns the steps of its later runs instead:
+    a fresh interpreter per step, slower to start, but with its own run's variables.
     """
     global _forkserver_environment
-    server: Any = multiprocessing.forkserver._forkserver  # private: typeshed leaves it out
-    current = dict(os.environ)
-    if server._forkserver_pid is not None and current != _forkserver_environment:
-        server._stop()
-    _forkserver_environment = current
+    environment = dict(os.environ)
+    if _forkserver_environment is None and _forks_from_a_forkserver(config):
+        _forkserver_environment = environment
+    return forkserver_or_spawn(config, environment, _forkserver_environment or environment)
 
 
-# The longest the run process sleeps at a time while its steps only wait: it notices a
-# termination within this, and waking twice a second costs next to nothing.
-WAIT_SLICE_SECONDS = 0.5
+def _forks_from_a_forkserver(config: Mapping) -> bool:
+    multiprocess = config.get("multiprocess")
+    return multiprocess is not None and "forkserver" in (multiprocess.get("start_method") or {})
 
 
-class _ExecutionSleepingWhileStepsWait(ActiveExecution):
-    """Dagster's plan state, which sleeps when the loop has nothing to do but wait.
-
-    Dagster 1.13's multiprocess loop blocks only while it polls a running step's process
-    (20 ms a poll): with no step process left and the other steps waiting for their retry
-    time (a snooze, a backoff) or a pool slot, it spins a core until one is due.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Steps whose process the loop still polls: their events must not wait for a sleep.
-        self._polled: set[str] = set()
-
-    def get_steps_to_execute(self, limit: int | None = None):
-        steps = super().get_steps_to_execute(limit)
-        self._polled.update(step.key for step in steps)
-        if not steps and not self._polled:
-            # Until the next retry (or pool claim check) is due; 0 when nothing waits.
-            idle_seconds = self.sleep_interval()
-            if idle_seconds > 0:
-                time.sleep(min(idle_seconds, WAIT_SLICE_SECONDS))
-        return steps
-
-    def verify_complete(self, job_context, step_key: str) -> None:
-        self._polled.discard(step_key)
-        super().verify_complete(job_context, step_key)
-
-
-class SleepingMultiprocessExecutor(PlanStateMultiprocessExecutor):
-    """Dagster's multiprocess executor, whose run process sleeps while its steps only wait.
-
-    Its loop is Dagster's, written out in `_compat.PlanStateMultiprocessExecutor` with the
-    plan state as its one change; built from a run's config as Dagster builds its own.
-    """
-
-    plan_state_class = _ExecutionSleepingWhileStepsWait
+def _creation_function(
+    executor: dg.ExecutorDefinition,
+) -> Callable[[dg.InitExecutorContext], dg.Executor]:
+    create = executor.executor_creation_fn
+    if create is None:  # an @dg.executor always has one; typed as optional
+        raise TypeError(f"Dagster's {executor.name} has no creation function")
+    return create
 
 
 _DAGSTER_DEFAULT = dg.multi_or_in_process_executor
+# Dagster's own creation function, read once at import: a substitute set in its place later
+# (bin/dagster-executor-tests sets one, to build the framework's executor) is not the one
+# the framework's executor calls.
+_create_dagster_default = _creation_function(_DAGSTER_DEFAULT)
 
 
 @dg.executor(
-    name=_DAGSTER_DEFAULT.name,
+    name=EXECUTOR_NAME,
     config_schema=_DAGSTER_DEFAULT.config_schema.as_field(),
     requirements=_DAGSTER_DEFAULT.get_requirements,
 )
-def forkserver_multi_or_in_process_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
+def jobs_platform_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
     """Dagster's default executor, with step processes forked from a preloaded forkserver.
 
-    Multiprocess, and a run may still ask for in_process in its config (`execution: config:
-    in_process: {}`), as the tests and `demo` do. One change: unless a run's config names
-    a start method, each step process is forked from a forkserver that imported the job's
-    code location when it started, instead of a fresh interpreter importing Dagster and the
-    code location again (2.5-3 CPU s a step; docs/BENCHMARKS.md). The forkserver is started
-    by a process's first run and serves its later runs while the process's environment is
-    the one it started with (`forkserver_of_this_environment`). Still a process per step,
-    so a SIGKILLed step is retried in a new one. And while its steps only wait for their
-    retry time, the run process sleeps instead of spinning a core.
+    Its config is Dagster's `multi_or_in_process_executor`'s: multiprocess, and a run may
+    still ask for in_process (`execution: config: in_process: {}`), as the tests and `demo`
+    do. Dagster's own creation function builds it, with one change to the config: unless a
+    run names a start method, each step process is forked from a forkserver that imported
+    the job's code location when it started. A fresh interpreter would import Dagster and
+    the code location again for every step (2.5-3 CPU s a step; docs/BENCHMARKS.md). It
+    is still a process per step, so a SIGKILLed step is retried in a new one. A later run
+    in the same process whose environment changed spawns its steps instead
+    (`forkserver_or_spawn`).
+
+    Its own name tells a run on it from one on Dagster's default executor, in the run's
+    config and in the UI.
     """
     config = with_forkserver_by_default(
         init_context.executor_config, job_module_name(init_context.job)
     )
-    multiprocess = config.get("multiprocess")
-    if multiprocess is None:
-        return _in_process_executor(init_context, config["in_process"])
-    if "forkserver" in multiprocess.get("start_method", {}):
-        forkserver_of_this_environment()
-    return SleepingMultiprocessExecutor.from_config(multiprocess)
-
-
-def _in_process_executor(init_context: dg.InitExecutorContext, config: Mapping) -> dg.Executor:
-    """Dagster's in-process executor, built by its own creation function."""
-    create = dg.in_process_executor.executor_creation_fn
-    if create is None:  # an @dg.executor always has one; typed as optional
-        raise TypeError("Dagster's in_process executor has no creation function")
-    return create(
+    return _create_dagster_default(
         dg.InitExecutorContext(
             job=init_context.job,
-            executor_def=dg.in_process_executor,
-            executor_config=config,
+            executor_def=_DAGSTER_DEFAULT,
+            executor_config=_start_method_of_this_run(config),
             instance=init_context.instance,
         )
     )
@@ -211,7 +184,7 @@ def platform_executor(settings: Settings | None = None) -> dg.ExecutorDefinition
     if settings.executor == "in_process":
         return dg.in_process_executor
     if settings.executor == "multiprocess":
-        return forkserver_multi_or_in_process_executor
+        return jobs_platform_executor
     from jobs_platform.orchestration.celery_executor import bounded_celery_executor
 
     return bounded_celery_executor.configured(
@@ -238,3 +211,31 @@ def _inside_celery_task() -> bool:
     # `current_task` is a proxy, never None: it is falsy outside a task.
     task = celery.current_task
     return bool(task) and getattr(task.request, "id", None) is not None
+
+
+# The executors that run Dagster's multiprocess executor: Dagster's `multiprocess`; and the
+# framework's and Dagster's default, unless a run's config asks for in_process.
+_MULTIPROCESS_EXECUTORS = frozenset({"multiprocess"})
+_MULTI_OR_IN_PROCESS_EXECUTORS = frozenset({EXECUTOR_NAME, "multi_or_in_process_executor"})
+
+
+def retries_wait_in_the_step(context: dg.AssetExecutionContext) -> bool:
+    """Whether a retry of this step sleeps its retry time itself, Dagster given no delay.
+
+    Yes under Dagster's multiprocess executor, on this machine: its run loop blocks (in
+    20 ms ticks) only on a running step's process, and spins a core while the only steps
+    left wait for their retry time. A retried step that starts at once and sleeps gives it
+    a process to block on. No under the in-process executor, which sleeps until a retry is
+    due (`sleep_til_ready`), and under Celery, where a sleeping task would hold a worker
+    slot for the whole wait: Dagster waits the delay there.
+    """
+    executor_name = context.op_execution_context.job_def.executor_def.name
+    if _inside_celery_task():
+        return False
+    if executor_name in _MULTIPROCESS_EXECUTORS:
+        return True
+    if executor_name in _MULTI_OR_IN_PROCESS_EXECUTORS:
+        execution = context.run.run_config.get("execution")
+        config = execution.get("config") if isinstance(execution, Mapping) else None
+        return not (isinstance(config, Mapping) and "in_process" in config)
+    return False

@@ -10,13 +10,20 @@ be down. It lives in Dagster's instance, in the run's own events:
 - a partition that finished in an earlier try of the step has its `AssetMaterialization`
   in the run already: the next tries do not attempt it again.
 
-A step of one partition needs none of this (Dagster waits its own delay) and logs nothing.
+Who waits for the retry time is the executor's question (`executors.retries_wait_in_the_step`).
+Under Dagster's multiprocess executor the next try sleeps it at its start, and Dagster is
+asked for no delay: its run loop then blocks on the sleeping step's process, where a step
+waiting for its delay with no process of its own would spin a core. So the schedule is
+logged for a step of one partition too, and its next try reads it only to know how long to
+sleep. Under the in-process executor (which sleeps its waits) and Celery (where a sleeping
+task would hold a worker slot), Dagster waits the delay; a step of one partition then logs
+nothing.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -50,6 +57,9 @@ _PREFIX = "jobs_platform/retry/"
 _STEP_TRY = _PREFIX + "step_try"
 # What the schedule says a blocked partition waits for: its upstream (due at once).
 _BLOCKED = str(Lifecycle.BLOCKED)
+# The longest a try sleeps at a time while it waits for its retry time: Dagster terminates
+# a step by interrupting its main thread, which a shorter sleep notices sooner.
+SLEEP_SLICE_SECONDS = 0.5
 
 
 def monotonic_clock() -> str:
@@ -60,32 +70,69 @@ def monotonic_clock() -> str:
 
 @dataclass
 class StepTry:
-    """One try of a backfill step: which partitions it attempts, and what it leaves."""
+    """One try of a backfill step: which partitions it attempts, and what it leaves.
+
+    `waits_in_next_try`: a retry of the step sleeps its retry time at its start, and
+    Dagster restarts it at once (`executors.retries_wait_in_the_step`).
+    """
 
     context: dg.AssetExecutionContext
     assets: Sequence[str]
     partitions: Sequence[str]
+    waits_in_next_try: bool = False
     previous: RetrySchedule | None = None
     done_before: set[tuple[str, str]] = field(default_factory=set)
     began: float = field(default_factory=time.monotonic)
     clock: str = field(default_factory=monotonic_clock)
+    # The rest of the retry time this try sleeps before it attempts anything.
+    to_sleep: float = 0.0
+    slept: float = 0.0
     _waiting: list[Waiting] = field(default_factory=list)
 
     @classmethod
     def begin(
-        cls, context: dg.AssetExecutionContext, assets: Sequence[str], partitions: Sequence[str]
+        cls,
+        context: dg.AssetExecutionContext,
+        assets: Sequence[str],
+        partitions: Sequence[str],
+        *,
+        waits_in_next_try: bool = False,
     ) -> StepTry:
-        step = cls(context, assets, partitions)
-        if context.retry_number > 0 and len(partitions) > 1:
-            step.previous = _previous_schedule(context, assets, partitions)
+        step = cls(context, assets, partitions, waits_in_next_try=waits_in_next_try)
+        ranged = len(partitions) > 1
+        if context.retry_number == 0 or not (ranged or waits_in_next_try):
+            return step
+        schedule = _previous_schedule(context, assets, partitions)
+        if schedule is not None:
+            step.to_sleep = schedule.left_to_sleep(step.clock, step.began)
+        if ranged:
+            # A step of one partition keeps its tries as before: the step's retry number.
+            step.previous = schedule
             step.done_before = _materialized_in_run(context, assets, partitions)
         return step
+
+    def sleep_until_due(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        """Sleep what is left of the retry time, in slices a termination interrupts.
+
+        Dagster interrupts the step's main thread to stop it: the
+        `DagsterExecutionInterruptedError` that raises ends the sleep.
+        """
+        if self.to_sleep <= 0:
+            return
+        self.context.log.info(
+            f"waiting {self.to_sleep:.1f}s for the retry time of its first partition due"
+        )
+        until = self.began + self.to_sleep
+        while (left := until - time.monotonic()) > 0:
+            sleep(min(left, SLEEP_SLICE_SECONDS))
+        self.slept, self.to_sleep = self.to_sleep, 0.0
+        self.began = time.monotonic()
 
     @property
     def waited(self) -> float:
         if self.previous is None:
             return 0.0
-        return self.previous.waited(self.clock, self.began)
+        return self.previous.waited(self.clock, self.began, slept=self.slept)
 
     def due(self, asset: str, partition: str) -> Due:
         return due_now(
@@ -148,12 +195,20 @@ class StepTry:
         )
 
     def ask_to_retry(self, failed: Sequence[Unfinished]) -> RetrySchedule:
-        """The schedule of the next try, logged in the run; its `wait_seconds` is Dagster's."""
+        """The schedule of the next try, logged in the run for it to read.
+
+        Its `dagster_wait_seconds` is the delay to ask Dagster for.
+        """
         # One that gave up, or was blocked, is due at once with its tries (one that gave
         # up gives up again unless it can be attempted by then).
         waiting = [w if w.next_step in WAITING_STEPS else _at_once(w) for w in self._waiting]
-        schedule = schedule_retry(waiting, clock=self.clock, now=time.monotonic())
-        if len(self.partitions) == 1:
+        schedule = schedule_retry(
+            waiting,
+            clock=self.clock,
+            now=time.monotonic(),
+            waits_in_next_try=self.waits_in_next_try,
+        )
+        if len(self.partitions) == 1 and not self.waits_in_next_try:
             return schedule  # Dagster waits exactly this; the next try needs nothing
         why = {(f.asset, f.partition): f.message.splitlines()[0][:300] for f in failed}
         for pending in schedule.pending:

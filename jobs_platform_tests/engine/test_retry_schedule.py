@@ -64,6 +64,34 @@ def test_the_wait_is_measured_on_the_same_clock_and_never_counted_shorter_than_a
     assert schedule.waited("", 999.0) == 2.0
 
 
+def test_a_wait_left_to_the_next_try_asks_dagster_for_none_and_is_slept_by_the_try():
+    schedule = schedule_retry([waiting("a", 9.0)], clock=CLOCK, now=100.0, waits_in_next_try=True)
+
+    assert schedule.wait_seconds == 9.0
+    assert schedule.dagster_wait_seconds == 0.0
+    # The next try began 0.8 s after the step asked, on the same host: 8.2 s are left.
+    assert schedule.left_to_sleep(CLOCK, 100.8) == pytest.approx(8.2)
+    assert schedule.left_to_sleep(CLOCK, 112.0) == 0.0  # a slow restart waited enough
+    # On another clock nothing was measured: the whole wait is slept.
+    assert schedule.left_to_sleep("other-host:boot", 5.0) == 9.0
+
+
+def test_a_try_that_slept_its_wait_has_waited_it_on_any_clock():
+    schedule = schedule_retry([waiting("a", 9.0)], clock=CLOCK, now=100.0, waits_in_next_try=True)
+
+    assert schedule.waited(CLOCK, 109.0) == pytest.approx(9.0)  # measured, sleep included
+    assert schedule.waited("other-host:boot", 5.0, slept=9.0) == 9.0
+    assert due_now(schedule, "orders", "a", waited=9.0, step_retry=1).attempt
+
+
+def test_a_wait_dagster_waited_leaves_nothing_to_sleep():
+    schedule = schedule_retry([waiting("a", 9.0)], clock=CLOCK, now=100.0)
+
+    assert schedule.dagster_wait_seconds == 9.0
+    assert schedule.left_to_sleep(CLOCK, 100.8) == 0.0
+    assert schedule.left_to_sleep("other-host:boot", 5.0) == 0.0
+
+
 def test_a_partition_is_never_attempted_before_its_delay():
     schedule = schedule_retry([waiting("a", 1.0), waiting("b", 3.0)], clock=CLOCK, now=100.0)
 
@@ -126,3 +154,13 @@ def test_the_schedule_travels_as_plain_values_per_partition():
     )
     assert RetrySchedule.from_records(records) == schedule
     assert RetrySchedule.from_records({}) is None
+    slept = schedule_retry([waiting("a", 1.0)], clock=CLOCK, now=7.0, waits_in_next_try=True)
+    records = {(p.asset, p.partition): slept.to_record(p) for p in slept.pending}
+    assert RetrySchedule.from_records(records) == slept
+
+
+def test_a_schedule_logged_before_tries_could_sleep_reads_as_waited_by_dagster():
+    record = {"due_in": 2.0, "tries": 1, "next_step": "retry", "clock": CLOCK, "asked_at": 5.0}
+    schedule = RetrySchedule.from_records({("orders", "a"): record})
+
+    assert schedule is not None and not schedule.waits_in_next_try

@@ -1,6 +1,8 @@
 """A code location of one job on the framework's executor whose step writes down how its
-process was started: its parent's command line, and the pid of the run that asked for it.
-`test_executors` runs it with `dagster job execute -m` in a real subprocess."""
+process was started: its parent's command line, the pid of the run that asked for it, and
+whether a retry of it would sleep its retry time itself. `test_executors` runs it with
+`dagster job execute -m` in a real subprocess, or several runs in one process
+(`run_one_after_another`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 
 from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES
-from jobs_platform.orchestration.executors import platform_executor
+from jobs_platform.orchestration.executors import platform_executor, retries_wait_in_the_step
 from jobs_platform.settings import Settings
 
 PROBE_FILE_VARIABLE = "JP_TEST_PROBE_FILE"
@@ -25,18 +27,20 @@ _STORAGE_AT_FORK = INSTANCE_STORAGE_MODULES[0] in sys.modules
 
 
 @dg.op
-def report_how_this_step_started() -> None:
+def report_how_this_step_started(context) -> None:
     parent = os.getppid()
-    Path(os.environ[PROBE_FILE_VARIABLE]).write_text(
-        json.dumps(
-            {
-                "parent_command": Path(f"/proc/{parent}/cmdline").read_bytes().decode(),
-                "parent_pid": parent,
-                "run_worker_pid": multiprocessing.parent_process().pid,
-                "instance_storage_preloaded": _STORAGE_AT_FORK,
-            }
-        )
-    )
+    # In the run's own process (in_process) the step has no parent process of its run.
+    run_worker = multiprocessing.parent_process()
+    report = {
+        "parent_command": Path(f"/proc/{parent}/cmdline").read_bytes().decode(),
+        "parent_pid": parent,
+        "run_worker_pid": run_worker.pid if run_worker else os.getpid(),
+        "instance_storage_preloaded": _STORAGE_AT_FORK,
+        "retries_wait_in_the_step": retries_wait_in_the_step(context),
+    }
+    # One line a run: several runs may name one file.
+    with open(os.environ[PROBE_FILE_VARIABLE], "a") as probe_file:
+        probe_file.write(json.dumps(report) + "\n")
 
 
 @dg.job(executor_def=platform_executor(Settings.from_env({})))
@@ -45,3 +49,14 @@ def probe():
 
 
 defs = dg.Definitions(jobs=[probe])
+
+
+def run_one_after_another(probe_files: list[str]) -> None:
+    """Run the job once per file, one run after the other in this process, each with its
+    file in the environment (a script, a notebook or a test suite runs jobs so)."""
+    with dg.instance_for_test() as instance:
+        for probe_file in probe_files:
+            os.environ[PROBE_FILE_VARIABLE] = probe_file
+            with dg.execute_job(dg.reconstructable(probe), instance=instance) as result:
+                if not result.success:
+                    raise SystemExit(f"the run that wrote {probe_file} failed")

@@ -6,44 +6,23 @@ shim's docstring and the named Dagster source again before changing the version.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import types
 from collections.abc import Callable
-from typing import Any, ClassVar
 
 import dagster as dg
 import pytest
 
-from jobs_platform.orchestration._compat import (
-    INSTANCE_STORAGE_MODULES,
-    ActiveExecution,
-    PlanStateMultiprocessExecutor,
-)
+from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES
 
 # Module → names the shims import from it.
 PRIVATE_NAMES = {
-    "dagster._check": ["inst_param"],
-    "dagster._core.definitions.metadata": ["MetadataValue"],
-    "dagster._core.errors": ["DagsterExecutionInterruptedError", "DagsterSubprocessError"],
-    "dagster._core.events": ["DagsterEvent", "EngineEventData"],
     "dagster._core.execution.backfill": ["BulkActionStatus", "PartitionBackfill"],
-    "dagster._core.execution.context.system": ["PlanOrchestrationContext"],
-    "dagster._core.execution.plan.active": ["ActiveExecution"],
-    "dagster._core.execution.plan.instance_concurrency_context": ["InstanceConcurrencyContext"],
-    "dagster._core.execution.plan.plan": ["ExecutionPlan"],
     "dagster._core.execution.retries": ["RetryMode"],
-    "dagster._core.execution.step_dependency_config": ["StepDependencyConfig"],
     "dagster._core.execution.submit_asset_runs": ["get_job_execution_data_from_run_request"],
-    "dagster._core.executor.child_process_executor": ["ChildProcessCrashException"],
-    "dagster._core.executor.multiprocess": ["MultiprocessExecutor", "execute_step_out_of_process"],
     "dagster._core.workspace.context": ["WorkspaceProcessContext"],
     "dagster._core.workspace.load_target": ["ModuleTarget"],
-    "dagster._utils": ["get_run_crash_explanation"],
-    "dagster._utils.error": ["SerializableErrorInfo", "serializable_error_info_from_exc_info"],
-    "dagster._utils.timing": ["TimerResult", "time_execution_scope"],
-    "dagster_shared.utils.timing": ["format_duration"],
 }
 # dagster-celery's (the `celery` extra): module → names the celery shims load from it.
 CELERY_PRIVATE_NAMES = {
@@ -55,12 +34,6 @@ BULK_ACTION_STATUSES = {
     "REQUESTED", "COMPLETED", "FAILED", "CANCELING", "CANCELED", "COMPLETED_SUCCESS",
     "COMPLETED_FAILED", "FAILING",
 }  # fmt: skip
-# Method → the parameters the framework's subclass of ActiveExecution overrides it with.
-ACTIVE_EXECUTION_METHODS = {
-    "get_steps_to_execute": ["self", "limit"],
-    "verify_complete": ["self", "job_context", "step_key"],
-    "sleep_interval": ["self"],
-}
 
 
 def changed(what: str) -> str:
@@ -137,116 +110,6 @@ def test_an_asset_run_is_created_and_its_workspace_loaded_with_the_arguments_the
     assert parameters(WorkspaceProcessContext.__init__)[:4] == [
         "self", "instance", "workspace_load_target", "version",
     ], changed("WorkspaceProcessContext's parameters")  # fmt: skip
-
-
-def test_the_multiprocess_loop_written_out_is_dagsters_of_the_version_read():
-    from dagster._core.executor.multiprocess import MultiprocessExecutor
-
-    from jobs_platform.orchestration._compat import (
-        DAGSTER_MULTIPROCESS_EXECUTE_SHA256,
-        DAGSTER_VERSION_READ,
-    )
-
-    source = inspect.getsource(MultiprocessExecutor.execute)
-    assert hashlib.sha256(source.encode()).hexdigest() == DAGSTER_MULTIPROCESS_EXECUTE_SHA256, (
-        changed(
-            "MultiprocessExecutor.execute, which _compat.PlanStateMultiprocessExecutor.execute "
-            f"writes out as Dagster {DAGSTER_VERSION_READ}'s: carry the change over, then "
-            "record the new hash"
-        )
-    )
-
-
-def test_the_step_process_launch_the_loop_calls_keeps_its_parameters():
-    from dagster._core.executor.multiprocess import execute_step_out_of_process
-
-    assert parameters(execute_step_out_of_process) == [
-        "multiproc_ctx", "recon_job", "step_context", "step", "errors", "processes",
-        "term_events", "retries", "known_state", "repository_load_data",
-    ], changed("execute_step_out_of_process's parameters")  # fmt: skip
-
-
-@pytest.mark.parametrize("method", sorted(ACTIVE_EXECUTION_METHODS))
-def test_the_active_execution_methods_the_framework_overrides_keep_their_parameters(method):
-    from dagster._core.execution.plan.active import ActiveExecution
-
-    assert hasattr(ActiveExecution, method), changed(f"ActiveExecution.{method}: it is gone")
-    parameters = list(inspect.signature(getattr(ActiveExecution, method)).parameters)
-    assert parameters == ACTIVE_EXECUTION_METHODS[method], changed(
-        f"ActiveExecution.{method}: its parameters are now {parameters}"
-    )
-
-
-# Multiprocess executor configs as a run gives them (Dagster's schema fills `retries`).
-MULTIPROCESS_CONFIGS = [
-    {"retries": {"enabled": {}}},
-    {"max_concurrent": 3, "retries": {"disabled": {}}},
-    {
-        "max_concurrent": 2,
-        "retries": {"enabled": {}},
-        "tag_concurrency_limits": [{"key": "database", "value": "warehouse", "limit": 1}],
-        "start_method": {"forkserver": {"preload_modules": ["acme.definitions"]}},
-        "step_dependency_config": {"require_upstream_step_success": False},
-    },
-    {"retries": {"deferred": {}}, "start_method": {"spawn": {}}},
-    {"retries": {"enabled": {}}, "start_method": {"forkserver": {}}},
-]
-
-
-@pytest.mark.parametrize("config", MULTIPROCESS_CONFIGS)
-def test_the_framework_builds_its_multiprocess_executor_as_dagster_builds_its_own(config):
-    from jobs_platform.orchestration._compat import MultiprocessExecutor
-    from jobs_platform.orchestration.executors import SleepingMultiprocessExecutor
-
-    with dg.DagsterInstance.ephemeral() as instance:
-        context = dg.InitExecutorContext(
-            job=dg.reconstructable(empty_job),
-            executor_def=dg.multi_or_in_process_executor,
-            executor_config={"multiprocess": config},
-            instance=instance,
-        )
-        dagsters = dg.multi_or_in_process_executor.executor_creation_fn(context)
-    ours = SleepingMultiprocessExecutor.from_config(config)
-
-    assert type(dagsters) is MultiprocessExecutor, changed(
-        "the executor multi_or_in_process_executor builds for a multiprocess run"
-    )
-    assert vars(ours) == vars(dagsters), changed(
-        f"how a multiprocess executor is built from {config}: Dagster's has {vars(dagsters)}"
-    )
-
-
-def test_the_framework_executor_is_its_own_class_with_its_own_loop():
-    from jobs_platform.orchestration._compat import MultiprocessExecutor
-    from jobs_platform.orchestration.executors import (
-        SleepingMultiprocessExecutor,
-        forkserver_multi_or_in_process_executor,
-    )
-
-    with dg.DagsterInstance.ephemeral() as instance:
-        context = dg.InitExecutorContext(
-            job=dg.reconstructable(empty_job),
-            executor_def=forkserver_multi_or_in_process_executor,
-            executor_config={"multiprocess": {"max_concurrent": 3, "retries": {"enabled": {}}}},
-            instance=instance,
-        )
-        executor = forkserver_multi_or_in_process_executor.executor_creation_fn(context)
-
-    assert type(executor) is SleepingMultiprocessExecutor
-    assert executor._max_concurrent == 3
-    assert executor._start_method == "forkserver"
-    assert SleepingMultiprocessExecutor.execute is not MultiprocessExecutor.execute
-    assert "dagster" not in SleepingMultiprocessExecutor.execute.__module__
-
-
-def test_the_written_out_loop_runs_a_job_with_its_plan_state_in_the_given_class():
-    job = dg.reconstructable(counted_job)
-    with dg.instance_for_test() as instance, dg.execute_job(job, instance=instance) as result:
-        assert result.success
-        events = result.all_events
-
-    assert [plan.step_keys for plan in CountedPlanState.built] == [["nothing"]]
-    assert any(event.is_step_success for event in events)
 
 
 def test_a_job_loaded_from_a_module_names_it_and_an_in_memory_one_none():
@@ -415,28 +278,3 @@ def test_a_sensor_tick_of_a_code_server_or_of_a_test_names_no_module():
 
     assert sensor_location_module(a_tick_in(origin)) is None
     assert sensor_location_module(dg.build_sensor_context()) is None
-
-
-class CountedPlanState(ActiveExecution):
-    """Dagster's plan state, which keeps a note of each one the loop builds."""
-
-    built: ClassVar[list[CountedPlanState]] = []
-
-    def __init__(self, execution_plan: Any, *args: Any, **kwargs: Any) -> None:
-        super().__init__(execution_plan, *args, **kwargs)
-        self.step_keys = list(execution_plan.step_keys_to_execute)
-        CountedPlanState.built.append(self)
-
-
-class CountedExecutor(PlanStateMultiprocessExecutor):
-    plan_state_class = CountedPlanState
-
-
-@dg.executor(name="counted", requirements=dg.multiple_process_executor_requirements())
-def counted_executor(_init_context: dg.InitExecutorContext) -> CountedExecutor:
-    return CountedExecutor.from_config({"retries": {"enabled": {}}, "max_concurrent": 1})
-
-
-@dg.job(executor_def=counted_executor)
-def counted_job():
-    nothing()

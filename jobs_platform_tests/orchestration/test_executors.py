@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import dagster as dg
 import pytest
 
 from jobs_platform.errors import TerminalError, WarehouseNotShared
@@ -14,7 +17,10 @@ from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES
 from jobs_platform.orchestration.executors import (
     FRAMEWORK_MODULES,
     celery_executor_config,
+    forkserver_or_spawn,
+    jobs_platform_executor,
     platform_executor,
+    retries_wait_in_the_step,
     with_forkserver_by_default,
 )
 from jobs_platform.orchestration.step_bounds import celery_app_settings, step_deadline_seconds
@@ -27,9 +33,87 @@ def settings(**env: str) -> Settings:
     return Settings.from_env(env)
 
 
-def test_the_default_executor_is_multiprocess_and_a_run_may_still_ask_for_in_process():
+def test_the_default_executor_is_the_frameworks_own_under_its_own_name():
     assert settings().executor == "multiprocess"
-    assert platform_executor(settings()).name == "multi_or_in_process_executor"
+    executor = platform_executor(settings())
+    assert executor is jobs_platform_executor
+    assert executor.name == "jobs_platform_executor"  # not Dagster's default's name
+    # Dagster's default's config: run configs written for it keep working.
+    assert executor.config_schema.as_field().config_type.key == (
+        dg.multi_or_in_process_executor.config_schema.as_field().config_type.key
+    )
+
+
+@pytest.fixture
+def first_run_of_its_process(monkeypatch):
+    """The executor is built as for a process's first run: pytest changes the environment
+    from test to test, and a forkserver's environment is remembered per process."""
+    from jobs_platform.orchestration import executors
+
+    monkeypatch.setattr(executors, "_forkserver_environment", None)
+
+
+def build(executor: dg.ExecutorDefinition, config: dict) -> dg.Executor:
+    """The executor a run of `probe` with `config` as its executor config gets."""
+    from jobs_platform_tests.orchestration.forkserver_probe import probe
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        context = dg.InitExecutorContext(
+            job=dg.reconstructable(probe),
+            executor_def=executor,
+            executor_config=config,
+            instance=instance,
+        )
+        assert executor.executor_creation_fn is not None
+        return executor.executor_creation_fn(context)
+
+
+@pytest.mark.parametrize(
+    "multiprocess",
+    [
+        {"retries": {"enabled": {}}},
+        {"max_concurrent": 3, "retries": {"disabled": {}}, "start_method": {"spawn": {}}},
+        {"retries": {"enabled": {}}, "tag_concurrency_limits": [{"key": "db", "limit": 1}]},
+    ],
+)
+def test_a_multiprocess_run_gets_dagsters_own_executor_with_a_forkserver_by_default(
+    multiprocess, first_run_of_its_process
+):
+    ours = build(jobs_platform_executor, {"multiprocess": multiprocess})
+    job_module = "jobs_platform_tests.orchestration.forkserver_probe"
+    config = with_forkserver_by_default({"multiprocess": multiprocess}, job_module)
+    dagsters = build(dg.multi_or_in_process_executor, config)
+
+    assert type(ours) is type(dagsters)
+    assert type(ours).__module__.startswith("dagster.")
+    assert vars(ours) == vars(dagsters)
+
+
+def test_a_run_that_asks_for_in_process_gets_dagsters_in_process_executor(
+    first_run_of_its_process,
+):
+    retries = {"retries": {"enabled": {}}}
+    ours = build(jobs_platform_executor, {"in_process": retries})
+    dagsters = build(dg.in_process_executor, retries)
+
+    assert type(ours) is type(dagsters)
+    assert vars(ours) == vars(dagsters)
+
+
+def test_a_run_whose_environment_changed_since_the_forkserver_started_spawns_its_steps():
+    forked = {"multiprocess": {"start_method": {"forkserver": {"preload_modules": ["acme"]}}}}
+    first = {"A": "1"}
+
+    assert forkserver_or_spawn(forked, {"A": "1"}, first) == forked
+    assert forkserver_or_spawn(forked, {"A": "2"}, first) == {
+        "multiprocess": {"start_method": {"spawn": {}}}
+    }
+    limited = {"multiprocess": {**forked["multiprocess"], "max_concurrent": 2}}
+    assert forkserver_or_spawn(limited, {}, first)["multiprocess"]["max_concurrent"] == 2
+    # No forkserver asked for: nothing to change.
+    spawned = {"multiprocess": {"start_method": {"spawn": {}}}}
+    assert forkserver_or_spawn(spawned, {"A": "2"}, first) == spawned
+    assert forkserver_or_spawn({"in_process": {}}, {"A": "2"}, first) == {"in_process": {}}
 
 
 def test_multiprocess_runs_preload_the_jobs_module_in_a_forkserver_unless_a_start_method_is_named():
@@ -78,6 +162,8 @@ def test_a_step_process_is_forked_from_a_forkserver_that_preloaded_the_jobs_modu
     assert "jobs_platform_tests.orchestration.forkserver_probe" in probe["parent_command"]
     # and what the step imports to build its instance, once for every step it forks
     assert probe["instance_storage_preloaded"]
+    # A step of its own process: a retry of it sleeps its wait, Dagster's loop blocks on it.
+    assert probe["retries_wait_in_the_step"]
 
 
 def test_a_run_that_names_spawn_gets_a_fresh_interpreter_per_step(tmp_path):
@@ -86,6 +172,55 @@ def test_a_run_that_names_spawn_gets_a_fresh_interpreter_per_step(tmp_path):
 
     assert probe["parent_pid"] == probe["run_worker_pid"]
     assert "multiprocessing.forkserver" not in probe["parent_command"]
+
+
+def test_a_run_that_asks_for_in_process_lets_dagster_wait_for_its_retries(tmp_path):
+    probe = _run_probe(tmp_path, {"execution": {"config": {"in_process": {}}}})
+
+    # Dagster's in-process executor sleeps until a retry is due: the step need not.
+    assert not probe["retries_wait_in_the_step"]
+
+
+def a_step_context(executor_name: str, run_config: dict) -> Any:
+    """What `retries_wait_in_the_step` reads of a step's context: its executor and run config."""
+    job = SimpleNamespace(executor_def=SimpleNamespace(name=executor_name))
+    return SimpleNamespace(
+        op_execution_context=SimpleNamespace(job_def=job),
+        run=SimpleNamespace(run_config=run_config),
+    )
+
+
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
+MULTIPROCESS = {"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}}
+
+
+@pytest.mark.parametrize(
+    ("executor_name", "run_config", "sleeps"),
+    [
+        ("jobs_platform_executor", {}, True),
+        ("jobs_platform_executor", MULTIPROCESS, True),
+        ("jobs_platform_executor", IN_PROCESS, False),
+        ("multi_or_in_process_executor", {}, True),
+        ("multi_or_in_process_executor", IN_PROCESS, False),
+        ("multiprocess", {}, True),
+        ("in_process", {}, False),
+        ("execute_in_process_executor", {}, False),
+        ("celery", {}, False),
+    ],
+)
+def test_a_retried_step_sleeps_its_wait_only_under_the_multiprocess_executor(
+    executor_name, run_config, sleeps
+):
+    assert retries_wait_in_the_step(a_step_context(executor_name, run_config)) is sleeps
+
+
+def test_a_retried_step_inside_a_celery_task_leaves_the_wait_to_dagster(monkeypatch):
+    from jobs_platform.orchestration import executors
+
+    # A worker that loaded the location with the local executor: the task holds a slot.
+    monkeypatch.setattr(executors, "_inside_celery_task", lambda: True)
+
+    assert not retries_wait_in_the_step(a_step_context("jobs_platform_executor", {}))
 
 
 def test_in_process_is_chosen_by_the_variable():
@@ -151,24 +286,25 @@ def test_a_remote_step_may_use_postgresql_or_an_absolute_sqlite_path():
     assert require_shared_warehouse("sqlite:////shared/warehouse.db").endswith("warehouse.db")
 
 
-def test_each_run_in_one_process_gets_step_processes_with_its_own_environment(
-    tmp_path, monkeypatch
-):
-    """Python keeps one forkserver per process, started with that moment's environment:
-    a second run in the same process (a script, a notebook, a test suite) must not fork
-    its steps from a forkserver holding the first run's variables."""
-    import dagster as dg
+def test_each_run_in_one_process_gets_step_processes_with_its_own_environment(tmp_path):
+    """Python keeps one forkserver per process, started with the environment of the moment:
+    a later run in the same process (a script, a notebook, a test suite) whose environment
+    changed must not fork its steps from it."""
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    runs = [str(first), str(first), str(second)]
+    script = (
+        "from jobs_platform_tests.orchestration.forkserver_probe import run_one_after_another;"
+        f"run_one_after_another({runs!r})"
+    )
+    finished = run_cli([sys.executable, "-c", script], {})
+    assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-2000:]
 
-    from jobs_platform_tests.orchestration.forkserver_probe import probe
-
-    files = [tmp_path / "first.json", tmp_path / "second.json"]
-    with dg.instance_for_test() as instance:
-        for probe_file in files:
-            monkeypatch.setenv(PROBE_FILE_VARIABLE, str(probe_file))
-            with dg.execute_job(dg.reconstructable(probe), instance=instance) as result:
-                assert result.success
-
-    assert [path.exists() for path in files] == [True, True]
-    first, second = (json.loads(path.read_text()) for path in files)
-    assert "multiprocessing.forkserver" in second["parent_command"]
-    assert first["parent_pid"] != second["parent_pid"]  # a forkserver of its own environment
+    # Each step wrote where its own run's environment said.
+    once, again = (json.loads(line) for line in first.read_text().splitlines())
+    [changed] = (json.loads(line) for line in second.read_text().splitlines())
+    # The runs of the first environment share the forkserver the first one started.
+    assert "multiprocessing.forkserver" in once["parent_command"]
+    assert again["parent_pid"] == once["parent_pid"]
+    # The run of another environment spawns its step: a child of the run's own process.
+    assert changed["parent_pid"] == changed["run_worker_pid"]
+    assert "multiprocessing.forkserver" not in changed["parent_command"]
