@@ -27,6 +27,7 @@ from jobs_platform.orchestration.tags import (
     RUN_KEY_TAG,
     entry_ids_of,
     tagged_entry_ids,
+    tagged_releases,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.schema import EntryStatus, quarantine
@@ -190,6 +191,17 @@ def test_entry_ids_tag_names_every_id_and_reads_back():
     assert tagged_entry_ids(ids) == "3-5,9,11-12"
     assert entry_ids_of(tagged_entry_ids(ids)) == ids
     assert entry_ids_of("not-ids") == []
+
+
+def test_entry_ids_tag_names_each_later_release_and_reads_back():
+    ids, releases = [3, 4, 5, 9], {4: 2, 9: 3}
+
+    tag = tagged_entry_ids(ids, releases)
+
+    assert tag == "3,5,4#2,9#3"
+    assert tagged_releases(tag) == {3: 1, 5: 1, 4: 2, 9: 3}
+    assert entry_ids_of(tag) == ids
+    assert tagged_releases("4#2-5") == {}  # a release names one entry
 
 
 def requeue_job_config(**config: str) -> dict:
