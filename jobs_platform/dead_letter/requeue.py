@@ -358,14 +358,16 @@ def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) 
             )
             raise refuse(f"{missing}; `jobs-platform dead-letter list` shows what is quarantined")
         again = {entry.id: run for entry, run in chosen.ended}
+        waiting = {entry.id for entry in chosen.unlaunched}
         for entry in released:
-            context.log.info(
-                f"released {entry.asset}/{entry.partition} (entry {entry.id}, "
-                f"{entry.attempts} attempt(s)); its attempt count starts over"
-                if entry.id not in again
-                else f"released {entry.asset}/{entry.partition} (entry {entry.id}) again: "
-                f"{_ended(again[entry.id])} before any attempt"
-            )
+            named = f"{entry.asset}/{entry.partition} (entry {entry.id})"
+            if entry.id in again:
+                said = f"released {named} again: {_ended(again[entry.id])} before any attempt"
+            elif entry.id in waiting:
+                said = f"{named} was requeued before; no run of it was launched yet"
+            else:
+                said = f"released {named}, {entry.attempts} attempt(s); its count starts over"
+            context.log.info(said)
         for entry, run in chosen.running:
             context.log.info(f"left {entry.asset}/{entry.partition} to its {_ended(run)}")
         context.log.info(
