@@ -1,69 +1,51 @@
-"""The runs `jobs-platform dead-letter requeue` queued, waited for through the instance.
+"""A daemon for the runs of a requeue: the requeue sensor launches them, the daemon runs them.
 
-The command returns once its runs are submitted to the Dagster instance. Under Dagster's
-default `QueuedRunCoordinator` a daemon runs them (`daemon_running`); an instance told to
-launch at once (`launching_at_once`) starts each on the code server the command started,
-which finishes the run after the command exits.
+`jobs-platform dead-letter requeue` releases entries; the code location's requeue sensor,
+which a `dagster-daemon` evaluates, launches their runs (`daemon_running`), queued in the
+instance's run queue (`queueing_for_a_daemon`). Where no daemon runs, `requeue --wait`
+runs them itself: those tests need nothing from here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 
 from deploy import stack
+from jobs_platform.dead_letter.requeue import silent_daemons
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
 from jobs_platform_tests.waiting import wait_for
 
-LAUNCH_AT_ONCE = """
+# The daemon's dead-letter sensor requests a run per entry it has not shown yet as it
+# starts: they stay queued (limit 0), so that they do not take the CPU the requeue's runs,
+# which the tests wait for, need (a run worker and a step process each, on two cores).
+# Nothing the tests assert is about them: the dead-letter sensor and its runs have tests
+# of their own (dead_letter/test_dead_letter_sensor.py, ui/).
+QUEUED_INSTANCE = """
 run_coordinator:
   module: dagster.core.run_coordinator
-  class: DefaultRunCoordinator
+  class: QueuedRunCoordinator
+  config:
+    max_concurrent_runs: 4
+    dequeue_interval_seconds: 1
+    tag_concurrency_limits:
+      - key: dagster/sensor_name
+        value: dead_letter_sensor
+        limit: 0
+telemetry:
+  enabled: false
 """
-# One line per queued run: `  run <run id>  <run key>`.
-_QUEUED_RUN = re.compile(r"^  run ([0-9a-f-]{36})  (\S+)$", re.MULTILINE)
 RUN_SECONDS = 180
+# The daemon's start: its interpreter, Dagster's imports, its code server's first load.
+DAEMON_START_SECONDS = 120
 
 
-def launching_at_once(dagster_home: str) -> None:
-    """Make the instance in `dagster_home` launch a submitted run at once, with no daemon."""
-    config = Path(dagster_home, "dagster.yaml")
-    existing = config.read_text() if config.exists() else ""
-    assert "run_coordinator" not in existing, existing
-    config.write_text(existing + LAUNCH_AT_ONCE)
-
-
-def queued_runs(stdout: str) -> dict[str, str]:
-    """Run key → run id of each run the command's output says it queued."""
-    return {key: run_id for run_id, key in _QUEUED_RUN.findall(stdout)}
-
-
-def finished_runs(
-    dagster_home: str, stdout: str, timeout: float = RUN_SECONDS
-) -> dict[str, dg.DagsterRun]:
-    """Wait for every run the command queued to finish; each by its run key."""
-    queued = queued_runs(stdout)
-    assert queued, f"the command queued no run:\n{stdout}"
-    with dg.DagsterInstance.from_config(dagster_home) as instance:
-
-        def runs() -> dict[str, dg.DagsterRun | None]:
-            return {key: instance.get_run_by_id(run_id) for key, run_id in queued.items()}
-
-        def all_finished() -> dict[str, dg.DagsterRun] | None:
-            found = runs()
-            done = all(run is not None and run.is_finished for run in found.values())
-            return {key: run for key, run in found.items() if run is not None} if done else None
-
-        return wait_for(
-            all_finished,
-            timeout=timeout,
-            interval=0.5,
-            what=lambda: f"the requeued runs to finish: {runs()}",
-        )
+def queueing_for_a_daemon(dagster_home: str) -> None:
+    """Make the instance in `dagster_home` queue its runs for a daemon (`QUEUED_INSTANCE`)."""
+    Path(dagster_home, "dagster.yaml").write_text(QUEUED_INSTANCE)
 
 
 @contextlib.contextmanager
@@ -72,15 +54,23 @@ def daemon_running(
     folder: Path,
     module: str,
     *,
+    location_name: str | None = None,
     sensor_seconds: dict[str, int] | None = None,
 ) -> Iterator[None]:
     """`dagster-daemon run` over a workspace of `module`, as a deployment runs it: its
     sensors (the requeue sensor among them, running by default) tick while inside.
 
-    Its loops run every second (`daemon_loops`), and the sensors named in `sensor_seconds`
-    tick at most that many seconds apart."""
+    The workspace names the location `location_name` when given (a workspace.yaml's
+    `location_name:`), else after the module, as Dagster does. Its loops run every second
+    (`daemon_loops`), and the sensors named in `sensor_seconds` tick at most that many
+    seconds apart."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "workspace.yaml").write_text(f"load_from:\n  - python_module: {module}\n")
+    entry = (
+        f"python_module: {{module_name: {module}, location_name: {location_name}}}"
+        if location_name
+        else f"python_module: {module}"
+    )
+    (folder / "workspace.yaml").write_text(f"load_from:\n  - {entry}\n")
     layout = stack.StackLayout(folder / "stack")
     stack.start_process(
         layout,
@@ -90,6 +80,14 @@ def daemon_running(
         cwd=folder,
     )
     try:
+        # Started once it beats: a command run now sees a daemon serving the instance.
+        with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+            wait_for(
+                lambda: not silent_daemons(instance),
+                timeout=DAEMON_START_SECONDS,
+                interval=0.5,
+                what=lambda: f"the daemon's first heartbeat (log: {layout.log_file('daemon')})",
+            )
         yield
     finally:
         stack.stop_process(layout, "daemon", timeout=30)

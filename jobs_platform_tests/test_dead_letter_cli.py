@@ -9,12 +9,12 @@ import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform.dead_letter.entries import DeadLetter
+from jobs_platform.dead_letter.requeue import requeue_sensor
 from jobs_platform.orchestration.tags import RUN_KEY_TAG, requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.environments import engine_from, platform_environment
-from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import table_snapshot
 from jobs_platform_tests.runs import materialize, record_requested_run
 from jobs_platform_tests.store.factories import a_partition, a_quarantine_entry
@@ -85,14 +85,14 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     assert [set(attempt) >= HISTORY_FIELDS for attempt in shown["history"]] == [True]
 
     seed_orders(landing, DAY, DAY, orders_per_day=30)  # the input is fixed
-    launching_at_once(pg_platform_env["DAGSTER_HOME"])  # no daemon here
-    requeued = cli(pg_platform_env, "requeue", "orders", PARTITION)
+    # No daemon here: the command runs the requeue's run itself and returns once it ended.
+    requeued = cli(pg_platform_env, "requeue", "orders", PARTITION, "--wait")
 
-    # Queued through the instance, under the entry's run key; the command does not wait.
-    assert "queued 1 run in the Dagster instance's run queue" in requeued.stdout
-    run = finished_runs(pg_platform_env["DAGSTER_HOME"], requeued.stdout)[
-        requeue_run_key(listed_id())
-    ]
+    assert "no dagster-daemon serves the Dagster instance: running the runs here" in (
+        requeued.stdout
+    )
+    assert "1 run succeeded" in requeued.stdout
+    run = requeue_run(requeue_run_key(listed_id()))
     assert run.status == dg.DagsterRunStatus.SUCCESS
     assert read_json("list") == []
     after = read_json("show", "orders", PARTITION)
@@ -111,6 +111,13 @@ def test_requeue_after_fixing_the_input_resolves_the_entry_and_keeps_its_history
     assert table_snapshot(engine, "daily_revenue")  # the downstream day was rebuilt too
 
 
+def requeue_run(run_key: str) -> dg.DagsterRun:
+    """The one run of `run_key` in the test's instance."""
+    with dg.DagsterInstance.get() as instance:
+        [run] = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: run_key}))
+    return run
+
+
 def listed_id() -> int:
     return read_json("show", "orders", PARTITION)["entry"]["id"]
 
@@ -123,39 +130,100 @@ def quarantined_day(env) -> None:
     seed_orders(landing, DAY, DAY, orders_per_day=30)
 
 
-def requeue_then_die(engine) -> sa.Row:
-    """What `dead-letter requeue` commits before it launches, when it is killed right after."""
+def requeued_with_its_run(engine, status: dg.DagsterRunStatus | None) -> sa.Row:
+    """The day released as a requeue releases it; the sensor's run of it, in `status`
+    (None: never launched, or gone), created without running anything."""
     with engine.begin() as connection:
         entry = DeadLetter(DATABASE_CLOCK).requeue_partition(connection, "orders", PARTITION)
-        DeadLetter(DATABASE_CLOCK).mark_requeue_launched(connection, [entry.id])
+        if status is not None:  # the sensor found its run
+            DeadLetter(DATABASE_CLOCK).mark_requeue_launched(connection, [entry.id])
+    if status is not None:
+        with dg.DagsterInstance.get() as instance:
+            request = dg.RunRequest(run_key=requeue_run_key(entry.id), partition_key=PARTITION)
+            record_requested_run(instance, request, status)
     return entry
 
 
-def test_a_second_requeue_relaunches_an_entry_whose_launch_was_lost(pg_platform_env):
+def requeue_records(history: list[dict]) -> list[tuple[str, str]]:
+    return [(r["by"], r["reason"]) for r in history if r["kind"] == "requeue"]
+
+
+def test_a_second_requeue_runs_an_entry_whose_run_was_never_launched(pg_platform_env):
     quarantined_day(pg_platform_env)
-    entry = requeue_then_die(engine_from(pg_platform_env))
+    entry = requeued_with_its_run(engine_from(pg_platform_env), None)
 
-    launching_at_once(pg_platform_env["DAGSTER_HOME"])
-    relaunched = cli(pg_platform_env, "requeue", "orders", PARTITION)
+    relaunched = cli(pg_platform_env, "requeue", "orders", PARTITION, "--wait")
 
-    assert "but no run of it was ever launched" in relaunched.stdout
-    finished_runs(pg_platform_env["DAGSTER_HOME"], relaunched.stdout)
+    assert "was requeued, but no run of it was launched yet" in relaunched.stdout
     after = read_json("show", "orders", PARTITION)
     assert (after["status"], after["entry"]["status"]) == ("done", "resolved")
-    # Relaunched, not released again: one release in the history.
-    assert [r["kind"] for r in after["history"]].count("requeue") == 1
+    # Launched, not released again: one release in the history.
+    assert requeue_records(after["history"]) == [("cli", "requested")]
+    assert requeue_run(requeue_run_key(entry.id)).status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_an_entry_whose_run_failed_before_any_attempt_is_released_again_under_a_new_key(
+    pg_platform_env,
+):
+    quarantined_day(pg_platform_env)
+    entry = requeued_with_its_run(engine_from(pg_platform_env), dg.DagsterRunStatus.FAILURE)
+    failed = requeue_run(requeue_run_key(entry.id))
+
+    again = cli(pg_platform_env, "requeue", "orders", PARTITION, "--wait")
+
+    assert f"released orders/{PARTITION} (entry {entry.id}) again: its run {failed.run_id} " in (
+        again.stdout
+    )
+    assert requeue_run(requeue_run_key(entry.id, 2)).status == dg.DagsterRunStatus.SUCCESS
+    after = read_json("show", "orders", PARTITION)
+    assert (after["status"], after["entry"]["status"]) == ("done", "resolved")
+    assert requeue_records(after["history"]) == [
+        ("cli", "requested"),
+        ("cli", f"requested again: run {failed.run_id[:8]} failed"),
+    ]
+    # The failed run did nothing: the partition's second episode has one attempt, its own.
+    assert [(a["episode"], a["error_class"]) for a in attempts_in(after["history"])] == [
+        (1, "terminal"),
+        (2, "succeeded"),
+    ]
+
+
+def test_requeue_wait_with_the_input_still_poison_fails_naming_the_run(pg_platform_env):
+    landing = pg_platform_env["JOBS_PLATFORM_LANDING"]
+    seed_orders(landing, DAY, DAY, orders_per_day=30, poison_days=[DAY])
+    assert not materialize([orders, daily_revenue], PARTITION).success
+    entry_id = listed_id()
+
+    finished = run_cli(
+        [JOBS_PLATFORM, "dead-letter", "requeue", "orders", PARTITION, "--wait"], pg_platform_env
+    )
+
+    assert finished.returncode == 3, finished.stdout[-3000:] + finished.stderr[-3000:]
+    run = requeue_run(requeue_run_key(entry_id))
+    assert run.status == dg.DagsterRunStatus.FAILURE
+    assert f"error: run {run.run_id} (requeue-{entry_id}) failed" in finished.stderr
+    assert f"jobs-platform dead-letter show -m orders_example.definitions orders {PARTITION}" in (
+        finished.stderr
+    )
+    # Quarantined again, in the episode the requeue opened; the run under its key is found,
+    # so the requeue sensor launches nothing more.
+    (listed,) = read_json("list")
+    assert (listed["partition"], listed["status"], listed["attempts"]) == (
+        PARTITION, "quarantined", 1,
+    )  # fmt: skip
+    from orders_example.definitions import defs
+
     with dg.DagsterInstance.get() as instance:
-        [run] = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: requeue_run_key(entry.id)}))
-    assert run.status == dg.DagsterRunStatus.SUCCESS
+        context = dg.build_sensor_context(
+            instance=instance, definitions=defs, resources=dict(defs.resources)
+        )
+        assert requeue_sensor.evaluate_tick(context).run_requests == []
 
 
 def test_a_second_requeue_is_refused_while_the_first_ones_run_exists(pg_platform_env):
     quarantined_day(pg_platform_env)
-    entry = requeue_then_die(engine_from(pg_platform_env))
-    with dg.DagsterInstance.get() as instance:
-        run = record_requested_run(
-            instance, dg.RunRequest(run_key=requeue_run_key(entry.id), partition_key=PARTITION)
-        )
+    entry = requeued_with_its_run(engine_from(pg_platform_env), dg.DagsterRunStatus.STARTED)
+    run = requeue_run(requeue_run_key(entry.id))
 
     finished = run_cli(
         [JOBS_PLATFORM, "dead-letter", "requeue", "orders", PARTITION], pg_platform_env

@@ -25,7 +25,6 @@ from jobs_platform.store.schema import partitions, quarantine
 from jobs_platform_tests.commands import DAGSTER, run_cli
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import expected_tables_from_landing
-from jobs_platform_tests.requeued_runs import finished_runs, launching_at_once
 from jobs_platform_tests.rows import declared_rows
 from orders_example.orders.assets import daily_partitions, revenue_of_day
 from orders_example.orders.seed import seed_orders
@@ -124,11 +123,12 @@ def test_job_execute_over_a_range_withholds_only_the_poison_day_until_it_is_requ
 
     seed_orders(env["JOBS_PLATFORM_LANDING"], POISON, POISON, orders_per_day=25)  # fixed
     jobs_platform = str(Path(DAGSTER).with_name("jobs-platform"))
-    launching_at_once(env["DAGSTER_HOME"])  # no daemon here: the requeue's run starts at once
-    requeued = run_cli([jobs_platform, "dead-letter", "requeue", "orders", POISON.isoformat()], env)
-    assert requeued.returncode == 0, requeued.stdout[-2000:]
-    [run] = finished_runs(env["DAGSTER_HOME"], requeued.stdout).values()
-    assert run.status == dg.DagsterRunStatus.SUCCESS
+    # No daemon here: the command runs the requeue's run itself, and returns once it ended.
+    requeued = run_cli(
+        [jobs_platform, "dead-letter", "requeue", "orders", POISON.isoformat(), "--wait"], env
+    )
+    assert requeued.returncode == 0, requeued.stdout[-2000:] + requeued.stderr[-2000:]
+    assert "1 run succeeded" in requeued.stdout
     engine = engine_from(env)
     for day in DAYS:
         expected_orders, expected_revenue = expected_tables_from_landing(

@@ -28,9 +28,10 @@ from jobs_platform.orchestration.tags import (
     PARTITION_TAG,
     RUN_KEY_TAG,
     downstream_run_key,
+    requeue_run_key,
 )
 from jobs_platform_tests.commands import run_cli
-from jobs_platform_tests.requeued_runs import RUN_SECONDS, daemon_running, finished_runs
+from jobs_platform_tests.requeued_runs import RUN_SECONDS, daemon_running
 from jobs_platform_tests.test_own_code_location import concurrently
 from jobs_platform_tests.waiting import wait_for
 
@@ -273,15 +274,21 @@ def test_a_prefixed_hourly_backfill_gates_its_daily_rollup_and_its_requeue_updat
     requeued = ok(
         jobs_platform(env, "dead-letter", "requeue", "-m", MODULE, "acme/events", POISON_HOUR)
     )
-    # The daemon runs the queued hour; once it succeeded, the requeue sensor launches its day.
+    # Once a daemon runs, the requeue sensor launches the hour; once it succeeded, its day.
     # The requeue sensor ticks every second here, not 15 s: the day's run follows its hour's.
+    assert "the code location's requeue sensor launches its run" in requeued
     day_key = downstream_run_key(entry_id, "acme/events_daily", DAY)
     with (
         ThreadPoolExecutor(1) as background,
         daemon_running(env, tmp_path / "daemon", MODULE, sensor_seconds={"requeue_sensor": 1}),
         dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance,
     ):
-        [hour_run] = finished_runs(env["DAGSTER_HOME"], requeued).values()
+        hour_run = wait_for(
+            lambda: finished_run(instance, requeue_run_key(entry_id)),
+            timeout=RUN_SECONDS,
+            interval=0.25,
+            what="the hour's requeue run to end",
+        )
         assert hour_run.status == dg.DagsterRunStatus.SUCCESS
         wait_for(
             lambda: daily_rows(pg_url) == day_reference(landing),

@@ -1,25 +1,24 @@
 """`jobs-platform dead-letter requeue ASSET PARTITION | --group SIG | --asset A [--error-class
-C] [--dry-run]`.
+C] [--dry-run] [--wait]`.
 
-A cause fixed, its group requeued: the selection's entries are released and their
-partitions launched as ranged runs through the Dagster instance's run queue, which a real
-daemon serves; the other cause's entries stay as they were. A dry run changes nothing, a
-selection that matches nothing says so (exit 1), and a launch that cannot be submitted
-releases nothing (exit 2). One entry takes the same way, a selection of one.
+A cause fixed, its group requeued: the selection's entries are released, and the code
+location's requeue sensor, which a real daemon evaluates, launches their partitions as
+ranged runs; `--wait` follows them to their end. The other cause's entries stay as they
+were. A dry run changes nothing, a selection that matches nothing says so (exit 1), and a
+Dagster instance that cannot be read releases nothing (exit 2). One entry takes the same
+way, a selection of one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 
 import dagster as dg
 import pytest
 import sqlalchemy as sa
 
 from jobs_platform.dead_letter.entries import (
-    DeadLetter,
     entries_by_id,
     open_entries,
 )
@@ -35,11 +34,8 @@ from jobs_platform.orchestration.tags import (
     entry_ids_of,
     requeue_run_key,
 )
-from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.schema import attempts, quarantine, requeues
 from jobs_platform_tests.alert_fixtures import quarantine_entry
-from jobs_platform_tests.cli_in_process import jobs_platform_in_process
-from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.commands import ACME, JOBS_PLATFORM, run_cli
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.landing import (
@@ -47,9 +43,8 @@ from jobs_platform_tests.landing import (
     read_landing_lines,
     write_landing_lines,
 )
-from jobs_platform_tests.requeued_runs import daemon_running
+from jobs_platform_tests.requeued_runs import daemon_running, queueing_for_a_daemon
 from jobs_platform_tests.rows import declared_rows
-from jobs_platform_tests.waiting import wait_for
 from orders_example.orders.assets import daily_revenue, orders
 from orders_example.orders.seed import seed_orders
 from orders_example.orders.tables import daily_revenue_table, orders_table
@@ -60,46 +55,17 @@ MODULE = "orders_example.definitions"
 MALFORMED = ["2024-08-01", "2024-08-02", "2024-08-03", "2024-08-05", "2024-08-06"]
 UNKNOWN_CURRENCY = ["2024-08-04", "2024-08-07"]
 ORDERS_PER_DAY = 20
-# A daemon, its code server, two ranged runs (a run worker and step processes each).
-DAEMON_SECONDS = 300
-
-# The daemon's dead-letter sensor requests a run per entry it has not shown yet (seven
-# here) as it starts: they stay queued (limit 0), so that they do not take the CPU the
-# requeue's runs, which the tests wait for, need (a run worker and a step process each,
-# on two cores). Nothing the tests assert is about them: the dead-letter sensor and its
-# runs have tests of their own (dead_letter/test_dead_letter_sensor.py, ui/).
-QUEUED_INSTANCE = """
-run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
-  config:
-    max_concurrent_runs: 4
-    dequeue_interval_seconds: 1
-    tag_concurrency_limits:
-      - key: dagster/sensor_name
-        value: dead_letter_sensor
-        limit: 0
-telemetry:
-  enabled: false
-"""
 
 
 @pytest.fixture
 def env(pg_platform_env) -> dict[str, str]:
     """The platform's environment, its Dagster instance queueing runs for a daemon."""
-    Path(pg_platform_env["DAGSTER_HOME"], "dagster.yaml").write_text(QUEUED_INSTANCE)
+    queueing_for_a_daemon(pg_platform_env["DAGSTER_HOME"])
     return pg_platform_env
 
 
 def requeue(env: dict[str, str], *args: str):
     return run_cli([JOBS_PLATFORM, "dead-letter", "requeue", "-m", MODULE, *args], env)
-
-
-def requeue_in_this_process(*args: str) -> tuple[int, str, str]:
-    """`jobs-platform dead-letter requeue -m MODULE ARGS…` through the CLI's main, in this
-    process (whose environment is the test's): (exit status, stdout, stderr)."""
-    done = jobs_platform_in_process(["dead-letter", "requeue", "-m", MODULE, *args])
-    return done.returncode, done.stdout, done.stderr
 
 
 def day(key: str) -> dt.date:
@@ -159,9 +125,11 @@ def attempts_per_partition(engine: sa.Engine, partitions: list[str]) -> dict[str
 
 
 @pytest.mark.slow
-def test_requeuing_a_fixed_causes_group_completes_its_partitions_in_ranged_runs_through_the_queue(
+def test_requeuing_a_fixed_causes_group_waits_for_its_ranged_runs_launched_by_the_sensor(
     env, tmp_path
 ):
+    # The person requeues, not the redrive (which would release the fixed days itself).
+    env = {**env, "JOBS_PLATFORM_MAX_REDRIVES": "0"}
     signatures = quarantine_two_causes(env)
     engine = engine_from(env)
     landing = env["JOBS_PLATFORM_LANDING"]
@@ -169,41 +137,26 @@ def test_requeuing_a_fixed_causes_group_completes_its_partitions_in_ranged_runs_
         seed_orders(landing, day(key), day(key), orders_per_day=ORDERS_PER_DAY)
     untouched_attempts = attempts_per_partition(engine, UNKNOWN_CURRENCY)
 
-    finished = requeue(env, "--group", signatures["malformed"])
+    with daemon_running(env, tmp_path, MODULE, sensor_seconds={"requeue_sensor": 1}):
+        finished = requeue(env, "--group", signatures["malformed"], "--wait")
 
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert "queued 2 runs" in finished.stdout
+    assert "released 5 entries:" in finished.stdout
+    assert "waiting for the requeue sensor's runs" in finished.stdout
+    assert "2 runs succeeded" in finished.stdout
     with dg.DagsterInstance.get() as instance:
-        queued = requeue_runs_in(instance)
-    # Returned once queued: nothing runs them until the daemon does.
-    assert [run.status for run in queued] == [dg.DagsterRunStatus.QUEUED] * 2
-    assert [span(run) for run in queued] == [
-        ("2024-08-01", "2024-08-03"),
-        ("2024-08-05", "2024-08-06"),
-    ]
-
-    with daemon_running(env, tmp_path, MODULE), dg.DagsterInstance.get() as instance:
-
-        def all_succeeded() -> list[dg.DagsterRun] | None:
-            runs = requeue_runs_in(instance)
-            done = all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
-            return runs if done else None
-
-        runs = wait_for(
-            all_succeeded,
-            timeout=DAEMON_SECONDS,
-            interval=1,
-            what=lambda: f"the requeue runs to succeed: {requeue_runs_in(instance)}",
-        )
-
-    # Fewer runs than entries, each over a contiguous range, with the backfill it feeds.
+        runs = requeue_runs_in(instance)
+    # Fewer runs than entries, each over a contiguous range, with the backfill it feeds,
+    # launched by the sensor; the command followed each to its end.
     assert len(runs) == 2 < len(MALFORMED)
     assert [span(run) for run in runs] == [
         ("2024-08-01", "2024-08-03"),
         ("2024-08-05", "2024-08-06"),
     ]
+    assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+    assert {run.tags["dagster/sensor_name"] for run in runs} == {"requeue_sensor"}
     assert all(run.asset_selection == {orders.key, daily_revenue.key} for run in runs)
-    assert all(run.tags[RUN_KEY_TAG].startswith("requeue-") for run in runs)
+    assert all(f"{run.tags[RUN_KEY_TAG]}: succeeded" in finished.stdout for run in runs)
     expected_orders, expected_revenue = [], []
     for key in MALFORMED:
         orders_rows, revenue_rows = expected_tables_from_landing(landing, key)
@@ -268,59 +221,48 @@ def test_dry_run_prints_the_entries_and_ranged_runs_and_changes_nothing(env):
 
     assert finished.returncode == 0, finished.stderr
     assert "would release 4 entries" in finished.stdout
-    assert "in 2 ranged runs" in finished.stdout
+    assert "in 2 runs" in finished.stdout
     assert "orders 2024-08-01..2024-08-03: 3 partitions (with daily_revenue)" in finished.stdout
     assert "orders 2024-08-09: 1 partition (with daily_revenue)" in finished.stdout
     assert "nothing was released or launched" in finished.stdout
     assert (dead_letter_state(env), all_runs(env)) == before
 
 
-def test_requeue_of_an_assets_terminal_entries_queues_their_runs_and_leaves_the_others(env):
+def sensor_requests(instance: dg.DagsterInstance) -> list[dg.RunRequest]:
+    """The run requests of one tick of the location's requeue sensor."""
+    from orders_example.definitions import defs
+
+    context = dg.build_sensor_context(
+        instance=instance, definitions=defs, resources=dict(defs.resources)
+    )
+    return list(requeue_sensor.evaluate_tick(context).run_requests or [])
+
+
+def test_requeue_of_an_assets_terminal_entries_releases_them_for_the_sensor_to_launch(env):
     terminal = quarantined_days(env, ["2024-08-01", "2024-08-02"])
     [retryable] = quarantined_days(env, ["2024-08-03"], Classification.RETRYABLE)
 
     finished = requeue(env, "--asset", "orders", "--error-class", "terminal")
 
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    with dg.DagsterInstance.get() as instance:
-        [run] = requeue_runs_in(instance)
-    assert run.status == dg.DagsterRunStatus.QUEUED
-    assert span(run) == ("2024-08-01", "2024-08-02")
-    assert entry_ids_of(run.tags[REQUEUE_ENTRIES_TAG]) == terminal
-    assert run.run_id in finished.stdout
+    assert "released 2 entries:" in finished.stdout
+    assert "the code location's requeue sensor launches its run" in finished.stdout
+    # No daemon beats on this instance: nothing launches the run until one does.
+    assert "warning: no dagster-daemon serves the Dagster instance" in finished.stderr
+    assert "add --wait" in finished.stderr
     with engine_from(env).connect() as connection:
-        rows = {
-            row.id: row
-            for row in connection.execute(sa.select(quarantine).order_by(quarantine.c.id))
-        }
+        rows = {row.id: row for row in entries_by_id(connection, [*terminal, retryable])}
     assert [rows[i].status for i in terminal] == ["requeued", "requeued"]
-    # Marked launched: the requeue sensor leaves them to the queued run.
-    assert all(rows[i].requeue_launched_at is not None for i in terminal)
     assert rows[retryable].status == "quarantined"
-
-
-def test_the_requeue_sensor_finds_the_queued_ranged_run_of_a_selection_and_launches_no_other(
-    env,
-):
-    terminal = quarantined_days(env, ["2024-08-01", "2024-08-02"])
-    assert requeue(env, "--asset", "orders").returncode == 0
-    engine = engine_from(env)
-    with engine.begin() as connection:
-        # Past the grace the sensor gives a launch under way: it asks Dagster for the run.
-        long_ago = DATABASE_CLOCK.now(connection) - dt.timedelta(hours=1)
-        DeadLetter(ManualClock(long_ago)).mark_requeue_launched(connection, terminal)
-    from orders_example.definitions import defs
-
     with dg.DagsterInstance.get() as instance:
-        context = dg.build_sensor_context(
-            instance=instance, definitions=defs, resources=dict(defs.resources)
-        )
-        result = requeue_sensor.evaluate_tick(context)
-
-    assert result.run_requests == []
-    with engine.connect() as connection:
-        marked = [entry.requeue_launched_at for entry in entries_by_id(connection, terminal)]
-    assert all(at > long_ago for at in marked)  # found, so marked again
+        assert requeue_runs_in(instance) == []  # the command creates no run
+        [request] = sensor_requests(instance)
+    assert (request.tags[PARTITION_RANGE_START_TAG], request.tags[PARTITION_RANGE_END_TAG]) == (
+        "2024-08-01",
+        "2024-08-02",
+    )
+    assert entry_ids_of(request.tags[REQUEUE_ENTRIES_TAG]) == terminal
+    assert request.run_key in finished.stdout
 
 
 def test_a_selection_that_matches_nothing_says_so_and_exits_1(env):
@@ -341,7 +283,7 @@ def test_a_selection_that_matches_nothing_says_so_and_exits_1(env):
     assert dead_letter_state(env) == before
 
 
-def test_one_entry_is_a_selection_of_one_queued_under_its_own_run_key(env):
+def test_one_entry_is_a_selection_of_one_launched_under_its_own_run_key(env):
     [entry] = quarantined_days(env, ["2024-08-01"])
 
     finished = requeue(env, "orders", "2024-08-01")
@@ -350,33 +292,29 @@ def test_one_entry_is_a_selection_of_one_queued_under_its_own_run_key(env):
     assert f"released orders/2024-08-01 (entry {entry}); its attempt count starts over" in (
         finished.stdout
     )
-    assert "queued 1 run in the Dagster instance's run queue" in finished.stdout
+    assert "the code location's requeue sensor launches its run" in finished.stdout
     with dg.DagsterInstance.get() as instance:
-        [run] = requeue_runs_in(instance)
-    # Returned once queued, as a selection does: the daemon runs it.
-    assert run.status == dg.DagsterRunStatus.QUEUED
-    assert (run.tags[RUN_KEY_TAG], run.tags[PARTITION_TAG]) == (
-        requeue_run_key(entry),
-        "2024-08-01",
-    )
-    assert run.asset_selection == {orders.key, daily_revenue.key}
-    assert run.run_id in finished.stdout
+        assert requeue_runs_in(instance) == []
+        [request] = sensor_requests(instance)
+    assert (request.run_key, request.partition_key) == (requeue_run_key(entry), "2024-08-01")
+    assert request.asset_selection == [orders.key, daily_revenue.key]
+    assert request.run_key in finished.stdout
     with engine_from(env).connect() as connection:
         [row] = entries_by_id(connection, [entry])
-    assert row.status == "requeued" and row.requeue_launched_at is not None
+    assert row.status == "requeued"
 
 
 @pytest.mark.parametrize("form", ["one entry", "group"])
-def test_a_launch_the_instance_refuses_releases_nothing(env, tmp_path, form):
+def test_a_dagster_instance_that_cannot_be_read_releases_nothing(env, tmp_path, form):
     [entry] = quarantined_days(env, ["2024-08-01"])
     selection = (
         ["orders", "2024-08-01"] if form == "one entry" else ["--group", signature_of(env, entry)]
     )
     before = dead_letter_state(env)
     # An instance whose run storage cannot be opened (its folder would be under a file):
-    # no run can be created or queued. The CLI meets it where it meets an unreachable
-    # PostgreSQL storage, opening the instance, and fails the same way; this one fails at
-    # once, where PostgreSQL's fails after Dagster's ~12 s of connection retries.
+    # its runs and daemons cannot be read. The CLI meets it where it meets an unreachable
+    # PostgreSQL storage, and fails the same way; this one fails at once, where
+    # PostgreSQL's fails after Dagster's ~12 s of connection retries.
     not_a_folder = tmp_path / "not_a_folder"
     not_a_folder.write_text("")
     unusable = tmp_path / "unusable_home"
@@ -389,7 +327,7 @@ def test_a_launch_the_instance_refuses_releases_nothing(env, tmp_path, form):
     finished = requeue({**env, "DAGSTER_HOME": str(unusable)}, *selection)
 
     assert finished.returncode == 2
-    assert "the launch cannot be submitted" in finished.stderr
+    assert "cannot read the Dagster instance" in finished.stderr
     assert "nothing was released" in finished.stderr
     assert dead_letter_state(env) == before
 
@@ -407,45 +345,3 @@ def test_requeue_takes_one_form_of_selection(env):
         assert finished.returncode == 2, arguments
         assert "usage:" in finished.stderr, arguments
     assert json.loads(run_cli([JOBS_PLATFORM, "dead-letter", "list", "--json"], env).stdout) == []
-
-
-@pytest.mark.slow
-def test_entries_released_without_a_launch_are_run_by_the_requeue_sensor_in_ranged_runs(
-    env, tmp_path
-):
-    signatures = quarantine_two_causes(env)
-    landing = env["JOBS_PLATFORM_LANDING"]
-    for key in MALFORMED:
-        seed_orders(landing, day(key), day(key), orders_per_day=ORDERS_PER_DAY)
-
-    # Released as the UI job and the redrive release: the sensor is left to launch them.
-    # The CLI's own code, in this process: what is tested here is the daemon's sensor (the
-    # command's process is tested by the other requeues of this file).
-    code, out, err = requeue_in_this_process("--group", signatures["malformed"], "--no-launch")
-    assert code == 0, out + err
-    assert "the requeue sensor will launch them" in out
-    with dg.DagsterInstance.get() as instance:
-        assert requeue_runs_in(instance) == []
-    with daemon_running(env, tmp_path, MODULE), dg.DagsterInstance.get() as instance:
-
-        def all_succeeded() -> list[dg.DagsterRun] | None:
-            runs = requeue_runs_in(instance)
-            done = len(runs) == 2 and all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
-            return runs if done else None
-
-        runs = wait_for(
-            all_succeeded,
-            timeout=DAEMON_SECONDS,
-            interval=1,
-            what=lambda: f"the sensor's requeue runs to succeed: {requeue_runs_in(instance)}",
-        )
-
-    assert [span(run) for run in runs] == [
-        ("2024-08-01", "2024-08-03"),
-        ("2024-08-05", "2024-08-06"),
-    ]
-    assert {run.tags["dagster/sensor_name"] for run in runs} == {"requeue_sensor"}
-    expected_orders = []
-    for key in MALFORMED:
-        expected_orders += expected_tables_from_landing(landing, key)[0]
-    assert declared_rows(engine_from(env), orders_table) == sorted(expected_orders)

@@ -10,6 +10,7 @@ from dataclasses import asdict
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
+from jobs_platform.cli.requeue import add_requeue_options
 from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_warehouse
 from jobs_platform.dead_letter.entries import UnknownEntry, latest_entry, list_entries
 from jobs_platform.dead_letter.releases import requeue_log
@@ -50,8 +51,8 @@ def register(commands) -> None:
     register_groups(actions)
     requeue = actions.add_parser(
         "requeue",
-        help="release one entry (ASSET PARTITION) or a selection (--group, --asset) and "
-        "queue their runs in the Dagster instance, for the code location",
+        help="release one entry (ASSET PARTITION) or a selection (--group, --asset): the "
+        "code location's requeue sensor launches their runs (--wait: until they end)",
     )
     add_module_option(requeue)
     requeue.add_argument("asset", nargs="?", help="one entry: its asset (with PARTITION)")
@@ -72,14 +73,7 @@ def register(commands) -> None:
         choices=[str(c) for c in Classification],
         help="with --asset: only the entries of this error class",
     )
-    requeue.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print what would be released and launched; change nothing",
-    )
-    requeue.add_argument(
-        "--no-launch", action="store_true", help="only release; let the requeue sensor launch it"
-    )
+    add_requeue_options(requeue)
     requeue.set_defaults(handler=run_requeue, parser=requeue)
     register_rows(actions)
 

@@ -2,7 +2,9 @@
 
 A release moves an open entry (`jp_quarantine`) to requeued, keeps who and why in the
 requeue log (`jp_requeues`) and starts the partition's next episode; the run that then
-succeeds resolves it. Creating and reading entries is `dead_letter.entries`, whose
+succeeds resolves it. A requeued entry whose run ended before its new episode recorded an
+attempt may be released again: the log keeps each release, and the number of releases
+tells the entry's runs apart. Creating and reading entries is `dead_letter.entries`, whose
 `DeadLetter` is a `Releases`.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 
@@ -18,6 +20,9 @@ from jobs_platform.store.clock import Clock
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import EntryStatus, attempts, partitions, quarantine, requeues
+
+# The reason of a release again in the requeue log, before its cause: how one is counted.
+AGAIN = "requested again"
 
 
 class RequeuedBy(enum.StrEnum):
@@ -95,14 +100,67 @@ class Releases:
         )
         return released
 
+    def release_again(
+        self, connection: sa.Connection, causes: Mapping[int, str], *, by: RequeuedBy
+    ) -> list[int]:
+        """Release requeued entries again, each for its cause, by id; returns the ids
+        released (an entry whose partition has since recorded an attempt is left out).
+
+        For an entry whose run ended without touching its partition (it failed before its
+        step, or was canceled): a person asks for another run. Each is kept in the requeue
+        log with the reason `requested again: <cause>`, so the entry's next run has a key of
+        its own (`release_numbers`). The partition stays in the episode the first release
+        opened, its budget unspent.
+        """
+        reasons = {entry_id: f"{AGAIN}: {cause}" for entry_id, cause in causes.items()}
+        if not reasons:
+            return []
+        now = self.clock.now(connection)
+        rows = sorted(
+            connection.execute(
+                sa.update(quarantine)
+                .where(quarantine.c.id.in_(list(reasons)), _awaiting_run())
+                .values(requeued_at=now, requeue_launched_at=None)
+                .returning(quarantine.c.id, quarantine.c.asset, quarantine.c.partition)
+            ),
+            key=lambda row: row.id,
+        )
+        if not rows:
+            return []
+        connection.execute(
+            sa.insert(requeues),
+            [
+                {
+                    "entry_id": row.id,
+                    "asset": row.asset,
+                    "partition": row.partition,
+                    "by": str(by),
+                    "reason": reasons[row.id],
+                    "at": now,
+                }
+                for row in rows
+            ],
+        )
+        return [row.id for row in rows]
+
     def mark_requeue_launched(self, connection: sa.Connection, entry_ids: Sequence[int]) -> None:
-        """Record that the CLI started launching these requeues' runs, or a sensor found them
-        (the lost-launch rules: `dead_letter.requeue`)."""
+        """Record that a sensor found these requeues' runs (the lost-launch rules:
+        `dead_letter.requeue`)."""
         if entry_ids:
             connection.execute(
                 sa.update(quarantine)
                 .where(quarantine.c.id.in_(list(entry_ids)))
                 .values(requeue_launched_at=self.clock.now(connection))
+            )
+
+    def forget_requeue_launched(self, connection: sa.Connection, entry_ids: Sequence[int]) -> None:
+        """Clear the launch marks of these requeues: the sensor looks for their runs at its
+        next tick, not after its grace (a person asked)."""
+        if entry_ids:
+            connection.execute(
+                sa.update(quarantine)
+                .where(quarantine.c.id.in_(list(entry_ids)))
+                .values(requeue_launched_at=None)
             )
 
     def requeues_awaiting_run(
@@ -163,6 +221,45 @@ def requeue_awaiting_run(connection: sa.Connection, asset: str, partition: str) 
     return connection.execute(
         sa.select(quarantine).where(quarantine.c.id == latest, _awaiting_run())
     ).first()
+
+
+def requeues_awaiting_run_matching(
+    connection: sa.Connection,
+    *,
+    signature: str | None = None,
+    asset: str | None = None,
+    error_class: str | None = None,
+    assets: Sequence[str] | None = None,
+) -> list[TableRow]:
+    """Requeued entries whose new episode has not started, matching every filter given,
+    oldest first: those of a selection a person may requeue again once their run ended."""
+    query = sa.select(quarantine).where(_awaiting_run())
+    if signature is not None:
+        query = query.where(quarantine.c.signature == signature)
+    if asset is not None:
+        query = query.where(quarantine.c.asset == asset)
+    if error_class is not None:
+        query = query.where(quarantine.c.error_class == error_class)
+    if assets is not None:
+        query = query.where(quarantine.c.asset.in_(list(assets)))
+    return list(connection.execute(query.order_by(quarantine.c.id)))
+
+
+def release_numbers(connection: sa.Connection, entry_ids: Sequence[int]) -> dict[int, int]:
+    """The number of each entry's latest release, by id: 1, plus one for each time it was
+    released again. A requeue run's key names the release it runs.
+
+    Counted from the releases again only: an entry requeued before the requeue log existed
+    has no row for its first release."""
+    if not entry_ids:
+        return {}
+    rows = connection.execute(
+        sa.select(requeues.c.entry_id, sa.func.count())
+        .where(requeues.c.entry_id.in_(list(entry_ids)), requeues.c.reason.startswith(AGAIN))
+        .group_by(requeues.c.entry_id)
+    )
+    again = {int(entry_id): int(count) for entry_id, count in rows}
+    return {entry_id: 1 + again.get(entry_id, 0) for entry_id in entry_ids}
 
 
 def _awaiting_run() -> sa.ColumnElement[bool]:

@@ -6,24 +6,24 @@ are launched and deduplicated here, by one set of rules:
 
 - **The runs**: one per contiguous range of an asset's partitions, with the backfills it
   feeds (`dead_letter.requeue_plan`, the plan only).
-- **Launch, from the CLI** (`submit_requeue`): the runs are created `NOT_STARTED` from a
-  workspace of the code location, then the entries are released and marked launched in
-  one transaction, then the runs are submitted to the instance's run coordinator (queued
-  for its daemon, as the UI's launches are). Anything failing before the release deletes
-  the runs and releases nothing.
-- **Launch, from the sensor** (`requeue_sensor`): released entries no one launched (the UI
-  job's, the redrive's, `--no-launch`'s) become run requests.
-- **Dedupe** (`requeue_runs_found`): an entry's run is found by its key (`requeue-<id>`)
-  or, for a ranged run, by the entries its tags name. A run still `NOT_STARTED` was never
-  submitted and does not count; a repeated request is harmless, the daemon skips a run
-  key the sensor has used.
-- **Lost launches** (`entries_awaiting_run`, `lost_launch`): an entry is awaiting its
-  run while it is requeued and its partition has recorded no attempt in the episode the
-  requeue opened. A launch marked less than `REQUEUE_LAUNCH_GRACE_SECONDS` ago may still
-  be creating its run: the sensor leaves it alone until then, and afterwards launches
-  again each awaiting entry of which Dagster has no run. A person's requeue of a single
-  entry awaiting its run relaunches it at once, and is refused, naming the run, while
-  that run exists.
+- **Launch** (`requeue_sensor`): released entries no one launched become run requests,
+  each under its run key. The daemon evaluates the sensor inside the code location, so its
+  runs are created in that location whatever name the workspace gives it. Where no daemon
+  runs, `dead-letter requeue --wait` runs them itself (`dead_letter.requeue_execution`)
+  under the same keys.
+- **Dedupe** (`requeue_runs_found`): an entry's run is found by its key (`requeue-<id>`,
+  `requeue-<id>#<release>` for a later release) or, for a ranged run, by the entries and
+  releases its tags name. A run still `NOT_STARTED` was never submitted and does not
+  count; a repeated request is harmless, the daemon skips a run key the sensor has used.
+- **Lost launches** (`entries_awaiting_run`): an entry is awaiting its run while it is
+  requeued and its partition has recorded no attempt in the episode the requeue opened.
+  The sensor launches each awaiting entry of which Dagster has no run, and marks those it
+  finds a run of, leaving them alone for `REQUEUE_LAUNCH_GRACE_SECONDS`. It never launches
+  again an entry whose run ended: a run that failed before its step would fail again.
+- **A person's requeue** (`persons_requeue`, `release_persons_requeue`): the open entries
+  selected are released; a requeued entry whose run ended without an attempt (it failed
+  before its step, or was canceled) is released again, and its next run has a key of its
+  own; one whose run was never launched is left to the sensor, at its next tick.
 - **Downstream** (`downstream_requests`): once a requeued partition succeeded, the
   partitions of backfills reading it through a different partitioning (the day of a fixed
   hour) are launched too, each under its own run key (`downstream_run_key`).
@@ -33,20 +33,21 @@ location sharing the warehouse releases and relaunches its own. One module for t
 above, so each has one home, at the cost of its length.
 """
 
-import contextlib
 import datetime as dt
 import functools
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import UnknownEntry
-from jobs_platform.dead_letter.releases import RequeuedBy, requeue_awaiting_run, resolved_since
-from jobs_platform.dead_letter.requeue_plan import RequeueRun, requeue_runs
+from jobs_platform.dead_letter.entries import entries_by_id
+from jobs_platform.dead_letter.releases import RequeuedBy, release_numbers, resolved_since
+from jobs_platform.dead_letter.requeue_plan import requeue_runs
 from jobs_platform.dead_letter.selection import Selection
 from jobs_platform.engine.warehouse import Warehouse
+from jobs_platform.orchestration._compat import RUN_QUEUE_DAEMON, SENSOR_DAEMON, daemon_heartbeats
 from jobs_platform.orchestration.launch_sensors import backfill_launching_sensor
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.resources import JobsPlatformResource
@@ -56,10 +57,9 @@ from jobs_platform.orchestration.tags import (
     PARTITION_TAG,
     REQUEUE_ASSET_TAG,
     REQUEUE_ENTRIES_TAG,
-    RUN_KEY_TAG,
     downstream_run_key,
-    entry_ids_of,
     requeue_run_key,
+    tagged_releases,
 )
 from jobs_platform.orchestration.upstream import downstream_partitions
 from jobs_platform.store.rows import TableRow
@@ -69,13 +69,14 @@ REQUEUES_PER_TICK = 100
 # A sensor with no cursor yet (new, or reset) relaunches what reads partitions resolved
 # this recently, not every resolution in the warehouse's history.
 FIRST_TICK_LOOKBACK = dt.timedelta(days=1)
-# A launch the CLI marked this recently may still be creating its run (it does within
-# seconds): the sensor leaves it alone until then. The CLI and the sensor may run on
-# different hosts, so the mark and the check both read the database's clock.
+# A requeue whose run the sensor found is looked at again only this long after: its run
+# gets to a first attempt meanwhile. The mark and the check both read the database's clock.
 REQUEUE_LAUNCH_GRACE_SECONDS = 300
 # The Dagster instance and the warehouse may keep different clocks: a run is looked for
 # among those created from this long before its entries were released.
 CLOCK_MARGIN = dt.timedelta(hours=1)
+# A daemon beats every 30 s; one silent for four beats is taken for stopped.
+DAEMON_SILENCE_SECONDS = 120
 
 
 @functools.cache
@@ -107,20 +108,22 @@ def _requeue_tick(
     with store.connect() as connection:
         entries = entries_awaiting_run(store, connection, names, REQUEUES_PER_TICK)
         resolved = resolved_since(connection, names, since, REQUEUES_PER_TICK)
-    found = list(requeue_runs_found(context.instance, entries))
+        releases = release_numbers(connection, [entry.id for entry in entries])
+    found = list(requeue_runs_found(context.instance, entries, releases))
     if found:
         with store.begin() as connection:
-            # The next ticks leave these alone while their runs get to a first attempt.
+            # The next ticks leave these alone while their runs get to a first attempt. A
+            # run that ended without one stays found: it is a person's to requeue again.
             store.dead_letter.mark_requeue_launched(connection, found)
     unlaunched = [entry for entry in entries if entry.id not in found]
     for entry in unlaunched:
         if entry.requeue_launched_at is not None:
             context.log.warning(
-                f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): the launch "
-                f"started {entry.requeue_launched_at} never created its run; launching it again"
+                f"requeued {entry.asset}/{entry.partition} (entry {entry.id}): its run, "
+                f"found {entry.requeue_launched_at}, is gone from Dagster; launching it again"
             )
     requests = []
-    for run in requeue_runs(graph, unlaunched, context.instance):
+    for run in requeue_runs(graph, unlaunched, context.instance, releases):
         context.log.info(f"launching {run.describe()}")
         requests.append(run.run_request())
     requests += downstream_requests(graph, context.instance, resolved)
@@ -155,20 +158,29 @@ def downstream_requests(graph, instance: dg.DagsterInstance, entries) -> list[dg
 
 
 def requeue_runs_found(
-    instance: dg.DagsterInstance, entries: Sequence[TableRow]
+    instance: dg.DagsterInstance,
+    entries: Sequence[TableRow],
+    releases: Mapping[int, int] | None = None,
 ) -> dict[int, dg.DagsterRun]:
     """The launched run relaunching each of `entries` that has one, by entry id.
 
-    A run of one entry is found by its key (`requeue-<id>`, with the entry's partition);
-    a ranged run by the entries it names, among the requeue runs of their assets created
+    `releases` gives each entry's latest release, by id (`release_numbers`; 1 when left
+    out): only a run of that release counts. A run of one entry is found by its key
+    (`requeue-<id>`, `requeue-<id>#<release>`, with the entry's partition); a ranged run by
+    the entries and releases it names, among the requeue runs of their assets created
     since they were released. A run still `NOT_STARTED` does not count (`launched_runs`).
     """
     if not entries:
         return {}
-    single = launched_runs(instance, [requeue_run_key(entry.id) for entry in entries], {})
+    releases = releases or {}
+
+    def key_of(entry: TableRow) -> str:
+        return requeue_run_key(entry.id, releases.get(entry.id, 1))
+
+    single = launched_runs(instance, [key_of(entry) for entry in entries], {})
     found: dict[int, dg.DagsterRun] = {}
     for entry in entries:
-        run = single.get(requeue_run_key(entry.id))
+        run = single.get(key_of(entry))
         if run is not None and run.tags.get(PARTITION_TAG) == entry.partition:
             found[entry.id] = run
     rest = [entry for entry in entries if entry.id not in found]
@@ -181,12 +193,12 @@ def requeue_runs_found(
             created_after=min(released) - CLOCK_MARGIN if released else None,
         )
     )
-    wanted = {entry.id for entry in rest}
+    wanted = {entry.id: releases.get(entry.id, 1) for entry in rest}
     for run in runs:
         if run.status == dg.DagsterRunStatus.NOT_STARTED:
             continue
-        for entry_id in entry_ids_of(run.tags.get(REQUEUE_ENTRIES_TAG, "")):
-            if entry_id in wanted:
+        for entry_id, release in tagged_releases(run.tags.get(REQUEUE_ENTRIES_TAG, "")).items():
+            if wanted.get(entry_id) == release:
                 found.setdefault(entry_id, run)
     return found
 
@@ -207,106 +219,90 @@ def entries_awaiting_run(
     )
 
 
-def lost_launch(
-    instance: dg.DagsterInstance, connection: sa.Connection, asset: str, partition: str
-) -> sa.Row | None:
-    """The partition's requeued entry whose run was never launched, to launch again now
-    (a person asked; no grace), or None when its latest entry awaits no run.
+def silent_daemons(instance: dg.DagsterInstance, now: float | None = None) -> list[str]:
+    """The daemons a sensor's runs need that have not beaten on the instance within
+    `DAEMON_SILENCE_SECONDS`: the sensor daemon, and the run queue's when the instance
+    queues its runs. Empty when a daemon launches the requeue sensor's runs."""
+    needed = [SENSOR_DAEMON]
+    if isinstance(instance.run_coordinator, dg.QueuedRunCoordinator):
+        needed.append(RUN_QUEUE_DAEMON)
+    beats = daemon_heartbeats(instance)
+    moment = time.time() if now is None else now
+    return [name for name in needed if moment - beats.get(name, 0.0) > DAEMON_SILENCE_SECONDS]
 
-    Raises `UnknownEntry`, naming the run, when that entry's run exists.
-    """
-    entry = requeue_awaiting_run(connection, asset, partition)
-    if entry is None:
-        return None
-    run = requeue_runs_found(instance, [entry]).get(entry.id)
-    if run is not None:
-        raise UnknownEntry(
-            f"{asset}/{partition} is already requeued: its run {run.run_id} is "
-            f"{run.status.value.lower()}; follow it in the Dagster UI"
+
+@dataclass
+class PersonsRequeue:
+    """What a person's requeue does to each entry it selects, before it does it."""
+
+    # Quarantined: released, their attempt count starting over.
+    open: list[TableRow] = field(default_factory=list)
+    # Requeued, whose run ended before the partition recorded an attempt: released again.
+    ended: list[tuple[TableRow, dg.DagsterRun]] = field(default_factory=list)
+    # Requeued, no run launched yet: the requeue sensor launches it at its next tick.
+    unlaunched: list[TableRow] = field(default_factory=list)
+    # Requeued, their run not ended: left to it.
+    running: list[tuple[TableRow, dg.DagsterRun]] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.open or self.ended or self.unlaunched or self.running)
+
+
+def persons_requeue(
+    instance: dg.DagsterInstance, store: Warehouse, selection: Selection, served: Sequence[str]
+) -> PersonsRequeue:
+    """What a person's requeue of `selection` among the `served` backfills does."""
+    with store.connect() as connection:
+        opened = selection.open_entries(connection, served)
+        awaiting = selection.awaiting_entries(connection, served)
+        releases = release_numbers(connection, [entry.id for entry in awaiting])
+    found = requeue_runs_found(instance, awaiting, releases)
+    chosen = PersonsRequeue(open=opened)
+    for entry in awaiting:
+        run = found.get(entry.id)
+        if run is None:
+            chosen.unlaunched.append(entry)
+        elif run.is_finished:
+            chosen.ended.append((entry, run))
+        else:
+            chosen.running.append((entry, run))
+    return chosen
+
+
+def release_persons_requeue(
+    store: Warehouse, chosen: PersonsRequeue, by: RequeuedBy
+) -> tuple[list[TableRow], dict[int, int]]:
+    """Release what `chosen` says, in one transaction: the open entries, and again those
+    whose run ended; and let the sensor look at once for the runs of those awaiting one.
+    Returns the entries whose runs come next (as they are now, released ones included)
+    with each one's release, by id. An entry released meanwhile by someone else is left
+    out."""
+    causes = {entry.id: _ended(run) for entry, run in chosen.ended}
+    with store.begin() as connection:
+        released = store.dead_letter.release_entries(
+            connection, chosen.open, by=by, reason="requested"
         )
-    return entry
+        again = store.dead_letter.release_again(connection, causes, by=by)
+        waiting = [entry.id for entry in chosen.unlaunched]
+        store.dead_letter.forget_requeue_launched(connection, waiting)
+        entries = entries_by_id(connection, [e.id for e in released] + again + waiting)
+        releases = release_numbers(connection, [entry.id for entry in entries])
+    return entries, releases
 
 
-class RequeueNotQueued(Exception):
-    """The entries were released (and marked launched) but their runs could not be
-    submitted: the requeue sensor launches them once the grace has passed."""
-
-    def __init__(self, released: Sequence[TableRow], cause: BaseException):
-        super().__init__(str(cause))
-        self.released = list(released)
-        self.cause = cause
+def already_requeued(entry: TableRow, run: dg.DagsterRun) -> str:
+    """Why a person's requeue of an entry whose run has not ended does nothing."""
+    return (
+        f"{entry.asset}/{entry.partition} is already requeued: its run {run.run_id} is "
+        f"{run.status.value.lower()}; follow it in the Dagster UI"
+    )
 
 
-def submit_requeue(
-    instance: dg.DagsterInstance,
-    module: str,
-    runs: Sequence[RequeueRun],
-    store: Warehouse,
-    release: Callable[[sa.Connection], list[TableRow]],
-) -> tuple[list[TableRow], list[dg.DagsterRun]]:
-    """Launch `runs` through the instance, as the UI does: create them from a workspace of
-    the code location `module`, then `release` the entries and mark them launched in one
-    transaction, then submit the runs to the instance's run coordinator. Returns the
-    entries released and the runs submitted (none when every entry was released
-    meanwhile by someone else).
-
-    Whatever fails before the release leaves nothing released and no run behind (the runs
-    created are deleted) and is raised as it is; a failed submission after the release
-    raises `RequeueNotQueued`.
-    """
-    released: list[TableRow] = []
-    try:
-        with _created_runs(instance, module, runs) as (workspace, created):
-            with store.begin() as connection:
-                released = release(connection)
-                # Tells the requeue sensor these runs are on their way: it leaves them
-                # alone while they wait in the queue, and relaunches any that vanish.
-                store.dead_letter.mark_requeue_launched(connection, [e.id for e in released])
-            if not released:
-                return [], []
-            submitted = []
-            for run in list(created):
-                submitted.append(instance.submit_run(run.run_id, workspace))
-                created.remove(run)
-            return released, submitted
-    except Exception as error:
-        if released:
-            raise RequeueNotQueued(released, error) from error
-        raise
-
-
-@contextlib.contextmanager
-def _created_runs(
-    instance: dg.DagsterInstance, module: str, runs: Sequence[RequeueRun]
-) -> Iterator[tuple[Any, list[dg.DagsterRun]]]:
-    """The runs, created `NOT_STARTED` in the instance from a workspace of the code
-    location `module` (on its own code server, as `dagster job launch` loads it): proof
-    the launch can go ahead before anything is released. Those still in the list on the
-    way out (not submitted) are deleted, so no run waits `NOT_STARTED`."""
-    from jobs_platform.orchestration._compat import create_asset_run, module_workspace
-
-    # A misconfigured run coordinator is found now, not after the release.
-    _ = instance.run_coordinator
-    with module_workspace(instance, module) as workspace:
-        created: list[dg.DagsterRun] = []
-        try:
-            for run in runs:
-                request = run.run_request()
-                created.append(
-                    create_asset_run(
-                        instance,
-                        workspace,
-                        dg.RunRequest(
-                            run_key=run.run_key,
-                            asset_selection=request.asset_selection,
-                            tags={**run.tags, RUN_KEY_TAG: run.run_key},
-                        ),
-                    )
-                )
-            yield workspace, created
-        finally:
-            for unsubmitted in created:
-                instance.delete_run(unsubmitted.run_id)
+def _ended(run: dg.DagsterRun) -> str:
+    """`run 1a2b3c4d failed`: a run and its status, short enough for the requeue log."""
+    words = {dg.DagsterRunStatus.FAILURE: "failed", dg.DagsterRunStatus.CANCELED: "canceled"}
+    return f"run {run.run_id[:8]} {words.get(run.status, run.status.value.lower())}"
 
 
 class RequeueConfig(dg.Config):
@@ -349,11 +345,11 @@ def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) 
                 "serves it"
             )
         store = jobs_platform.ready_store()
-        with store.begin() as connection:
-            entries = selection.open_entries(connection, sorted(served))
-            released = store.dead_letter.release_entries(
-                connection, entries, by=RequeuedBy.UI, reason="requested"
-            )
+        chosen = persons_requeue(context.instance, store, selection, sorted(served))
+        if selection.is_single and chosen.running:
+            [(entry, run)] = chosen.running
+            raise refuse(already_requeued(entry, run))
+        released, _releases = release_persons_requeue(store, chosen, RequeuedBy.UI)
         if not released:
             missing = (
                 f"{selection.describe()} is not quarantined"
@@ -361,11 +357,19 @@ def requeue_job(backfills: Sequence[dg.AssetKey], names: FrameworkNames = BARE) 
                 else f"no quarantined entry of this code location matches {selection.describe()}"
             )
             raise refuse(f"{missing}; `jobs-platform dead-letter list` shows what is quarantined")
+        again = {entry.id: run for entry, run in chosen.ended}
+        waiting = {entry.id for entry in chosen.unlaunched}
         for entry in released:
-            context.log.info(
-                f"released {entry.asset}/{entry.partition} (entry {entry.id}, "
-                f"{entry.attempts} attempt(s)); its attempt count starts over"
-            )
+            named = f"{entry.asset}/{entry.partition} (entry {entry.id})"
+            if entry.id in again:
+                said = f"released {named} again: {_ended(again[entry.id])} before any attempt"
+            elif entry.id in waiting:
+                said = f"{named} was requeued before; no run of it was launched yet"
+            else:
+                said = f"released {named}, {entry.attempts} attempt(s); its count starts over"
+            context.log.info(said)
+        for entry, run in chosen.running:
+            context.log.info(f"left {entry.asset}/{entry.partition} to its {_ended(run)}")
         context.log.info(
             f"released {len(released)} entr{'y' if len(released) == 1 else 'ies'} "
             f"({selection.describe()}); {sensor_name} launches their runs"

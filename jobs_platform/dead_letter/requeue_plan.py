@@ -10,13 +10,15 @@ do), and selects those backfills too, so each partition's downstream comes with 
 
 Each run names its entries and their asset in its tags (`REQUEUE_ENTRIES_TAG`,
 `REQUEUE_ASSET_TAG`): that is how the launcher, asked later whether an entry's run
-exists, finds it. A run of one entry keeps the key `requeue-<id>`.
+exists, finds it. A run of one entry keeps the key `requeue-<id>`. An entry released again
+(its first run ended without an attempt) is relaunched under its release's number
+(`requeue-<id>#2`), so its new run is never taken for the one that ended.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import dagster as dg
 
@@ -42,6 +44,8 @@ class RequeueRun:
     asset: str
     selection: tuple[dg.AssetKey, ...]
     entries: tuple[TableRow, ...]  # in partition order
+    # The release of each entry it relaunches, by id; 1 (a first release) when left out.
+    releases: Mapping[int, int] = field(default_factory=dict, hash=False)
 
     @property
     def partitions(self) -> list[str]:
@@ -62,7 +66,9 @@ class RequeueRun:
     @property
     def run_key(self) -> str:
         ids = self.entry_ids
-        return requeue_run_key(ids[0]) if len(ids) == 1 else requeue_range_run_key(ids)
+        if len(ids) == 1:
+            return requeue_run_key(ids[0], self.releases.get(ids[0], 1))
+        return requeue_range_run_key(ids, self.releases)
 
     @property
     def tags(self) -> dict[str, str]:
@@ -76,7 +82,7 @@ class RequeueRun:
         return {
             **where,
             REQUEUE_ASSET_TAG: self.asset,
-            REQUEUE_ENTRIES_TAG: tagged_entry_ids(self.entry_ids),
+            REQUEUE_ENTRIES_TAG: tagged_entry_ids(self.entry_ids, self.releases),
         }
 
     def run_request(self) -> dg.RunRequest:
@@ -102,13 +108,18 @@ class RequeueRun:
 
 
 def requeue_runs(
-    graph, entries: Iterable[TableRow], instance: dg.DagsterInstance | None = None
+    graph,
+    entries: Iterable[TableRow],
+    instance: dg.DagsterInstance | None = None,
+    releases: Mapping[int, int] | None = None,
 ) -> list[RequeueRun]:
     """The runs that relaunch `entries` (released, of backfills in `graph`): per asset, one
     per contiguous range of its partitions, each at most the policy's partitions per run.
 
     `instance` resolves dynamic partitions; without it, each of those is a run of its own.
+    `releases` gives each entry's release, by id (`release_numbers`; 1 when left out).
     """
+    releases = releases or {}
     by_asset: dict[str, list[TableRow]] = {}
     for entry in entries:
         by_asset.setdefault(entry.asset, []).append(entry)
@@ -120,7 +131,8 @@ def requeue_runs(
         for entries_of_range in _contiguous_ranges(
             of_asset, _ordered_keys(graph.get(key).partitions_def, instance), limit
         ):
-            runs.append(RequeueRun(asset, selection, tuple(entries_of_range)))
+            of_run = {e.id: releases[e.id] for e in entries_of_range if e.id in releases}
+            runs.append(RequeueRun(asset, selection, tuple(entries_of_range), of_run))
     return runs
 
 

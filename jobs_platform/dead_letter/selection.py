@@ -1,4 +1,4 @@
-"""Which open dead-letter entries a person requeues: one entry, one cause, or a backfill's.
+"""Which dead-letter entries a person requeues: one entry, one cause, or a backfill's.
 
 The three forms `jobs-platform dead-letter requeue` takes as arguments and the
 `requeue_dead_letter` job as config, checked and resolved to entries in one place. Plain
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter import entries
+from jobs_platform.dead_letter import entries, releases
 from jobs_platform.store.rows import TableRow
 
 
@@ -58,6 +58,21 @@ class Selection:
             entry = entries.active_entry(connection, self.asset, self.partition)
             return [entry] if entry is not None and self.asset in served else []
         return entries.open_entries(
+            connection,
+            signature=self.group,
+            asset=self.asset,
+            error_class=self.error_class,
+            assets=list(served),
+        )
+
+    def awaiting_entries(self, connection: sa.Connection, served: Sequence[str]) -> list[TableRow]:
+        """The requeued entries it selects among the `served` backfills' ones whose new
+        episode has not started: a person may requeue them again once their run ended."""
+        if self.partition is not None:
+            assert self.asset is not None
+            entry = releases.requeue_awaiting_run(connection, self.asset, self.partition)
+            return [entry] if entry is not None and self.asset in served else []
+        return releases.requeues_awaiting_run_matching(
             connection,
             signature=self.group,
             asset=self.asset,

@@ -12,8 +12,6 @@ a subclass needs, on first use through `__getattr__`), so this module loads with
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -24,22 +22,23 @@ from dagster._core.execution.retries import RetryMode
 
 if TYPE_CHECKING:
     from dagster._core.execution.backfill import PartitionBackfill
-    from dagster._core.workspace.context import WorkspaceRequestContext
     from dagster_celery.executor import CELERY_CONFIG, CeleryExecutor
 
 __all__ = [
     "CELERY_CONFIG",
     "DAGSTER_VERSION_READ",
+    "FRAMEWORK_JOB_RECONSTRUCTOR",
     "INSTANCE_STORAGE_MODULES",
+    "RUN_QUEUE_DAEMON",
+    "SENSOR_DAEMON",
     "CeleryExecutor",
     "RetryMode",
     "backfill_is_busy",
     "backfill_succeeded",
     "celery_execution_loop",
-    "create_asset_run",
+    "daemon_heartbeats",
     "failed_step_cause",
     "job_module_name",
-    "module_workspace",
     "retry_mode_from_config",
     "run_location_module",
     "sensor_location_module",
@@ -77,11 +76,31 @@ def run_location_module(run: dg.DagsterRun) -> str | None:
     sensor, a backfill) carries `job_code_origin`, a `JobPythonOrigin` whose
     `repository_origin.code_pointer` is a `ModuleCodePointer` or `PackageCodePointer`
     (`.module`) or, for `-f FILE`, a `FileCodePointer` (`.python_file`), which Dagster
-    imports as the module named by the file's stem.
+    imports as the module named by the file's stem. A run the framework executes itself
+    (`FRAMEWORK_JOB_RECONSTRUCTOR`) carries the `CustomPointer` of `build_reconstructable_job`:
+    its `reconstructor_pointer` names the function (`module`, `fn_name`), and its
+    `reconstructable_kwargs` (`[name, value]` pairs) the location's module as `module`.
     """
     repository = getattr(run.job_code_origin, "repository_origin", None)
     pointer = getattr(repository, "code_pointer", None)
-    return _module_named_by(getattr(pointer, "module", None), getattr(pointer, "python_file", None))
+    module = getattr(pointer, "module", None) or _reconstructed_location(pointer)
+    return _module_named_by(module, getattr(pointer, "python_file", None))
+
+
+# The function that rebuilds, in each step process, the job of a run the framework executes
+# itself (`jobs-platform dead-letter requeue --wait` where no daemon runs); its argument
+# `module` is the code location's module.
+FRAMEWORK_JOB_RECONSTRUCTOR = ("jobs_platform.dead_letter.requeue_execution", "requeue_run_job")
+
+
+def _reconstructed_location(pointer: object) -> str | None:
+    reconstructor = getattr(pointer, "reconstructor_pointer", None)
+    named = (getattr(reconstructor, "module", None), getattr(reconstructor, "fn_name", None))
+    if named != FRAMEWORK_JOB_RECONSTRUCTOR:
+        return None
+    kwargs = dict(getattr(pointer, "reconstructable_kwargs", None) or [])
+    module = kwargs.get("module")
+    return module if isinstance(module, str) else None
 
 
 def sensor_location_module(context: dg.SensorEvaluationContext) -> str | None:
@@ -214,81 +233,20 @@ def without_current_defs_state_storage():
     return set_defs_state_storage(None)
 
 
-class LocationLoadError(RuntimeError):
-    """A code location's code server could not load it."""
+# The daemons that turn a sensor's run requests into running runs, as they name themselves
+# in their heartbeats. Written for Dagster 1.13.27: `SensorDaemon.daemon_type()` and
+# `QueuedRunCoordinatorDaemon.daemon_type()` (`dagster/_daemon/`); the second dequeues the
+# runs of an instance whose run coordinator is a `QueuedRunCoordinator`.
+SENSOR_DAEMON = "SENSOR"
+RUN_QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
 
 
-@contextlib.contextmanager
-def module_workspace(
-    instance: dg.DagsterInstance, module: str
-) -> Iterator[WorkspaceRequestContext]:
-    """A workspace of one code location, the module `module` on a code server of its own,
-    as `dagster job launch -m MODULE` loads it; the location is named after the module, as
-    `dagster dev -m MODULE` and a workspace.yaml `python_module: MODULE` entry name it.
+def daemon_heartbeats(instance: dg.DagsterInstance) -> dict[str, float]:
+    """When each daemon of the instance last beat, as a POSIX timestamp, by daemon type.
 
-    Written for Dagster 1.13.27: `get_workspace_from_cli_opts` in
-    `dagster/_cli/workspace/cli_target.py` builds a `WorkspaceProcessContext` over a
-    `ModuleTarget` (`dagster/_core/workspace/`) and yields its request context; a location
-    that failed to load is an error on that context (`has_code_location_error`), raised
-    here as `LocationLoadError`.
+    Written for Dagster 1.13.27: `DagsterInstance.get_daemon_heartbeats()` gives the latest
+    `DaemonHeartbeat` (with `timestamp`) of each daemon type that ever beat on the instance's
+    run storage; a `dagster-daemon` beats every 30 s (`DEFAULT_HEARTBEAT_INTERVAL_SECONDS`
+    in `dagster/_daemon/controller.py`). An ephemeral instance has none.
     """
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import ModuleTarget
-
-    target = ModuleTarget(
-        module_name=module, attribute=None, working_directory=os.getcwd(), location_name=None
-    )
-    with WorkspaceProcessContext(
-        instance, target, version=dg.__version__, read_only=False
-    ) as process:
-        workspace = process.create_request_context()
-        for name in workspace.code_location_names:
-            if workspace.has_code_location_error(name):
-                error = workspace.get_code_location_error(name)
-                message = error.message.strip() if error is not None else "unknown error"
-                raise LocationLoadError(f"code location {name} failed to load: {message}")
-        yield workspace
-
-
-def create_asset_run(
-    instance: dg.DagsterInstance, workspace: WorkspaceRequestContext, request: dg.RunRequest
-) -> dg.DagsterRun:
-    """The run of an asset run request (asset selection, tags, run config), created
-    `NOT_STARTED` in the instance as the sensor daemon creates it; `instance.submit_run`
-    then hands it to the run coordinator (queued for the daemon under a
-    `QueuedRunCoordinator`).
-
-    Written for Dagster 1.13.27: `_create_asset_run` in
-    `dagster/_core/execution/submit_asset_runs.py` gets the selection's implicit asset job,
-    remote job and execution plan from `get_job_execution_data_from_run_request` (a
-    coroutine) and passes them to `instance.create_run` with the arguments below.
-    """
-    from dagster._core.execution.submit_asset_runs import (
-        get_job_execution_data_from_run_request,
-    )
-
-    graph = workspace.asset_graph
-    data = asyncio.run(
-        get_job_execution_data_from_run_request(graph, request, instance, workspace, {})
-    )
-    job = data.remote_job
-    return instance.create_run(
-        job_snapshot=job.job_snapshot,
-        execution_plan_snapshot=data.remote_execution_plan.execution_plan_snapshot,
-        parent_job_snapshot=job.parent_job_snapshot,
-        job_name=job.name,
-        run_id=None,
-        resolved_op_selection=None,
-        op_selection=None,
-        run_config=request.run_config or {},
-        step_keys_to_execute=None,
-        tags=request.tags,
-        root_run_id=None,
-        parent_run_id=None,
-        status=dg.DagsterRunStatus.NOT_STARTED,
-        remote_job_origin=job.get_remote_origin(),
-        job_code_origin=job.get_python_origin(),
-        asset_selection=frozenset(request.asset_selection or ()),
-        asset_check_selection=None,
-        asset_graph=graph,
-    )
+    return {name: beat.timestamp for name, beat in instance.get_daemon_heartbeats().items()}

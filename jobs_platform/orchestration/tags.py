@@ -6,6 +6,7 @@ Plain strings, no `import dagster`: the CLI and the tests use them too.
 """
 
 import hashlib
+from collections.abc import Mapping
 
 BACKFILL_TAG = "jobs_platform/backfill"
 """Asset tag (`"true"`) of every asset `backfill_asset` declares."""
@@ -35,41 +36,70 @@ REQUEUE_RUN_KEY_PREFIX = "requeue-"
 REQUEUE_ASSET_TAG = "jobs_platform/requeue_asset"
 """Run tag of a run relaunching requeued entries: their asset (how such runs are found)."""
 REQUEUE_ENTRIES_TAG = "jobs_platform/requeue_entries"
-"""Run tag of a run relaunching requeued entries: their ids (`12-14,19`, ranges of ids)."""
+"""Run tag of a run relaunching requeued entries: their ids (`12-14,19`, ranges of ids), an
+entry released again after its first run ended with `#` and the release (`19#2`)."""
 
 
-def requeue_run_key(entry_id: int) -> str:
-    """The run key of the run that relaunches a requeued quarantine entry."""
-    return f"{REQUEUE_RUN_KEY_PREFIX}{entry_id}"
+def requeue_run_key(entry_id: int, release: int = 1) -> str:
+    """The run key of the run that relaunches a requeued quarantine entry: `requeue-<id>`,
+    and `requeue-<id>#<release>` for a later release of the same entry (a person requeued
+    it again after its run ended without an attempt), so that it gets a run of its own."""
+    suffix = f"#{release}" if release > 1 else ""
+    return f"{REQUEUE_RUN_KEY_PREFIX}{entry_id}{suffix}"
 
 
-def requeue_range_run_key(entry_ids: list[int]) -> str:
+def requeue_range_run_key(entry_ids: list[int], releases: Mapping[int, int] | None = None) -> str:
     """The run key of a run that relaunches several requeued entries (ids sorted):
-    `requeue-<first>..<last>-<digest of every id>`, one key per set of entries."""
-    digest = hashlib.sha1(",".join(map(str, entry_ids)).encode()).hexdigest()[:8]
+    `requeue-<first>..<last>-<digest of every id and release>`, one key per set of entries
+    and releases."""
+    digest = hashlib.sha1(_entry_tokens(entry_ids, releases or {}).encode()).hexdigest()[:8]
     return f"{REQUEUE_RUN_KEY_PREFIX}{entry_ids[0]}..{entry_ids[-1]}-{digest}"
 
 
-def tagged_entry_ids(entry_ids: list[int]) -> str:
-    """Sorted entry ids as a short tag value: runs of consecutive ids as `first-last`."""
+def _entry_tokens(entry_ids: list[int], releases: Mapping[int, int]) -> str:
+    # A first release is the bare id: the keys of runs launched before releases were
+    # numbered stay what they were.
+    return ",".join(
+        f"{entry_id}#{releases[entry_id]}" if releases.get(entry_id, 1) > 1 else str(entry_id)
+        for entry_id in entry_ids
+    )
+
+
+def tagged_entry_ids(entry_ids: list[int], releases: Mapping[int, int] | None = None) -> str:
+    """Sorted entry ids as a short tag value: runs of consecutive ids in their first release
+    as `first-last`, then each later release as `id#release`."""
+    releases = releases or {}
     spans: list[list[int]] = []
     for entry_id in entry_ids:
+        if releases.get(entry_id, 1) > 1:
+            continue
         if spans and entry_id == spans[-1][1] + 1:
             spans[-1][1] = entry_id
         else:
             spans.append([entry_id, entry_id])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    first = [str(a) if a == b else f"{a}-{b}" for a, b in spans]
+    later = [f"{i}#{releases[i]}" for i in entry_ids if releases.get(i, 1) > 1]
+    return ",".join(first + later)
 
 
 def entry_ids_of(tag: str) -> list[int]:
     """The entry ids a `tagged_entry_ids` value names (nothing for another value)."""
-    ids: list[int] = []
+    return sorted(tagged_releases(tag))
+
+
+def tagged_releases(tag: str) -> dict[int, int]:
+    """The release of each entry a `tagged_entry_ids` value names, by entry id (nothing for
+    another value)."""
+    releases: dict[int, int] = {}
     for span in filter(None, tag.split(",")):
+        span, _, release = span.partition("#")
         first, _, last = span.partition("-")
-        if not first.isdigit() or (last and not last.isdigit()):
-            return []
-        ids.extend(range(int(first), int(last or first) + 1))
-    return ids
+        numbers = [first, *([last] if last else []), *([release] if release else [])]
+        if not all(number.isdigit() for number in numbers) or (release and last):
+            return {}
+        for entry_id in range(int(first), int(last or first) + 1):
+            releases[entry_id] = int(release or 1)
+    return releases
 
 
 def downstream_run_key(entry_id: int, asset: str, partition: str) -> str:

@@ -37,7 +37,7 @@ from orders_example.orders.seed import seed_orders
 
 DAY = dt.date(2024, 3, 4)
 PARTITION = DAY.isoformat()
-CLI_LAUNCH_WAIT = dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS + 1)
+PAST_THE_GRACE = dt.timedelta(seconds=REQUEUE_LAUNCH_GRACE_SECONDS + 1)
 
 
 @pytest.fixture
@@ -395,12 +395,14 @@ def test_a_requeue_whose_run_never_reached_dagster_is_requested_again_next_tick(
     assert (again.run_key, again.partition_key) == (requeue_run_key(entry_id), PARTITION)
 
 
-def test_requeue_sensor_relaunches_a_cli_launch_whose_run_never_appeared(engine, instance):
+def test_requeue_sensor_relaunches_a_requeue_whose_found_run_is_gone_once_the_grace_passed(
+    engine, instance
+):
     entry_id = quarantine_entry(engine, partition=PARTITION)
     with engine.begin() as connection:
-        # What `dead-letter requeue` commits before it launches, then it died.
         DeadLetter(DATABASE_CLOCK).requeue_partition(connection, "orders", PARTITION)
-        DeadLetter(ManualClock(utcnow() - CLI_LAUNCH_WAIT)).mark_requeue_launched(
+        # A tick found its run, which was deleted since.
+        DeadLetter(ManualClock(utcnow() - PAST_THE_GRACE)).mark_requeue_launched(
             connection, [entry_id]
         )
 
@@ -409,14 +411,26 @@ def test_requeue_sensor_relaunches_a_cli_launch_whose_run_never_appeared(engine,
     assert request.run_key == requeue_run_key(entry_id)
 
 
-def test_requeue_sensor_leaves_a_launch_the_cli_just_started_to_the_cli(engine, instance):
+def test_requeue_sensor_looks_again_at_a_found_run_only_after_the_grace(engine, instance):
     entry_id = quarantine_entry(engine, partition=PARTITION)
     with engine.begin() as connection:
         DeadLetter(DATABASE_CLOCK).requeue_partition(connection, "orders", PARTITION)
-        DeadLetter(DATABASE_CLOCK).mark_requeue_launched(
-            connection, [entry_id]
-        )  # its run is being created
+        DeadLetter(DATABASE_CLOCK).mark_requeue_launched(connection, [entry_id])  # just found
 
+    assert tick(instance, requeue_sensor).run_requests == []
+
+
+def test_requeue_sensor_never_relaunches_a_requeue_whose_run_failed(engine, instance):
+    entry_id = quarantine_entry(engine, partition=PARTITION)
+    assert requeue(instance, "orders", PARTITION).success
+    [request] = tick(instance, requeue_sensor).run_requests
+    record_requested_run(instance, request, dg.DagsterRunStatus.FAILURE)  # before any step
+    with engine.begin() as connection:
+        DeadLetter(ManualClock(utcnow() - PAST_THE_GRACE)).mark_requeue_launched(
+            connection, [entry_id]
+        )
+
+    # A run that failed before its step would fail again: a person requeues it again.
     assert tick(instance, requeue_sensor).run_requests == []
 
 
@@ -431,7 +445,7 @@ def test_requeue_sensor_leaves_a_requeue_whose_partition_has_started_again(engin
 
 def test_requeue_sensor_leaves_entries_of_assets_this_code_location_lacks(engine, instance):
     quarantine_entry(engine, "retired_backfill", partition=PARTITION)
-    with engine.begin() as connection:  # released elsewhere (`dead-letter requeue --no-launch`)
+    with engine.begin() as connection:  # released by another location's `dead-letter requeue`
         DeadLetter(DATABASE_CLOCK).requeue_partition(connection, "retired_backfill", PARTITION)
 
     result = tick(instance, requeue_sensor)

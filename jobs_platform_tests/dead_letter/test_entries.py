@@ -12,7 +12,13 @@ from jobs_platform.dead_letter.entries import (
     latest_entry,
     list_entries,
 )
-from jobs_platform.dead_letter.releases import RequeuedBy, requeue_awaiting_run, requeue_log
+from jobs_platform.dead_letter.releases import (
+    RequeuedBy,
+    release_numbers,
+    requeue_awaiting_run,
+    requeue_log,
+)
+from jobs_platform.dead_letter.selection import Selection
 from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.attempts import attempt_history, budget_state, record_fingerprint
 from jobs_platform.store.clock import DATABASE_CLOCK
@@ -259,3 +265,56 @@ def test_only_the_partitions_latest_entry_can_await_a_requeue_run(connection):
     after = requeue_awaiting_run(connection, ASSET, PARTITION)
 
     assert (before.id, after) == (requeued, None)
+
+
+def test_an_entry_released_again_logs_each_release_and_counts_them(connection):
+    requeued = a_quarantine_entry(connection, status="requeued", requeue_launched_at=AT)
+    never = a_quarantine_entry(connection, partition="2024-01-02")
+    DeadLetter(DATABASE_CLOCK).release_entries(
+        connection, [entry(connection, never)], by=RequeuedBy.CLI, reason="requested"
+    )
+
+    again = DeadLetter(ManualClock(AT + SECOND)).release_again(
+        connection, {requeued: "run 1a2b3c4d failed"}, by=RequeuedBy.CLI
+    )
+
+    assert again == [requeued]
+    assert [(row.by, row.reason) for row in requeue_log(connection, ASSET, PARTITION)] == [
+        ("cli", "requested again: run 1a2b3c4d failed")
+    ]
+    row = entry(connection, requeued)
+    assert (row.status, row.requeued_at, row.requeue_launched_at) == ("requeued", AT + SECOND, None)
+    # Its first release is not in the log (made before the log was kept): counted all the same.
+    assert release_numbers(connection, [requeued, never]) == {requeued: 2, never: 1}
+
+
+def test_an_entry_whose_new_episode_started_is_not_released_again(connection):
+    started = a_quarantine_entry(connection, status="requeued")
+    an_attempt(connection, episode=2)  # its run got to an attempt
+    still_open = a_quarantine_entry(connection, partition="2024-01-02")
+
+    again = DeadLetter(DATABASE_CLOCK).release_again(
+        connection, {started: "again", still_open: "again"}, by=RequeuedBy.CLI
+    )
+
+    assert again == []
+    assert requeue_log(connection, ASSET, PARTITION) == []
+    assert entry(connection, still_open).status == "quarantined"
+
+
+def test_a_selection_awaiting_its_runs_is_its_requeued_entries_whose_episode_has_not_started(
+    connection,
+):
+    awaiting = a_quarantine_entry(connection, status="requeued", partition="2024-01-01")
+    started = a_quarantine_entry(connection, status="requeued", partition="2024-01-02")
+    an_attempt(connection, partition="2024-01-02", episode=2)
+    a_quarantine_entry(connection, partition="2024-01-03")  # open: not awaiting a run
+    a_quarantine_entry(connection, asset="orders", status="requeued")  # another asset's
+
+    by_asset = Selection(asset=ASSET).awaiting_entries(connection, [ASSET, "orders"])
+    one = Selection(asset=ASSET, partition="2024-01-01").awaiting_entries(connection, [ASSET])
+    elsewhere = Selection(asset=ASSET, partition="2024-01-01").awaiting_entries(connection, [])
+
+    assert [row.id for row in by_asset] == [awaiting]
+    assert started not in [row.id for row in by_asset]
+    assert ([row.id for row in one], elsewhere) == ([awaiting], [])

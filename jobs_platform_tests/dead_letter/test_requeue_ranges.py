@@ -27,10 +27,12 @@ from jobs_platform.orchestration.tags import (
     RUN_KEY_TAG,
     entry_ids_of,
     tagged_entry_ids,
+    tagged_releases,
 )
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.schema import EntryStatus, quarantine
 from jobs_platform_tests.alert_fixtures import quarantine_entry
+from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.environments import engine_from
 from orders_example.definitions import defs
 from orders_example.orders.assets import (
@@ -190,6 +192,45 @@ def test_entry_ids_tag_names_every_id_and_reads_back():
     assert tagged_entry_ids(ids) == "3-5,9,11-12"
     assert entry_ids_of(tagged_entry_ids(ids)) == ids
     assert entry_ids_of("not-ids") == []
+
+
+def test_entry_ids_tag_names_each_later_release_and_reads_back():
+    ids, releases = [3, 4, 5, 9], {4: 2, 9: 3}
+
+    tag = tagged_entry_ids(ids, releases)
+
+    assert tag == "3,5,4#2,9#3"
+    assert tagged_releases(tag) == {3: 1, 5: 1, 4: 2, 9: 3}
+    assert entry_ids_of(tag) == ids
+    assert tagged_releases("4#2-5") == {}  # a release names one entry
+
+
+def test_the_sensor_never_relaunches_a_failed_ranged_run_but_a_persons_requeue_does(
+    engine, instance
+):
+    ids = released_by_redrive(engine, days("2024-03-01", 3))
+    [first] = tick(instance).run_requests
+    failed = record_run(instance, first, dg.DagsterRunStatus.FAILURE)  # before any step
+    with engine.begin() as connection:  # long past the grace the sensor gives a found run
+        long_ago = DATABASE_CLOCK.now(connection) - dt.timedelta(hours=1)
+        DeadLetter(ManualClock(long_ago)).mark_requeue_launched(connection, ids)
+    assert tick(instance).run_requests == []
+
+    requeued = defs.resolve_job_def("requeue_dead_letter").execute_in_process(
+        run_config=requeue_job_config(asset="orders"), instance=instance
+    )
+    [again] = tick(instance).run_requests
+
+    assert requeued.success
+    assert span(again) == span(first) == ("2024-03-01", "2024-03-03")
+    assert again.run_key != first.run_key
+    assert tagged_releases(again.tags[REQUEUE_ENTRIES_TAG]) == dict.fromkeys(ids, 2)
+    with engine.connect() as connection:
+        log = requeue_log(connection, "orders", "2024-03-02")
+    assert [(row.by, row.reason) for row in log] == [
+        ("redrive", "cooldown"),
+        ("ui", f"requested again: run {failed.run_id[:8]} failed"),
+    ]
 
 
 def requeue_job_config(**config: str) -> dict:

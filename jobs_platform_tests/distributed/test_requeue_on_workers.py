@@ -1,5 +1,5 @@
-"""`jobs-platform dead-letter requeue` under Celery: the run is submitted to the instance
-(daemon, run launcher), as every requeue's, and its steps run on the workers."""
+"""`jobs-platform dead-letter requeue` under Celery: the entry is released, the daemon's
+requeue sensor launches its run, as every requeue's, and its steps run on the workers."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_a_requeue_from_the_cli_runs_on_the_celery_workers(
             [str(stack.BIN / "jobs-platform"), "dead-letter", "requeue", "orders", DAY], env
         )
         assert requeued.returncode == 0, requeued.stdout + requeued.stderr
-        assert "queued 1 run in the Dagster instance's run queue" in requeued.stdout, (
+        assert "the code location's requeue sensor launches its run" in requeued.stdout, (
             requeued.stdout[-3000:]
         )
         with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:

@@ -20,9 +20,6 @@ from jobs_platform.orchestration._compat import INSTANCE_STORAGE_MODULES
 PRIVATE_NAMES = {
     "dagster._core.execution.backfill": ["BulkActionStatus", "PartitionBackfill"],
     "dagster._core.execution.retries": ["RetryMode"],
-    "dagster._core.execution.submit_asset_runs": ["get_job_execution_data_from_run_request"],
-    "dagster._core.workspace.context": ["WorkspaceProcessContext"],
-    "dagster._core.workspace.load_target": ["ModuleTarget"],
 }
 # dagster-celery's (the `celery` extra): module → names the celery shims load from it.
 CELERY_PRIVATE_NAMES = {
@@ -81,35 +78,54 @@ def test_the_private_dagster_celery_names_the_shims_import_exist(module_name):
     require_names(module_name, CELERY_PRIVATE_NAMES[module_name], celery_changed)
 
 
-def test_an_asset_run_is_created_and_its_workspace_loaded_with_the_arguments_the_shims_pass():
-    from dagster._core.execution.submit_asset_runs import (
-        get_job_execution_data_from_run_request,
+def test_the_daemons_a_sensors_runs_need_are_named_as_they_name_themselves():
+    from dagster._daemon.daemon import SensorDaemon
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
+        QueuedRunCoordinatorDaemon,
     )
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import ModuleTarget
 
-    get_data = get_job_execution_data_from_run_request
-    assert inspect.iscoroutinefunction(get_data), changed("the run request's execution data")
-    assert parameters(get_data) == [
-        "asset_graph", "run_request", "instance", "workspace", "run_request_execution_data_cache",
-    ], changed("get_job_execution_data_from_run_request's parameters")  # fmt: skip
-    created = set(parameters(dg.DagsterInstance.create_run))
-    assert created >= {
-        "job_snapshot", "execution_plan_snapshot", "parent_job_snapshot", "job_name", "run_id",
-        "resolved_op_selection", "op_selection", "run_config", "step_keys_to_execute", "tags",
-        "root_run_id", "parent_run_id", "status", "remote_job_origin", "job_code_origin",
-        "asset_selection", "asset_check_selection", "asset_graph",
-    }, changed("DagsterInstance.create_run's parameters")  # fmt: skip
-    target = ModuleTarget(
-        module_name="team.defs", attribute=None, working_directory=None, location_name=None
+    from jobs_platform.orchestration._compat import RUN_QUEUE_DAEMON, SENSOR_DAEMON
+
+    assert SensorDaemon.daemon_type() == SENSOR_DAEMON, changed("the sensor daemon's name")
+    assert QueuedRunCoordinatorDaemon.daemon_type() == RUN_QUEUE_DAEMON, changed(
+        "the run queue daemon's name"
     )
-    # The daemon's workspace names a `python_module:` location alike: a queued run's
-    # location must be one it has.
-    [origin] = target.create_origins()
-    assert origin.location_name == "team.defs", changed("the name of a module's location")
-    assert parameters(WorkspaceProcessContext.__init__)[:4] == [
-        "self", "instance", "workspace_load_target", "version",
-    ], changed("WorkspaceProcessContext's parameters")  # fmt: skip
+
+
+def test_a_daemons_heartbeat_is_read_back_by_its_type():
+    from dagster._daemon.types import DaemonHeartbeat
+
+    from jobs_platform.orchestration._compat import SENSOR_DAEMON, daemon_heartbeats
+
+    with dg.instance_for_test() as instance:
+        assert daemon_heartbeats(instance) == {}
+        instance.add_daemon_heartbeat(DaemonHeartbeat(1234.5, SENSOR_DAEMON, "daemon-1"))
+
+        assert daemon_heartbeats(instance) == {SENSOR_DAEMON: 1234.5}, changed(
+            "DagsterInstance.get_daemon_heartbeats"
+        )
+
+
+def test_a_run_the_framework_executes_itself_names_its_code_locations_module():
+    from jobs_platform.dead_letter import requeue_execution
+    from jobs_platform.orchestration._compat import (
+        FRAMEWORK_JOB_RECONSTRUCTOR,
+        run_location_module,
+    )
+
+    module, function = FRAMEWORK_JOB_RECONSTRUCTOR
+    assert (module, function) == (requeue_execution.__name__, "requeue_run_job")
+    job = dg.build_reconstructable_job(
+        module,
+        function,
+        reconstructable_kwargs={"module": "orders_example.definitions", "assets": ["orders"]},
+    )
+    run = dg.DagsterRun(job_name=job.job_name, job_code_origin=job.get_python_origin())
+
+    assert run_location_module(run) == "orders_example.definitions", changed(
+        f"the origin of a job built by build_reconstructable_job: {run.job_code_origin!r}"
+    )
+    assert run_location_module(dg.DagsterRun(job_name="in_memory")) is None
 
 
 def test_a_job_loaded_from_a_module_names_it_and_an_in_memory_one_none():
