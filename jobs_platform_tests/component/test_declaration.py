@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pydantic
 import pytest
+import yaml
 
 from jobs_platform.component.declaration import BackfillDeclaration
+from jobs_platform_tests.commands import REPO_ROOT
 
 DECLARED = {
     "key": "orders",
@@ -95,3 +98,15 @@ def test_an_unknown_field_is_a_mistake_not_ignored():
 def test_a_code_version_rendered_as_a_number_is_its_text():
     # Dagster renders `code_version: "2"` as a template, into the number 2.
     assert BackfillDeclaration.model_validate(declared(code_version=2)).code_version == "2"
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/component.md"])
+def test_the_documented_declarations_are_read(page):
+    text = (REPO_ROOT / page).read_text()
+    blocks = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+    backfills = [
+        block for block in blocks if str(block.get("type", "")).endswith(".BackfillComponent")
+    ]
+    assert backfills, page
+    for block in backfills:
+        BackfillDeclaration.model_validate(block["attributes"])
