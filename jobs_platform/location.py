@@ -67,7 +67,10 @@ def load_definitions(module: str | None = None) -> dg.Definitions:
     defs = getattr(loaded, "defs", None)
     if defs is None:
         raise LookupError(f"code location {name!r} has no module-level `defs`")
-    return defs
+    # A `@dg.definitions` function (the `definitions.py` that `create-dagster project`
+    # writes) builds them when called, as `dagster … -m` calls it; `Definitions` are not
+    # callable.
+    return defs() if callable(defs) else defs
 
 
 def require_module(module: str | None = None) -> str:

@@ -61,6 +61,33 @@ def platform_definitions(
             dg.Definitions(jobs=[...], schedules=[...], resources={...}),
         )
     """
+    return dg.Definitions.merge(
+        dg.Definitions(assets=chain_backfills(list(backfills))),
+        framework_definitions(
+            backfills,
+            jobs_platform=jobs_platform,
+            alerts=alerts,
+            executor=executor,
+            location=location,
+        ),
+    )
+
+
+def framework_definitions(
+    backfills: Sequence[dg.AssetsDefinition],
+    *,
+    jobs_platform: JobsPlatformResource | None = None,
+    alerts: AlertsResource | None = None,
+    executor: dg.ExecutorDefinition | None = None,
+    location: str | None = None,
+) -> dg.Definitions:
+    """What `platform_definitions(backfills)` adds around the backfills, without them.
+
+    For a code location whose backfills are defined elsewhere: each backfill declared in
+    YAML is a component of its own (`jobs_platform.component`), and the framework is added
+    once around all of them. A backfill of such a location runs as its own step: only
+    `platform_definitions` makes backfills that read one another into a chain.
+    """
     names = FrameworkNames(location)
     backfills = list(backfills)
     backfill_keys = [
@@ -73,7 +100,6 @@ def platform_definitions(
     dead_letter, dead_letter_sensor = dead_letter_definitions(names)
     return dg.Definitions(
         assets=[
-            *chain_backfills(backfills),
             dead_letter,
             outbox_health_asset(backfill_keys, names),
             platform_health_asset(backfills, names),
