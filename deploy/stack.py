@@ -91,7 +91,9 @@ class StackLayout:
 def render_instance_config(instance_url: str, *, max_concurrent_runs: int) -> str:
     """The instance's dagster.yaml on PostgreSQL; a password stays in DAGSTER_PG_PASSWORD."""
     url = sa.make_url(instance_url)
-    password = "\n      password:\n        env: DAGSTER_PG_PASSWORD" if url.password else ""
+    # dagster-postgres 0.28 (Dagster 1.12) requires the field; an empty one is trust auth.
+    from_env = "\n      password:\n        env: DAGSTER_PG_PASSWORD"
+    password = from_env if url.password else '\n      password: ""'
     return Template((TEMPLATES / "dagster.yaml").read_text()).substitute(
         pg_host=url.host or "127.0.0.1",
         pg_port=url.port or 5432,

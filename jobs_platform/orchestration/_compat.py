@@ -1,19 +1,16 @@
 """Shims over Dagster's private API (`dagster._…`, dagster-celery's internals): the
-framework's code imports them here and nowhere else.
+framework imports them here and nowhere else.
 
-Dagster may change these names in any release. Each shim says which Dagster version it was
-written for, and `jobs_platform_tests/orchestration/test_compat.py` has a test per shim
-that fails, naming the installed version, when a name or a shape it relies on is missing
-or has changed. Keep each one small and named for what it gives.
-
-dagster-celery is the `celery` extra's: its shims import it when called (or, for the names
-a subclass needs, on first use through `__getattr__`), so this module loads without it.
+Each was read on Dagster 1.12.22 and 1.13.27 (dagster-celery 0.28.22, 0.29.27), the ends
+of the supported range. `jobs_platform_tests/orchestration/test_compat.py` has a test per shim;
+it fails, naming the installed release, when a name or shape a shim relies on changes.
+dagster-celery's shims import it when called, so this module loads without the extra.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
@@ -26,7 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CELERY_CONFIG",
-    "DAGSTER_VERSION_READ",
     "FRAMEWORK_JOB_RECONSTRUCTOR",
     "INSTANCE_STORAGE_MODULES",
     "RUN_QUEUE_DAEMON",
@@ -45,9 +41,6 @@ __all__ = [
     "submit_celery_task",
 ]
 
-# The Dagster release the shims below were written for (dagster-celery 0.29.27 alike).
-DAGSTER_VERSION_READ = "1.13.27"
-
 # What a step process imports to build its instance from the run's `InstanceRef`, and
 # neither `dagster` nor a code location does: the storages' base, with their SQLAlchemy
 # schemas and Alembic (~0.35 CPU s a step; docs/BENCHMARKS.md, "Scratch in memory").
@@ -57,12 +50,10 @@ INSTANCE_STORAGE_MODULES = ("dagster._core.storage.base_storage",)
 
 
 def job_module_name(job: object) -> str | None:
-    """The module a run's job was loaded from, or None for a job not loaded from one.
+    """The module a run's job was loaded from; None for a file or an in-memory job.
 
-    Written for Dagster 1.13.27: an executor's `InitExecutorContext.job` is a
-    `ReconstructableJob` (whose `get_module()` names the code location's module, None for
-    a file) when the run was launched from a code location, and an in-memory job without
-    `get_module` under `execute_in_process`.
+    An executor's `InitExecutorContext.job` is a `ReconstructableJob` (`get_module()`) for
+    a run launched from a code location; under `execute_in_process` it has no `get_module`.
     """
     get_module = getattr(job, "get_module", None)
     return get_module() if get_module is not None else None
@@ -72,14 +63,10 @@ def run_location_module(run: dg.DagsterRun) -> str | None:
     """The module of the code location a run was launched from, as `-m` names it; None
     for a run that names none (`dg.materialize`, `execute_in_process`).
 
-    Written for Dagster 1.13.27: a run launched from a code location (the CLI, the UI, a
-    sensor, a backfill) carries `job_code_origin`, a `JobPythonOrigin` whose
-    `repository_origin.code_pointer` is a `ModuleCodePointer` or `PackageCodePointer`
-    (`.module`) or, for `-f FILE`, a `FileCodePointer` (`.python_file`), which Dagster
-    imports as the module named by the file's stem. A run the framework executes itself
-    (`FRAMEWORK_JOB_RECONSTRUCTOR`) carries the `CustomPointer` of `build_reconstructable_job`:
-    its `reconstructor_pointer` names the function (`module`, `fn_name`), and its
-    `reconstructable_kwargs` (`[name, value]` pairs) the location's module as `module`.
+    A run's `job_code_origin.repository_origin.code_pointer` has `.module` (a module or
+    package) or `.python_file` (`-f FILE`, imported as the file's stem). A run the
+    framework executes itself carries `build_reconstructable_job`'s `CustomPointer`: its
+    `reconstructable_kwargs` name the location's module as `module`.
     """
     repository = getattr(run.job_code_origin, "repository_origin", None)
     pointer = getattr(repository, "code_pointer", None)
@@ -107,13 +94,8 @@ def sensor_location_module(context: dg.SensorEvaluationContext) -> str | None:
     """The module of the code location a sensor tick runs in, as `-m` names it; None when
     Dagster does not say (a tick built in a test, a location on its own code server).
 
-    Written for Dagster 1.13.27: the daemon evaluates a tick with the location's
-    `code_location_origin`; one Dagster starts itself (`dagster dev -m`, a workspace's
-    `python_module`, `python_package` or `python_file`) is a
-    `ManagedGrpcPythonEnvCodeLocationOrigin` whose `loadable_target_origin` names
-    `module_name`, `package_name` or `python_file`; a `GrpcServerCodeLocationOrigin` (a
-    `dagster code-server` of its own) knows only its host and port, and its
-    `loadable_target_origin` raises `DagsterInvariantViolationError`.
+    A location Dagster starts itself has a `loadable_target_origin` naming `module_name`,
+    `package_name` or `python_file`; a `dagster code-server` of its own raises instead.
     """
     origin = context.code_location_origin
     try:
@@ -135,40 +117,27 @@ def _module_named_by(module: object, python_file: object) -> str | None:
 def failed_step_cause(context: dg.HookContext) -> BaseException | None:
     """The `__cause__` of the exception a failed step raised, seen from a failure hook.
 
-    Written for Dagster 1.13.27: `HookContext.op_exception` is the very exception the
-    step's code raised (a `dg.Failure` as raised, a user error unwrapped from Dagster's
-    `DagsterExecutionStepExecutionError`), in the process that ran the step, so its
-    `__cause__` is the exception the framework chained with `raise … from`.
+    `HookContext.op_exception` is the very exception the step raised (a user error
+    unwrapped from Dagster's wrapper), so its `__cause__` is the framework's `raise … from`.
     """
     return getattr(context.op_exception, "__cause__", None)
 
 
 def backfill_is_busy(backfill: PartitionBackfill) -> bool:
-    """The backfill's daemon still launches, cancels or fails its runs.
-
-    Written for Dagster 1.13.27: `BulkActionStatus` (`dagster._core.execution.backfill`)
-    marks those as REQUESTED, CANCELING and FAILING; every other status is an end.
-    """
+    """The backfill's daemon still launches, cancels or fails its runs (REQUESTED,
+    CANCELING, FAILING); every other `BulkActionStatus` is an end."""
     busy = (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING)
     return backfill.status in busy
 
 
 def backfill_succeeded(backfill: PartitionBackfill) -> bool:
-    """The backfill ended with every run it launched successful.
-
-    Written for Dagster 1.13.27: `BulkActionStatus.COMPLETED_SUCCESS` (COMPLETED is a
-    deprecated status no daemon of this version sets).
-    """
+    """The backfill ended with every run successful (COMPLETED is deprecated, unset)."""
     return backfill.status == BulkActionStatus.COMPLETED_SUCCESS
 
 
 def retry_mode_from_config(retries: Mapping[str, Any]) -> RetryMode:
-    """The `RetryMode` an executor's `retries` config (`{"enabled": {}}`, …) asks for.
-
-    Written for Dagster 1.13.27, as dagster-celery 0.29.27's own `celery_executor` reads
-    it: `RetryMode.from_config` of `get_retries_config()`'s value (never None there, the
-    field has a default).
-    """
+    """The `RetryMode` an executor's `retries` config (`{"enabled": {}}`, …) asks for, as
+    dagster-celery's own `celery_executor` reads it."""
     mode = RetryMode.from_config(retries)
     if mode is None:
         raise ValueError(f"no retry mode in executor config {dict(retries)!r}")
@@ -176,12 +145,8 @@ def retry_mode_from_config(retries: Mapping[str, Any]) -> RetryMode:
 
 
 def celery_execution_loop(plan_context, execution_plan, step_execution_fn: Callable):
-    """dagster-celery's run loop, submitting each step with `step_execution_fn`.
-
-    Written for dagster-celery 0.29.27 (Dagster 1.13.27): `core_celery_execution_loop`
-    calls `step_execution_fn(app, plan_context, step, queue, priority, known_state)` and
-    polls what it returns with `ready()`, `get()` and, on termination, `revoke()`.
-    """
+    """dagster-celery's run loop. It calls `step_execution_fn(app, plan_context, step,
+    queue, priority, known_state)` and polls the result with `ready()`, `get()`, `revoke()`."""
     from dagster_celery.core_execution_loop import core_celery_execution_loop
 
     return core_celery_execution_loop(
@@ -190,23 +155,16 @@ def celery_execution_loop(plan_context, execution_plan, step_execution_fn: Calla
 
 
 def submit_celery_task(app, plan_context, step, queue, priority, known_state):
-    """Send one step to the Celery workers; its Celery `AsyncResult`.
-
-    Written for dagster-celery 0.29.27 (Dagster 1.13.27): the module-private
-    `dagster_celery.executor._submit_task`, the step submission of its own executor.
-    """
+    """Send one step to the Celery workers (dagster-celery's own `_submit_task`)."""
     from dagster_celery.executor import _submit_task
 
     return _submit_task(app, plan_context, step, queue, priority, known_state)
 
 
-# Names a subclass or a config schema needs as they are: loaded on first use.
+# Loaded on first use: the executor's config fields, which the bounded executor extends,
+# and its class, built with (retries, broker, backend, include, config_source).
 _CELERY_NAMES = {
-    # dagster-celery 0.29.27: the executor's config fields (broker, backend, include,
-    # config_source, retries), which the bounded executor extends.
     "CELERY_CONFIG": "dagster_celery.executor",
-    # dagster-celery 0.29.27: the executor class, built with (retries, broker, backend,
-    # include, config_source); the bounded executor overrides only `execute`.
     "CeleryExecutor": "dagster_celery.executor",
 }
 
@@ -220,33 +178,22 @@ def __getattr__(name: str) -> Any:
 
 
 def without_current_defs_state_storage():
-    """A context in which no instance's definitions-state storage is current.
-
-    Dagster 1.13 makes an instance's storage current (a ContextVar) in
-    `DagsterInstance.__enter__` and resets it in `__exit__` only after `dispose()`: an
-    exception or signal between the two leaves a disposed instance's storage current, and
-    every later load of a `Definitions` in that process fails with "Attempted to resolve
-    undefined DagsterInstance weakref". The suite starts each test without one.
-    """
+    """A context in which no instance's definitions-state storage (a ContextVar) is
+    current. A disposed instance's storage left current fails every later `Definitions`
+    load with "Attempted to resolve undefined DagsterInstance weakref"; the suite starts
+    each test without one."""
     from dagster._core.storage.defs_state.base import set_defs_state_storage
 
     return set_defs_state_storage(None)
 
 
-# The daemons that turn a sensor's run requests into running runs, as they name themselves
-# in their heartbeats. Written for Dagster 1.13.27: `SensorDaemon.daemon_type()` and
-# `QueuedRunCoordinatorDaemon.daemon_type()` (`dagster/_daemon/`); the second dequeues the
-# runs of an instance whose run coordinator is a `QueuedRunCoordinator`.
+# The daemons that turn a sensor's run requests into running runs, as their heartbeats
+# name them (`SensorDaemon`, `QueuedRunCoordinatorDaemon` in `dagster/_daemon/`).
 SENSOR_DAEMON = "SENSOR"
 RUN_QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
 
 
 def daemon_heartbeats(instance: dg.DagsterInstance) -> dict[str, float]:
-    """When each daemon of the instance last beat, as a POSIX timestamp, by daemon type.
-
-    Written for Dagster 1.13.27: `DagsterInstance.get_daemon_heartbeats()` gives the latest
-    `DaemonHeartbeat` (with `timestamp`) of each daemon type that ever beat on the instance's
-    run storage; a `dagster-daemon` beats every 30 s (`DEFAULT_HEARTBEAT_INTERVAL_SECONDS`
-    in `dagster/_daemon/controller.py`). An ephemeral instance has none.
-    """
+    """When each daemon of the instance last beat (POSIX seconds), by daemon type; a
+    `dagster-daemon` beats every 30 s, an ephemeral instance has none."""
     return {name: beat.timestamp for name, beat in instance.get_daemon_heartbeats().items()}
