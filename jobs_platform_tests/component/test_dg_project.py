@@ -189,15 +189,13 @@ def test_a_yaml_declared_backfill_materializes_quarantines_and_is_requeued(
     assert "'twelve'" in entry["last_error"]
     assert [row[0] for row in target_rows(pg_url)] == [1, 2]  # nothing of the poison day
 
-    # The source is fixed; the entry is released, and the day materializes.
+    # The source is fixed; the day is requeued and, no daemon running, its run is executed
+    # by the command itself (`--wait`).
     source = sa.create_engine(env["ACME_SOURCE_URL"])
     with source.begin() as connection:
         connection.execute(sa.text("UPDATE raw_orders SET amount = '12' WHERE id = 4"))
     source.dispose()
-    jobs_platform(
-        env, project, "dead-letter", "requeue", "-m", MODULE, ASSET, POISON, "--no-launch"
-    )
-    ok(materialize(env, project, POISON))
+    jobs_platform(env, project, "dead-letter", "requeue", "-m", MODULE, ASSET, POISON, "--wait")
     assert (
         json.loads(jobs_platform(env, project, "dead-letter", "list", "-m", MODULE, "--json")) == []
     )
