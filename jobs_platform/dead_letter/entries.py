@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.releases import Releases, RequeuedBy
+from jobs_platform.dead_letter.releases import Releases, RequeuedBy, entry_filters
 from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.attempts import budget_state, failing_streak
 from jobs_platform.store.clock import Clock
@@ -213,15 +213,10 @@ def open_entries(
 ) -> list[TableRow]:
     """Quarantined entries matching every filter given, oldest first: a selection to
     requeue (`signature`: one cause; `asset`, `error_class`; `assets`: a location's)."""
-    query = sa.select(quarantine).where(quarantine.c.status == EntryStatus.QUARANTINED)
-    if signature is not None:
-        query = query.where(quarantine.c.signature == signature)
-    if asset is not None:
-        query = query.where(quarantine.c.asset == asset)
-    if error_class is not None:
-        query = query.where(quarantine.c.error_class == error_class)
-    if assets is not None:
-        query = query.where(quarantine.c.asset.in_(list(assets)))
+    query = sa.select(quarantine).where(
+        quarantine.c.status == EntryStatus.QUARANTINED,
+        *entry_filters(signature, asset, error_class, assets),
+    )
     query = query.order_by(quarantine.c.id)
     if limit is not None:
         query = query.limit(limit)

@@ -233,16 +233,29 @@ def requeues_awaiting_run_matching(
 ) -> list[TableRow]:
     """Requeued entries whose new episode has not started, matching every filter given,
     oldest first: those of a selection a person may requeue again once their run ended."""
-    query = sa.select(quarantine).where(_awaiting_run())
-    if signature is not None:
-        query = query.where(quarantine.c.signature == signature)
-    if asset is not None:
-        query = query.where(quarantine.c.asset == asset)
-    if error_class is not None:
-        query = query.where(quarantine.c.error_class == error_class)
-    if assets is not None:
-        query = query.where(quarantine.c.asset.in_(list(assets)))
+    query = sa.select(quarantine).where(
+        _awaiting_run(), *entry_filters(signature, asset, error_class, assets)
+    )
     return list(connection.execute(query.order_by(quarantine.c.id)))
+
+
+def entry_filters(
+    signature: str | None,
+    asset: str | None,
+    error_class: str | None,
+    assets: Sequence[str] | None,
+) -> list[sa.ColumnElement[bool]]:
+    """The conditions on dead-letter entries of a selection's filters, those given only."""
+    conditions: list[sa.ColumnElement[bool]] = []
+    if signature is not None:
+        conditions.append(quarantine.c.signature == signature)
+    if asset is not None:
+        conditions.append(quarantine.c.asset == asset)
+    if error_class is not None:
+        conditions.append(quarantine.c.error_class == error_class)
+    if assets is not None:
+        conditions.append(quarantine.c.asset.in_(list(assets)))
+    return conditions
 
 
 def release_numbers(connection: sa.Connection, entry_ids: Sequence[int]) -> dict[int, int]:
