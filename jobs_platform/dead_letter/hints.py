@@ -25,7 +25,6 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.redrive import RedriveReason
 from jobs_platform.dead_letter.releases import RequeuedBy
 from jobs_platform.errors import Classification
 from jobs_platform.store.attempts import AttemptOutcome
@@ -112,6 +111,10 @@ def _permanent(
 def _transient(
     connection: sa.Connection, asset: str | None, assets: Sequence[str] | None
 ) -> list[Cause]:
+    # Imported here: the redrive imports the alerts, whose message imports the triage,
+    # which imports this module.
+    from jobs_platform.dead_letter.redrive import RedriveReason
+
     terminal = quarantine.c.error_class == str(Classification.TERMINAL)
     cause = (quarantine.c.signature, quarantine.c.error_class, quarantine.c.error_type)
     open_causes = (
