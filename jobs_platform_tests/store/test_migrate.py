@@ -124,14 +124,17 @@ def test_the_autogenerate_check_sees_a_model_change_without_a_revision(warehouse
     assert found == [
         ("add_column", "jp_attempts.code_version"),
         ("add_column", "jp_attempts.fingerprint"),
+        ("add_column", "jp_attempts.rule"),
         ("add_column", "jp_quarantine.code_version"),
         ("add_column", "jp_quarantine.fingerprint"),
         ("add_column", "jp_quarantine.signature"),
+        ("add_index", "ix_jp_classification_rules_location"),
         ("add_index", "ix_jp_partitions_status"),
         ("add_index", "ix_jp_quarantine_signature"),
         ("add_index", "ix_jp_quarantine_status"),
         ("add_index", "ix_jp_requeues_partition"),
         ("add_table", "jp_backfill_catalog"),
+        ("add_table", "jp_classification_rules"),
         ("add_table", "jp_rejected_rows"),
         ("add_table", "jp_requeues"),
     ]
