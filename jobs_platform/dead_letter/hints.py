@@ -99,6 +99,7 @@ def _permanent(
             quarantine.c.error_class.in_(
                 [str(Classification.RETRYABLE), str(Classification.UNKNOWN)]
             ),
+            quarantine.c.attempts > 0,  # an entry of attempts that never ran says nothing
             ~other_failure,
             *_narrowed(asset, assets),
         )
