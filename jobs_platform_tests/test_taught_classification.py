@@ -30,6 +30,7 @@ from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import create_user_tables
 from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.environments import platform_environment
+from jobs_platform_tests.store.factories import a_quarantine_entry
 
 # (location name, package, backfill asset, its table)
 VENDOR = ("vendor", "vendor_team", "vendor_spend", "vendor_spend")
@@ -160,6 +161,7 @@ def test_a_taught_rule_quarantines_its_cause_at_once_in_its_location_only(worksp
         f"jobs-platform dead-letter classify -m vendor_team.defs --group {signature} terminal"
     )
     assert group["rule"] is None
+    assert f"looks_permanent: teach it with {group['teach']}" in cli("groups").stdout
 
     # The printed signature's prefix is enough when it names one cause.
     taught = cli("classify", "--group", signature[:6], "terminal", "--reason", "header never fixed")
@@ -198,6 +200,8 @@ def test_a_taught_rule_quarantines_its_cause_at_once_in_its_location_only(worksp
         "unknown",
     )
     assert "has an unreadable header" in rule["sample_message"]
+    [taught_group] = [g for g in json.loads(cli("groups", "--json").stdout) if g["count"] == 4]
+    assert (taught_group["hint"], taught_group["rule"]["classification"]) == (None, "terminal")
     assert json.loads(cli("rules", "--json", location=PARTNER).stdout) == []
 
     removed = cli("classify", "--group", signature, "--remove")
@@ -219,3 +223,31 @@ def test_classify_refuses_a_signature_no_entry_of_its_location_has(workspace, en
     assert refused.returncode == 2
     assert "no dead-letter entry or rule of code location vendor_team.defs" in refused.stderr
     assert json.loads(cli("rules", "--json", location=VENDOR).stdout) == []
+
+
+def test_classify_refuses_an_ambiguous_prefix_and_a_cause_no_rule_can_change(workspace, engine):
+    with engine.begin() as connection:
+        for partition, signature in (("r1", "abc000000001"), ("r2", "abc000000002")):
+            a_quarantine_entry(
+                connection, asset=VENDOR[2], partition=partition, signature=signature
+            )
+        a_quarantine_entry(
+            connection,
+            asset=VENDOR[2],
+            partition="r3",
+            error_class="crash",
+            error_type="WorkerLost",
+        )
+        crash = latest_entry(connection, VENDOR[2], "r3").signature
+
+    ambiguous = cli("classify", "--group", "abc", "terminal")
+    assert ambiguous.returncode == 2
+    assert "ambiguous" in ambiguous.stderr
+    assert "abc000000001, abc000000002" in ambiguous.stderr
+
+    refused = cli("classify", "--group", crash, "retryable")
+    assert refused.returncode == 2
+    assert f"signature {crash} is a crash: a rule cannot change it" in refused.stderr
+
+    assert cli("classify", "--group", "abc000000002", "terminal").returncode == 0
+    assert [r["signature"] for r in json.loads(cli("rules", "--json").stdout)] == ["abc000000002"]

@@ -9,6 +9,7 @@ from jobs_platform.dead_letter.hints import Hint
 from jobs_platform.dead_letter.rules import ClassificationRules, forget, list_rules, taught_verdict
 from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.dead_letter.triage import signature_groups
+from jobs_platform.dead_letter.view import groups_markdown
 from jobs_platform.errors import Classification, Verdict
 from jobs_platform.store.schema import requeues
 from jobs_platform_tests.clocks import ManualClock
@@ -138,6 +139,8 @@ def test_an_unknown_cause_that_spent_three_budgets_identically_looks_permanent(c
 
     assert group.hint is Hint.LOOKS_PERMANENT
     assert group.hint.teaches is Classification.TERMINAL
+    teach = f"jobs-platform dead-letter classify -m acme.defs --group {signature_of()} terminal"
+    assert f"looks_permanent: `{teach}`" in groups_markdown([group], "acme.defs")  # the UI
 
 
 def test_two_budgets_or_a_budget_spent_by_mixed_failures_is_no_pattern(connection):
