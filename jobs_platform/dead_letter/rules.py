@@ -18,7 +18,9 @@ What a rule never changes:
   nothing about the input;
 - a crash: recorded by the next worker for an attempt that never reported, with no
   exception of its own to sign. A rule on "the process died" would hide a memory or
-  deadline problem that needs a fix, not a class.
+  deadline problem that needs a fix, not a class;
+- a failure before the attempt exists (the schema check, the gate, the lease): nothing is
+  recorded, and the warehouse the rules live in may be what failed.
 """
 
 from __future__ import annotations
