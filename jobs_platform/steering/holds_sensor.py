@@ -1,0 +1,1 @@
+"""The holds sensor: launches held partitions again once resumed or ready (Dagster part)."""

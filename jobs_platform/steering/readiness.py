@@ -1,0 +1,46 @@
+"""Readiness: when a partition held as not ready is checked again, and when it waited too long.
+
+`backfill_asset(..., ready=fn, max_wait=timedelta)` declares that a partition is tried only
+once `fn` says its input is there (a file landed, an upstream export finished). The gate
+asks before each attempt; a partition not ready is held (`steering.holds`), with no
+attempt recorded. The holds sensor asks again for a bounded number of held partitions per
+tick, the least recently checked first, as the redrive walks its entries, and launches
+each once it is ready. A partition held longer than its `max_wait` is reported once
+(status, plan, an alert), and never quarantined: its input is late, not wrong.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from jobs_platform.steering.holds import Hold, HoldReason
+
+READINESS_CHECKS_PER_TICK = 50
+"""How many held partitions of one backfill the sensor asks `ready` about per tick: a
+`ready` that reads a bucket's listing or a table takes a fraction of a second, and a
+tick must end well within Dagster's sensor timeout (60 s by default)."""
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """A backfill's readiness rule, as the gate and the sensor apply it: the partition's
+    input is asked about (`is_ready`); past `max_wait` since it was first held, the wait is
+    reported (None: never)."""
+
+    max_wait: dt.timedelta | None = None
+
+    def overdue(self, hold: Hold, now: dt.datetime) -> bool:
+        """Whether `hold` has waited for its input longer than `max_wait`."""
+        return (
+            hold.reason is HoldReason.NOT_READY
+            and self.max_wait is not None
+            and now - hold.since > self.max_wait
+        )
+
+    def to_report(self, holds: Iterable[Hold], now: dt.datetime) -> list[str]:
+        """The partitions among `holds` past `max_wait` and not reported yet."""
+        return sorted(
+            hold.partition for hold in holds if not hold.reported and self.overdue(hold, now)
+        )
