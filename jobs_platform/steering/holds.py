@@ -232,6 +232,25 @@ class Holds:
         )
         return sorted(row.partition for row in rows)
 
+    def report_overdue(
+        self, connection: sa.Connection, asset: str, max_wait: dt.timedelta
+    ) -> list[str]:
+        """Mark the partitions of `asset` held as not ready for longer than `max_wait` and
+        not reported yet: returns them (each is reported once, never quarantined)."""
+        table = backfill_holds.c
+        rows = connection.execute(
+            sa.update(backfill_holds)
+            .where(
+                table.asset == asset,
+                table.reason == HoldReason.NOT_READY.value,
+                table.reported_at.is_(None),
+                table.since < self._clock.now(connection) - max_wait,
+            )
+            .values(reported_at=self._clock.now(connection))
+            .returning(table.partition)
+        )
+        return sorted(row.partition for row in rows)
+
     def to_check(self, connection: sa.Connection, asset: str, limit: int) -> list[Hold]:
         """At most `limit` partitions of `asset` held as not ready and not launched, the
         least recently checked first (never checked before all): one tick's readiness checks."""

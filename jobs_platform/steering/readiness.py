@@ -12,8 +12,7 @@ each once it is ready. A partition held longer than its `max_wait` is reported o
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 
 from jobs_platform.steering.holds import Hold, HoldReason
 
@@ -23,24 +22,19 @@ READINESS_CHECKS_PER_TICK = 50
 tick must end well within Dagster's sensor timeout (60 s by default)."""
 
 
-@dataclass(frozen=True)
-class Readiness:
-    """A backfill's readiness rule, as the gate and the sensor apply it: the partition's
-    input is asked about (`is_ready`); past `max_wait` since it was first held, the wait is
-    reported (None: never)."""
+def split_by_readiness(
+    holds: Iterable[Hold], is_ready: Callable[[Hold], bool]
+) -> tuple[list[Hold], list[Hold]]:
+    """`holds` asked about one by one, in order: those whose input is ready, then the others."""
+    ready: list[Hold] = []
+    waiting: list[Hold] = []
+    for hold in holds:
+        (ready if is_ready(hold) else waiting).append(hold)
+    return ready, waiting
 
-    max_wait: dt.timedelta | None = None
 
-    def overdue(self, hold: Hold, now: dt.datetime) -> bool:
-        """Whether `hold` has waited for its input longer than `max_wait`."""
-        return (
-            hold.reason is HoldReason.NOT_READY
-            and self.max_wait is not None
-            and now - hold.since > self.max_wait
-        )
-
-    def to_report(self, holds: Iterable[Hold], now: dt.datetime) -> list[str]:
-        """The partitions among `holds` past `max_wait` and not reported yet."""
-        return sorted(
-            hold.partition for hold in holds if not hold.reported and self.overdue(hold, now)
-        )
+def waited_past(hold: Hold, max_wait: dt.timedelta | None, now: dt.datetime) -> bool:
+    """Whether `hold` has waited for its input longer than `max_wait` (None: never)."""
+    return (
+        hold.reason is HoldReason.NOT_READY and max_wait is not None and now - hold.since > max_wait
+    )

@@ -1,0 +1,150 @@
+"""The holds sensor, one tick at a time, over a user's own code location
+(`jobs_platform_tests.locations.steered`: a daily backfill whose day is ready once its CSV
+has landed) on PostgreSQL: held partitions are launched once each, when resumed or ready,
+and forgotten once their run exists; one waiting past `max_wait` is reported once."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from jobs_platform.orchestration.tags import (
+    PARTITION_RANGE_END_TAG,
+    PARTITION_RANGE_START_TAG,
+    RUN_KEY_TAG,
+)
+from jobs_platform.steering.holds import HoldReason, held_partitions
+from jobs_platform.steering.pauses import Pauses
+from jobs_platform.store.attempts import attempt_history
+from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.schema import backfill_holds, create_user_tables, quarantine
+from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.locations.steered import defs, landed_events, landed_events_table
+
+ASSET = "landed_events"
+
+
+@pytest.fixture
+def env(pg_platform_env) -> dict[str, str]:
+    create_user_tables(engine_from(pg_platform_env), landed_events_table)
+    return pg_platform_env
+
+
+@pytest.fixture
+def instance(env):
+    with dg.DagsterInstance.get() as instance:
+        yield instance
+
+
+def land(env: dict[str, str], day: str) -> None:
+    path = Path(env["JOBS_PLATFORM_LANDING"]) / "landed_events" / f"{day}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("event_id,amount_cents\n1,100\n2,250\n")
+
+
+def materialize(
+    instance, first: str, last: str | None = None, tags=None
+) -> dg.ExecuteInProcessResult:
+    where = (
+        {"partition_key": first}
+        if last is None
+        else {"tags": {PARTITION_RANGE_START_TAG: first, PARTITION_RANGE_END_TAG: last}}
+    )
+    extra = where.pop("tags", {}) | dict(tags or {})
+    return dg.materialize(
+        [landed_events],
+        instance=instance,
+        resources=dict(defs.resources),
+        raise_on_error=False,
+        tags=extra,
+        **where,
+    )
+
+
+def tick(instance) -> list[dg.RunRequest]:
+    context = dg.build_sensor_context(
+        instance=instance, definitions=defs, resources=dict(defs.resources)
+    )
+    return list(defs.get_sensor_def("holds_sensor").evaluate_tick(context).run_requests or [])
+
+
+def holds(env) -> dict:
+    with engine_from(env).connect() as connection:
+        return held_partitions(connection, ASSET)
+
+
+def attempts_of(env, day: str) -> list:
+    with engine_from(env).connect() as connection:
+        return list(attempt_history(connection, ASSET, day))
+
+
+def test_a_day_not_landed_is_held_and_launched_once_its_file_lands(env, instance):
+    held = materialize(instance, "2024-01-01")
+
+    assert not held.success
+    failure = held.get_step_failure_events()[0].step_failure_data.user_failure_data
+    assert "its input is not ready" in failure.description
+    assert holds(env)["2024-01-01"].reason is HoldReason.NOT_READY
+    assert attempts_of(env, "2024-01-01") == []
+    assert tick(instance) == []
+    assert holds(env)["2024-01-01"].checked_at is not None
+
+    land(env, "2024-01-01")
+    [request] = tick(instance)
+    assert request.partition_key == "2024-01-01"
+    assert request.run_key.startswith("hold-landed_events-2024-01-01-")
+    # Asked again under the same key until its run exists (the daemon skips a used key).
+    assert [again.run_key for again in tick(instance)] == [request.run_key]
+
+    launched = materialize(
+        instance, "2024-01-01", tags={**request.tags, RUN_KEY_TAG: request.run_key}
+    )
+    assert launched.success
+    assert tick(instance) == []
+    assert holds(env) == {}
+    assert [row.outcome for row in attempts_of(env, "2024-01-01")] == ["succeeded"]
+
+
+def test_a_resumed_backfill_launches_its_held_range_as_one_run(env, instance):
+    for day in ("2024-01-02", "2024-01-03", "2024-01-04"):
+        land(env, day)
+    with engine_from(env).begin() as connection:
+        Pauses(DATABASE_CLOCK).pause(connection, ASSET, by="alice", reason="maintenance")
+
+    held = materialize(instance, "2024-01-02", "2024-01-04")
+
+    assert not held.success
+    failure = held.get_step_failure_events()[0].step_failure_data.user_failure_data
+    assert "paused by alice" in failure.description and "(maintenance)" in failure.description
+    assert sorted(holds(env)) == ["2024-01-02", "2024-01-03", "2024-01-04"]
+    assert tick(instance) == []  # still paused: nothing launched
+
+    with engine_from(env).begin() as connection:
+        Pauses(DATABASE_CLOCK).resume(connection, ASSET)
+    [request] = tick(instance)
+
+    assert request.tags[PARTITION_RANGE_START_TAG] == "2024-01-02"
+    assert request.tags[PARTITION_RANGE_END_TAG] == "2024-01-04"
+    for day in ("2024-01-02", "2024-01-03", "2024-01-04"):
+        assert attempts_of(env, day) == []
+
+
+def test_a_day_waiting_past_max_wait_is_reported_once_and_never_quarantined(env, instance):
+    materialize(instance, "2024-01-05")
+    # An hour and a minute later (max_wait is an hour in the location).
+    since = holds(env)["2024-01-05"].since - dt.timedelta(minutes=61)
+    with engine_from(env).begin() as connection:
+        connection.execute(sa.update(backfill_holds).values(since=since))
+
+    tick(instance)
+    reported = holds(env)["2024-01-05"].reported_at
+    tick(instance)
+
+    assert reported is not None
+    assert holds(env)["2024-01-05"].reported_at == reported
+    with engine_from(env).connect() as connection:
+        assert connection.execute(sa.select(sa.func.count()).select_from(quarantine)).scalar() == 0
