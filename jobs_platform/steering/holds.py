@@ -18,9 +18,11 @@ import datetime as dt
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
+from jobs_platform.steering.pauses import paused_backfills
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import backfill_holds
@@ -103,6 +105,26 @@ def overdue_counts(connection: sa.Connection) -> dict[str, int]:
         .group_by(backfill_holds.c.asset)
     )
     return {asset: count for asset, count in rows}
+
+
+def steering_status(connection: sa.Connection, assets: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """What `status`, `platform_health` and `/metrics` say of each backfill's steering:
+    `paused` (`by`, `at`, `reason`; None when not paused), how many partitions it holds per
+    reason, and how many waited for their input past `max_wait`."""
+    pauses = paused_backfills(connection)
+    counts = hold_counts(connection)
+    overdue = overdue_counts(connection)
+    report: dict[str, dict[str, Any]] = {}
+    for asset in assets:
+        paused = pauses.get(asset)
+        report[asset] = {
+            "paused": None
+            if paused is None
+            else {"by": paused.by, "at": paused.at.isoformat(), "reason": paused.reason},
+            "held": {str(reason): counts.get((asset, reason), 0) for reason in HoldReason},
+            "not_ready_past_max_wait": overdue.get(asset, 0),
+        }
+    return report
 
 
 class Holds:

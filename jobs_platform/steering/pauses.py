@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -32,6 +33,15 @@ class Pause:
         maintenance)`."""
         text = f"paused by {self.by} since {self.at:%Y-%m-%d %H:%M} UTC"
         return f"{text} ({self.reason})" if self.reason else text
+
+
+def describe_pause(paused: dict[str, Any] | None) -> str:
+    """A pause as `steering_status` reports it, for a person: `paused by alice at …
+    (warehouse maintenance)`, or `no`."""
+    if paused is None:
+        return "no"
+    reason = f" ({paused['reason']})" if paused["reason"] else ""
+    return f"paused by {paused['by']} at {paused['at']}{reason}"
 
 
 def _pause(row: TableRow) -> Pause:
