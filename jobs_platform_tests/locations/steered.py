@@ -4,7 +4,8 @@ One backfill, `landed_events`, daily from 2024-01-01, reading
 `<landing>/landed_events/YYYY-MM-DD.csv` (`event_id,amount_cents`) into its own table.
 A day whose file has not landed is not ready (`file_landed`, which takes the landing
 resource as the reader does): it is held, not attempted, and launched by the holds sensor
-once the file is there. Past `max_wait` (`$STEERED_MAX_WAIT_SECONDS`, 3600 s by
+once the file is there (a read takes `$STEERED_READ_SECONDS` more, 0 by default).
+Past `max_wait` (`$STEERED_MAX_WAIT_SECONDS`, 3600 s by
 default) a day still waiting is reported once. Ten partitions per run, so a Dagster
 backfill of a few weeks is several runs. It imports only the public `jobs_platform`.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,6 +59,8 @@ def file_landed(source: PartitionInput, landing: Landing) -> bool:
 )
 def landed_events(source: PartitionInput, landing: Landing) -> Iterator[pd.DataFrame]:
     """One day's events, from its landed CSV."""
+    # A test stretches each day's read to pause a backfill while its runs are in flight.
+    time.sleep(float(os.environ.get("STEERED_READ_SECONDS", "0")))
     day = dt.date.fromisoformat(source.partition_key)
     frame = pd.read_csv(landing.csv(source.partition_key), dtype="int64")
     yield frame.assign(day=day)[["day", "event_id", "amount_cents"]]
