@@ -148,3 +148,24 @@ def test_a_day_waiting_past_max_wait_is_reported_once_and_never_quarantined(env,
     assert holds(env)["2024-01-05"].reported_at == reported
     with engine_from(env).connect() as connection:
         assert connection.execute(sa.select(sa.func.count()).select_from(quarantine)).scalar() == 0
+
+
+def test_platform_health_says_who_paused_and_what_is_held(env, instance):
+    with engine_from(env).begin() as connection:
+        Pauses(DATABASE_CLOCK).pause(connection, ASSET, by="alice", reason="maintenance")
+    materialize(instance, "2024-01-06")
+
+    job = defs.resolve_implicit_global_asset_job_def()
+    result = job.execute_in_process(
+        instance=instance,
+        asset_selection=[dg.AssetKey("platform_health")],
+        resources=dict(defs.resources),
+        raise_on_error=False,
+    )
+
+    [materialization] = result.asset_materializations_for_node("platform_health")
+    metadata = {name: value.value for name, value in materialization.metadata.items()}
+    assert metadata[f"{ASSET}/paused"].startswith("paused by alice at ")
+    assert metadata[f"{ASSET}/paused"].endswith("(maintenance)")
+    assert metadata[f"{ASSET}/held_paused"] == 1
+    assert metadata[f"{ASSET}/held_not_ready"] == 0
