@@ -29,6 +29,7 @@ class Warehouse(Store):
         self.redrives = Redrives(clock)
         self.outbox = Outbox(clock)
         self.alert_ledger = AlertLedger(clock)
+        self.notice_ledger = AlertLedger.of_notices(clock)
 
 
 def ready_store(database_url: str | sa.URL) -> Warehouse:
