@@ -31,6 +31,7 @@ class Warehouse(Store):
         self.redrives = Redrives(clock)
         self.outbox = Outbox(clock)
         self.alert_ledger = AlertLedger(clock)
+        self.notice_ledger = AlertLedger.of_notices(clock)
         self.pauses = Pauses(clock)
         self.holds = Holds(clock)
 
