@@ -8,7 +8,8 @@ sensor, for each backfill of the code location that is not paused:
   another run has done since they were held;
 - asks `ready` about at most `READINESS_CHECKS_PER_TICK` partitions held as not ready,
   the least recently checked first, as the redrive walks its entries, and reports once
-  those held longer than the backfill's `max_wait` (never quarantined);
+  those held longer than the backfill's `max_wait` (a notice, `alerts.notices`, which the
+  dead-letter sensor delivers to every sink; never quarantined);
 - requests one run per contiguous range of the partitions to launch (a lifted pause's
   holds, the ready ones), at most the backfill policy's partitions per run, with the
   backfills they feed, each under a run key of its own (`hold-…`): the daemon skips a key
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from jobs_platform.alerts.notices import raise_notice
 from jobs_platform.dead_letter.requeue_plan import partitions_per_run
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
 from jobs_platform.engine.warehouse import Warehouse
@@ -47,12 +49,14 @@ from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
     PARTITION_RANGE_START_TAG,
 )
-from jobs_platform.steering.holds import Hold
+from jobs_platform.steering.holds import Hold, held_partitions
 from jobs_platform.steering.pauses import paused_backfills
 from jobs_platform.steering.readiness import READINESS_CHECKS_PER_TICK, split_by_readiness
 
 HOLDS_TICK_SECONDS = 30
 HOLD_RUN_KEY_PREFIX = "hold-"
+NOT_READY_NOTICE = "not_ready"
+"""The notice's kind (`alerts.notices`) for a partition not ready past its `max_wait`."""
 
 
 @dataclass(frozen=True)
@@ -212,16 +216,34 @@ def _ready_now(
         return ready(source)
 
     ready_holds, waiting = split_by_readiness(to_check, is_ready)
+    overdue: list[str] = []
     with store.begin() as connection:
         store.holds.mark_checked(connection, asset, [hold.partition for hold in waiting])
-        overdue = (
-            store.holds.report_overdue(connection, asset, spec.max_wait)
-            if spec.max_wait is not None
-            else []
-        )
+        if spec.max_wait is not None:
+            overdue = store.holds.report_overdue(connection, asset, spec.max_wait)
+            # In the transaction that marks them reported: each is alerted once.
+            for hold in held_partitions(connection, asset, overdue).values():
+                raise_not_ready_notice(connection, store, hold, spec.max_wait)
     if overdue:
         report_not_ready(context, asset, overdue, spec.max_wait)
     return ready_holds
+
+
+def raise_not_ready_notice(
+    connection, store: Warehouse, hold: Hold, max_wait: dt.timedelta
+) -> None:
+    """The alert, once, that `hold` has waited for its input past `max_wait`: delivered to
+    every sink by the location's dead-letter sensor (`alerts.notices`)."""
+    raise_notice(
+        connection,
+        store.clock,
+        kind=NOT_READY_NOTICE,
+        asset=hold.asset,
+        key=f"{hold.partition}@{hold.since.isoformat()}",
+        summary=f"partition {hold.partition} not ready for longer than its max_wait "
+        f"({max_wait}); held, not quarantined",
+        details={"partition": hold.partition, "since": hold.since.isoformat()},
+    )
 
 
 def report_not_ready(

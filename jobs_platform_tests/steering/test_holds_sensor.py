@@ -21,7 +21,12 @@ from jobs_platform.steering.holds import HoldReason, held_partitions
 from jobs_platform.steering.pauses import Pauses
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.clock import DATABASE_CLOCK
-from jobs_platform.store.schema import backfill_holds, create_user_tables, quarantine
+from jobs_platform.store.schema import (
+    alert_notices,
+    backfill_holds,
+    create_user_tables,
+    quarantine,
+)
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.locations.steered import defs, landed_events, landed_events_table
 
@@ -148,6 +153,13 @@ def test_a_day_waiting_past_max_wait_is_reported_once_and_never_quarantined(env,
     assert holds(env)["2024-01-05"].reported_at == reported
     with engine_from(env).connect() as connection:
         assert connection.execute(sa.select(sa.func.count()).select_from(quarantine)).scalar() == 0
+        notices = connection.execute(
+            sa.select(alert_notices.c.kind, alert_notices.c.asset, alert_notices.c.summary)
+        ).all()
+    # One alert, delivered to every sink by the dead-letter sensor (`alerts.notices`).
+    [(kind, asset, summary)] = notices
+    assert (kind, asset) == ("not_ready", ASSET)
+    assert "2024-01-05 not ready for longer than its max_wait" in summary
 
 
 def test_platform_health_says_who_paused_and_what_is_held(env, instance):
