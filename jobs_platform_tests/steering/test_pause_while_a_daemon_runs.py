@@ -6,8 +6,10 @@ its runs created and queued by the daemon. `jobs-platform backfill pause` as soo
 first day is done: the attempts in flight finish their day, every other day is held with
 no attempt recorded, and the Dagster backfill ends. `resume`: the holds sensor launches
 the held days through the run queue, one run per contiguous range, once each, and every
-day ends done with exactly one attempt. Then `dagster asset materialize` of a paused
-backfill answers paused too.
+day ends done with exactly one attempt. Then readiness: of two days launched before their
+files landed, the one that lands is launched by the sensor and done, the other is
+reported once past `max_wait` and never quarantined. Apart, without a daemon: `dagster
+asset materialize` of a paused backfill answers paused too.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ import sqlalchemy as sa
 
 from jobs_platform.orchestration.tags import HELD_ASSET_TAG, RUN_KEY_TAG
 from jobs_platform.steering.holds import held_partitions
-from jobs_platform.store.schema import attempts, create_user_tables, partitions
+from jobs_platform.store.schema import (
+    alert_notices,
+    attempts,
+    create_user_tables,
+    partitions,
+    quarantine,
+)
 from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.commands import DAGSTER, run_cli
 from jobs_platform_tests.daemon_loops import fast_daemon_loops
@@ -32,6 +40,7 @@ from jobs_platform_tests.locations.steered import landed_events_table
 MODULE = "jobs_platform_tests.locations.steered"
 ASSET = "landed_events"
 DAYS = [(dt.date(2024, 3, 1) + dt.timedelta(days=n)).isoformat() for n in range(20)]
+LATE_DAYS = ["2024-05-01", "2024-05-02"]
 TIMEOUT_SECONDS = 120
 
 
@@ -84,7 +93,13 @@ def test_a_pause_holds_the_backfills_other_days_and_resume_launches_each_once(
 ):
     from benchmarks.daemon import DagsterStack, ui_backfill_params, wait_for_backfill
 
-    env = {**pg_platform_env, "STEERED_READ_SECONDS": "0.5", "JOBS_PLATFORM_MODULE": MODULE}
+    env = {
+        **pg_platform_env,
+        "STEERED_READ_SECONDS": "0.5",
+        "STEERED_MAX_WAIT_SECONDS": "5",
+        "JOBS_PLATFORM_MODULE": MODULE,
+    }
+    began = time.monotonic()
     engine = engine_from(env)
     create_user_tables(engine, landed_events_table)
     land(env, DAYS)
@@ -93,6 +108,7 @@ def test_a_pause_holds_the_backfills_other_days_and_resume_launches_each_once(
         sensor_seconds={"holds_sensor": 1},
     )
     with DagsterStack(tmp_path / "stack", stack_env, module=MODULE) as stack:
+        print(f"stack up: {time.monotonic() - began:.0f}s")
         backfill_id = stack.launch_backfill(ui_backfill_params(DAYS, None, assets=(ASSET,)))
         wait_until(lambda: done_days(engine), "a first day done", stack)
         paused = jobs_platform_in_process(
@@ -132,18 +148,58 @@ def test_a_pause_holds_the_backfills_other_days_and_resume_launches_each_once(
         assert 2 <= len(relaunched) <= 4
         assert len({run.tags[RUN_KEY_TAG] for run in relaunched}) == len(relaunched)
         assert all(run.is_success for run in relaunched)
-    # Once each: every day was attempted exactly once, whichever run did it.
-    assert attempts_per_day(engine) == {day: ["succeeded"] for day in DAYS}
-    with engine.connect() as connection:
-        assert held_partitions(connection, ASSET) == {}
+        # Once each: every day was attempted exactly once, whichever run did it.
+        assert attempts_per_day(engine) == {day: ["succeeded"] for day in DAYS}
+        print(f"paused and resumed: {time.monotonic() - began:.0f}s")
 
-    # `dagster asset materialize` (no daemon) answers paused as well.
-    jobs_platform_in_process(["backfill", "pause", "-m", MODULE, ASSET], env)
+        # Readiness: two days whose files land later. Held, not attempted; launched by
+        # the sensor once the files are there; the one still missing past max_wait (5 s
+        # here) is reported once, never quarantined.
+        late = stack.launch_backfill(ui_backfill_params(LATE_DAYS, None, assets=(ASSET,)))
+        wait_for_backfill(stack, late, timeout=TIMEOUT_SECONDS)
+        assert sorted(_holds(engine)) == LATE_DAYS
+        assert not set(LATE_DAYS) & set(attempts_per_day(engine))
+        land(env, LATE_DAYS[:1])
+        wait_until(lambda: LATE_DAYS[0] in done_days(engine), "the landed day done", stack)
+        wait_until(
+            lambda: (
+                _holds(engine).get(LATE_DAYS[1]) is not None
+                and _holds(engine)[LATE_DAYS[1]].reported
+            ),
+            "the missing day reported",
+            stack,
+        )
+        print(f"readiness: {time.monotonic() - began:.0f}s")
+    assert attempts_per_day(engine)[LATE_DAYS[0]] == ["succeeded"]
+    assert LATE_DAYS[1] not in attempts_per_day(engine)
+    with engine.connect() as connection:
+        assert connection.execute(sa.select(sa.func.count()).select_from(quarantine)).scalar() == 0
+        [notice] = connection.execute(sa.select(alert_notices)).all()
+    assert (notice.kind, notice.asset, notice.key.split("@")[0]) == (
+        "not_ready",
+        ASSET,
+        LATE_DAYS[1],
+    )
+
+
+def test_dagster_asset_materialize_of_a_paused_backfill_answers_paused(pg_platform_env):
+    env = {**pg_platform_env, "JOBS_PLATFORM_MODULE": MODULE}
+    engine = engine_from(env)
+    create_user_tables(engine, landed_events_table)
+    land(env, ["2024-04-01"])
+    jobs_platform_in_process(
+        ["backfill", "pause", "-m", MODULE, ASSET, "--reason", "failover"], env
+    )
+
     materialized = run_cli(
         [DAGSTER, "asset", "materialize", "-m", MODULE, "--select", ASSET, "--partition",
          "2024-04-01"],
-        {**env, "STEERED_READ_SECONDS": "0"},
+        env,
     )  # fmt: skip
+
     assert materialized.returncode != 0
     assert "paused by" in materialized.stdout + materialized.stderr
-    assert "2024-04-01" not in attempts_per_day(engine)
+    assert "(failover)" in materialized.stdout + materialized.stderr
+    assert attempts_per_day(engine) == {}
+    with engine.connect() as connection:
+        assert list(held_partitions(connection, ASSET)) == ["2024-04-01"]
