@@ -28,6 +28,7 @@ from jobs_platform.engine.spec import BackfillSpec, UpstreamReads, reads_nothing
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
+from jobs_platform.steering.pauses import pause_of
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import current_episode, unfinished
 from jobs_platform.store.rows import TableRow
@@ -111,6 +112,7 @@ def begin_attempt(
     with place.store.connect() as connection:
         entry = active_entry(connection, asset, partition)
         waiting_on = unfinished(connection, list(place.upstream(partition)))
+        paused = pause_of(connection, asset)
     if entry is not None:
         return Refused(
             asset,
@@ -122,7 +124,7 @@ def begin_attempt(
         )
     if waiting_on:
         return blocked_by(asset, partition, waiting_on)
-    held = hold_back(place, partition, attempter)
+    held = hold_back(place, partition, attempter, paused)
     if held is not None:
         return held
     try:

@@ -19,7 +19,7 @@ from jobs_platform.engine.outcomes import Held
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, PartitionInput
 from jobs_platform.errors import JobsPlatformError
 from jobs_platform.steering.holds import HoldReason
-from jobs_platform.steering.pauses import pause_of
+from jobs_platform.steering.pauses import Pause
 
 if TYPE_CHECKING:
     from jobs_platform.engine.attempt import Attempter, Workplace
@@ -29,13 +29,14 @@ class HeldBack(JobsPlatformError):
     """Its backfill is paused, or its input is not ready: not attempted, nothing spent."""
 
 
-def hold_back(place: Workplace, partition: str, attempter: Attempter) -> Held | None:
-    """Hold `partition` back when its backfill is paused or its input is not ready (the
-    hold recorded), or None: the attempt may go on."""
+def hold_back(
+    place: Workplace, partition: str, attempter: Attempter, paused: Pause | None
+) -> Held | None:
+    """Hold `partition` back when its backfill is `paused` (as the gate read it, with the
+    quarantine and the upstream) or its input is not ready (the hold recorded), or None:
+    the attempt may go on."""
     spec = place.spec
     asset = spec.asset
-    with place.store.connect() as connection:
-        paused = pause_of(connection, asset)
     if paused is not None:
         reason = HoldReason.PAUSED
         why = (
