@@ -1,6 +1,6 @@
 """A user's own code location whose backfill waits for its input: `ready=` and `max_wait=`.
 
-One backfill, `landed_events`, daily from 2024-01-01, reading
+One backfill, `landed_events`, daily from 2020-01-01, reading
 `<landing>/landed_events/YYYY-MM-DD.csv` (`event_id,amount_cents`) into its own table.
 A day whose file has not landed is not ready (`file_landed`, which takes the landing
 resource as the reader does): it is held, not attempted, and launched by the holds sensor
@@ -51,7 +51,7 @@ def file_landed(source: PartitionInput, landing: Landing) -> bool:
 
 @backfill_asset(
     table=landed_events_table,
-    partitions_def=dg.DailyPartitionsDefinition(start_date="2024-01-01"),
+    partitions_def=dg.DailyPartitionsDefinition(start_date="2020-01-01"),
     partition_scope=lambda table, partition: table.c.day == dt.date.fromisoformat(partition),
     ready=file_landed,
     max_wait=dt.timedelta(seconds=float(os.environ.get("STEERED_MAX_WAIT_SECONDS", "3600"))),
