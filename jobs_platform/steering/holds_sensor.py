@@ -182,14 +182,16 @@ def _held_runs(
     for run_key, holds in again.items():
         runs.append(HeldRun(asset, selection, tuple(sorted(h.partition for h in holds)), run_key))
     positions = _positions(graph.get(key).partitions_def, context.instance)
-    for holds in _contiguous(fresh, positions, partitions_per_run(graph, selection)):
-        run = HeldRun(
-            asset, selection, tuple(h.partition for h in holds), hold_run_key(asset, holds)
-        )
-        with store.begin() as connection:
+    new_runs = [
+        HeldRun(asset, selection, tuple(h.partition for h in holds), hold_run_key(asset, holds))
+        for holds in _contiguous(fresh, positions, partitions_per_run(graph, selection))
+    ]
+    # Marked before the daemon sees the requests: a tick that fails after this asks again
+    # under the same keys at the next one.
+    with store.begin() as connection:
+        for run in new_runs:
             store.holds.mark_launched(connection, asset, run.partitions, run.run_key)
-        runs.append(run)
-    return runs
+    return runs + new_runs
 
 
 def _ready_now(
@@ -205,7 +207,18 @@ def _ready_now(
     ready = ready_in_sensor(spec, context.resources)
 
     def is_ready(hold: Hold) -> bool:
-        source = PartitionInput(
+        try:
+            return ready(_sensor_input(hold))
+        except Exception as error:
+            # Asked again at a later tick; the others of this tick are still asked.
+            context.log.warning(
+                f"{asset}/{hold.partition}: ready= raised {type(error).__name__}: {error}; "
+                "taken as not ready"
+            )
+            return False
+
+    def _sensor_input(hold: Hold) -> PartitionInput:
+        return PartitionInput(
             asset=asset,
             partition_key=hold.partition,
             chunk_rows=DEFAULT_CHUNK_ROWS,
@@ -213,7 +226,6 @@ def _ready_now(
             log=context.log,
             bad_rows=spec.bad_rows,
         )
-        return ready(source)
 
     ready_holds, waiting = split_by_readiness(to_check, is_ready)
     overdue: list[str] = []

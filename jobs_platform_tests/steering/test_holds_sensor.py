@@ -12,12 +12,13 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform import PartitionInput, backfill_asset, platform_definitions
 from jobs_platform.orchestration.tags import (
     PARTITION_RANGE_END_TAG,
     PARTITION_RANGE_START_TAG,
     RUN_KEY_TAG,
 )
-from jobs_platform.steering.holds import HoldReason, held_partitions
+from jobs_platform.steering.holds import HoldReason, Holds, held_partitions
 from jobs_platform.steering.pauses import Pauses
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.clock import DATABASE_CLOCK
@@ -181,3 +182,36 @@ def test_platform_health_says_who_paused_and_what_is_held(env, instance):
     assert metadata[f"{ASSET}/paused"].endswith("(maintenance)")
     assert metadata[f"{ASSET}/held_paused"] == 1
     assert metadata[f"{ASSET}/held_not_ready"] == 0
+
+
+def test_a_ready_check_that_raises_is_taken_as_not_ready_and_the_others_go_on(env, instance):
+    def ready(source: PartitionInput) -> bool:
+        if source.partition_key == "2024-01-07":
+            raise ConnectionError("the bucket's listing timed out")
+        return True
+
+    @backfill_asset(
+        table=landed_events_table.to_metadata(sa.MetaData(), name="flaky_events"),
+        partitions_def=dg.DailyPartitionsDefinition(start_date="2024-01-01"),
+        partition_scope=lambda table, partition: table.c.day == dt.date.fromisoformat(partition),
+        ready=ready,
+    )
+    def flaky_events(source: PartitionInput):
+        yield from ()
+
+    flaky_defs = platform_definitions([flaky_events])
+    with engine_from(env).begin() as connection:
+        for day in ("2024-01-07", "2024-01-08"):
+            Holds(DATABASE_CLOCK).hold(
+                connection, "flaky_events", day, HoldReason.NOT_READY, run_id="r1"
+            )
+    context = dg.build_sensor_context(
+        instance=instance, definitions=flaky_defs, resources=dict(flaky_defs.resources)
+    )
+
+    result = flaky_defs.get_sensor_def("holds_sensor").evaluate_tick(context)
+
+    assert [request.partition_key for request in result.run_requests] == ["2024-01-08"]
+    with engine_from(env).connect() as connection:
+        still = held_partitions(connection, "flaky_events")
+    assert still["2024-01-07"].checked_at is not None and still["2024-01-07"].launch_key is None
