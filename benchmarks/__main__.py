@@ -1,4 +1,4 @@
-"""`bin/bench upsert|merge|staging|rerun|backfill|memory|status|triage|scale`: measure the
+"""`bin/bench upsert|merge|staging|rerun|backfill|memory|status|triage|holds|scale`: measure the
 writer, a backfill and the operator commands on PostgreSQL."""
 
 from __future__ import annotations
@@ -206,6 +206,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="times each is timed after a warm-up (default 5)")  # fmt: skip
     _common_arguments(status, run_status)
 
+    holds = kinds.add_parser(
+        "holds", help="one holds_sensor tick over thousands of held partitions"
+    )
+    holds.add_argument("--held", type=int, default=2000, metavar="N",
+                       help="held days of one daily backfill (default 2,000)")  # fmt: skip
+    _common_arguments(holds, run_holds)
     triage = kinds.add_parser(
         "triage", help="dead-letter groups over a dead letter of many entries and causes"
     )
@@ -425,6 +431,23 @@ def run_status(args: argparse.Namespace) -> int:
         )
 
     return _run(args, bench, _print_status)
+
+
+def run_holds(args: argparse.Namespace) -> int:
+    from benchmarks.holds import run_holds_bench
+
+    return _run(args, lambda url: run_holds_bench(url, args.held), _print_holds)
+
+
+def _print_holds(figures: dict) -> None:
+    print(f"\none holds_sensor tick, {figures['held']:,} held days of a daily backfill:")
+    for name, what in (
+        ("resume", "a pause lifted (every 15th done meanwhile)"),
+        ("again", "the next tick, no run found yet"),
+        ("ready", f"all not ready, all landed ({figures['notes']['checks_per_tick']} checked)"),
+    ):
+        result = figures["results"][name]
+        print(f"  {what:<48} {result['runs']:>5} runs  {result['seconds']:.2f} s")
 
 
 def run_triage(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
-"""`jobs-platform`: inspect and requeue the dead letter, read status and the outbox, serve
-metrics, migrate the framework's tables."""
+"""`jobs-platform`: inspect and requeue the dead letter, read status and the outbox, pause
+and resume a backfill, serve metrics, migrate the framework's tables."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import db, dead_letter, metrics, outbox, status
+    from jobs_platform.cli import backfill, db, dead_letter, metrics, outbox, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     dead_letter.register(commands)
     status.register(commands)
+    backfill.register(commands)
     outbox.register(commands)
     db.register(commands)
     metrics.register(commands)

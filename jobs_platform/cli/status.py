@@ -67,6 +67,7 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
     """
     from jobs_platform.cli.warehouse import WarehouseUnavailable, open_store
     from jobs_platform.settings import Settings
+    from jobs_platform.steering.holds import steering_status
     from jobs_platform.store.db import normalize_url
     from jobs_platform.store.migrate import SchemaNotReady
 
@@ -83,6 +84,7 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
         if catalog is None:
             return None
         report = store.health.backfill_status(connection, catalog.partition_keys())
+        report["steering"] = steering_status(connection, report["assets"])
     return report, {
         "source": "catalog",
         "catalog_updated_at": catalog.updated_at.isoformat(),
@@ -112,6 +114,9 @@ def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], locati
     from jobs_platform.store.health import health_as_dict
 
     assets = health_as_dict(report["assets"])
+    steering = report.get("steering", {})
+    for asset, figures in assets.items():
+        figures.update(steering.get(asset, {}))
     windowed = "window" in report
     if args.json:
         shown = {
@@ -138,6 +143,7 @@ def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], locati
             f"{_num(health['duration_p50_seconds']):>8}{_num(health['duration_p95_seconds']):>8}"
             f"{_num(health['rows_per_second']):>10}{health['rows_rejected']:>10}"
         )
+    _show_steering(steering)
     if windowed and report["not_windowed"]:
         print(f"\nnot time-partitioned, left out: {', '.join(report['not_windowed'])}")
     age = report["oldest_pending_request_age_seconds"]
@@ -146,6 +152,29 @@ def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], locati
     if note:
         print(note)
     return 0
+
+
+def _show_steering(steering: dict[str, dict]) -> None:
+    """A line per backfill that is paused or holds partitions: by whom, and what waits."""
+    from jobs_platform.steering.pauses import describe_pause
+
+    lines = []
+    for asset, figures in steering.items():
+        held = figures["held"]
+        if figures["paused"] is None and not any(held.values()):
+            continue
+        what = [describe_pause(figures["paused"])] if figures["paused"] else []
+        if held["paused"]:
+            what.append(f"{held['paused']} partitions held by the pause (launched on resume)")
+        if held["not_ready"]:
+            late = figures["not_ready_past_max_wait"]
+            what.append(
+                f"{held['not_ready']} held as not ready"
+                + (f", {late} of them past their max_wait" if late else "")
+            )
+        lines.append(f"{asset}: {'; '.join(what)}")
+    if lines:
+        print("\nsteering:\n  " + "\n  ".join(lines))
 
 
 def _source_note(source: dict[str, Any], location: str) -> str | None:

@@ -1,13 +1,14 @@
 """The start of an attempt: gates → lease → attempt record, and the `StartedAttempt` it yields.
 
-Two gates come first, and neither records an attempt: a quarantined partition is refused
-(terminal, until requeued), and a partition whose upstream partitions are not all done is
-blocked (it would be computed from partial input; it runs again with its upstream).
+Three gates come first, and none records an attempt: a quarantined partition is refused
+(terminal, until requeued), a partition whose upstream partitions are not all done is
+blocked (it would be computed from partial input; it runs again with its upstream), and a
+partition of a paused backfill, or whose input is not ready, is held (`engine.holding`).
 
 Everything later in the attempt path (chunks, finalize, failure bookkeeping) works from
 one `StartedAttempt`: which partition, under which lease token, as which numbered attempt
 of which episode, until which deadline. What did not start is an outcome saying why
-(`outcomes.Refused`, `Blocked`, `Busy`, `BudgetSpent`).
+(`outcomes.Refused`, `Blocked`, `Held`, `Busy`, `BudgetSpent`).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from dataclasses import dataclass
 from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform.engine.decisions import NextStep, RetryBudget
 from jobs_platform.engine.events import EventTrail
-from jobs_platform.engine.outcomes import Blocked, BudgetSpent, Busy, Refused
+from jobs_platform.engine.holding import hold_back
+from jobs_platform.engine.outcomes import Blocked, BudgetSpent, Busy, Held, Refused
 from jobs_platform.engine.settle import Record, settle, snooze
 from jobs_platform.engine.spec import BackfillSpec, UpstreamReads, reads_nothing
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
+from jobs_platform.steering.pauses import pause_of
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import current_episode, unfinished
 from jobs_platform.store.rows import TableRow
@@ -103,12 +106,13 @@ class StartedAttempt:
 
 def begin_attempt(
     place: Workplace, partition: str, attempter: Attempter, trail: EventTrail
-) -> StartedAttempt | Refused | Blocked | Busy | BudgetSpent:
+) -> StartedAttempt | Refused | Blocked | Held | Busy | BudgetSpent:
     """Pass the gates, take the lease and record the attempt, or say why not."""
     asset = place.spec.asset
     with place.store.connect() as connection:
         entry = active_entry(connection, asset, partition)
         waiting_on = unfinished(connection, list(place.upstream(partition)))
+        paused = pause_of(connection, asset)
     if entry is not None:
         return Refused(
             asset,
@@ -120,6 +124,9 @@ def begin_attempt(
         )
     if waiting_on:
         return blocked_by(asset, partition, waiting_on)
+    held = hold_back(place, partition, attempter, paused)
+    if held is not None:
+        return held
     try:
         grant = place.store.leases.acquire(
             asset,

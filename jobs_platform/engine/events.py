@@ -27,6 +27,7 @@ class Lifecycle(enum.StrEnum):
     RETRYING = "retrying"  # it will be tried again after a delay
     QUARANTINED = "quarantined"  # it stopped for a person to look at
     BLOCKED = "blocked"  # a partition it reads is not done, so it was not attempted
+    HELD = "held"  # its backfill is paused or its input not ready, so it was not attempted
     REQUEUED = "requeued"  # a person released it from the quarantine
 
 
@@ -40,6 +41,7 @@ _LEVELS = {
     Lifecycle.RETRYING: logging.WARNING,
     Lifecycle.QUARANTINED: logging.ERROR,
     Lifecycle.BLOCKED: logging.WARNING,
+    Lifecycle.HELD: logging.WARNING,
 }
 
 

@@ -16,6 +16,7 @@ from jobs_platform.engine.outcomes import (
     BudgetSpent,
     Busy,
     Failed,
+    Held,
     NotDue,
     Outcome,
     PartitionReport,
@@ -37,6 +38,8 @@ def emit_outcome(trail: EventTrail, outcome: Outcome) -> None:
             )
         case Blocked():
             trail.emit(Lifecycle.BLOCKED, outcome.message)
+        case Held():
+            trail.emit(Lifecycle.HELD, outcome.message, reason=str(outcome.reason))
         case Busy():
             trail.emit(
                 Lifecycle.RETRYING,

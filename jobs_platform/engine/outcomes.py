@@ -5,17 +5,20 @@
 of the path that knows the facts builds it once; consumers take it apart with `match`
 (`outcome_events`, `tracing`, `orchestration.dagster_results`), so a new outcome is a type
 error wherever it is not handled. A `Decision` is carried only where one was made: a
-failure, a busy lease, a retry not due yet. The gate's refusal and a blocked partition
-decide nothing (quarantined stays quarantined; blocked runs again with its upstream).
+failure, a busy lease, a retry not due yet. The gate's refusal, a blocked partition and a
+held one decide nothing (quarantined stays quarantined; blocked runs again with its
+upstream; held runs again once resumed or ready).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import TypeAlias, assert_never
 
 from jobs_platform.engine.decisions import Decision
 from jobs_platform.errors import Verdict
+from jobs_platform.steering.holds import HoldReason
 from jobs_platform.writer.rejects import RejectedRow
 from jobs_platform.writer.upsert import UpsertCounts
 
@@ -71,6 +74,16 @@ class Blocked(_Unfinished):
 
 
 @dataclass(frozen=True)
+class Held(_Unfinished):
+    """Held back by its backfill's steering: paused, or its input not ready. Not attempted,
+    nothing spent, not a failure of its input; the holds sensor launches it again once the
+    backfill is resumed or the input is ready. `error` (`HeldBack`) says why, and by whom."""
+
+    reason: HoldReason
+    since: dt.datetime  # held for this reason since
+
+
+@dataclass(frozen=True)
 class Busy(_Unfinished):
     """Another live worker holds its lease (`error`, the `LeaseBusy`): snoozed, nothing spent."""
 
@@ -112,7 +125,7 @@ class Failed(_Unfinished):
     entry_id: int | None = None  # its quarantine entry, when quarantined
 
 
-Unfinished: TypeAlias = Refused | Blocked | Busy | NotDue | BudgetSpent | Failed
+Unfinished: TypeAlias = Refused | Blocked | Held | Busy | NotDue | BudgetSpent | Failed
 Outcome: TypeAlias = PartitionReport | Unfinished
 
 
@@ -121,7 +134,7 @@ def waits(outcome: Outcome) -> bool:
     match outcome:
         case Busy(decision=decision) | NotDue(decision=decision) | Failed(decision=decision):
             return decision.waits
-        case PartitionReport() | Refused() | Blocked() | BudgetSpent():
+        case PartitionReport() | Refused() | Blocked() | Held() | BudgetSpent():
             return False
         case _:
             assert_never(outcome)

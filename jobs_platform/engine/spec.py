@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +104,8 @@ class PartitionInput:
 # further parameters (resources, config) before the engine calls them with it alone.
 ChunkReader = Callable[Concatenate[PartitionInput, ...], Iterable[pd.DataFrame]]
 Fingerprinter = Callable[Concatenate[PartitionInput, ...], str]
+ReadyCheck = Callable[Concatenate[PartitionInput, ...], bool]
+"""Whether a partition's input is ready (`backfill_asset(..., ready=fn)`)."""
 PartitionScope = Callable[[sa.Table, str], sa.ColumnElement[bool]]
 UpstreamReads = Callable[[str], Sequence[tuple[str, str]]]
 """The (backfill, partition) pairs a partition of a backfill reads, by its partition key."""
@@ -125,6 +128,8 @@ class BackfillSpec:
     `asset` is its asset key's user string (`acme/events` for `key_prefix=["acme"]`), the
     name it has in every framework row; `upstream` names the assets it reads (its `deps`).
     `redrive` lets the dead letter's redrive requeue its entries once their cause is gone.
+    `ready(input)` says whether a partition's input is there yet: one that is not is held,
+    not attempted (`steering.readiness`), and reported once held longer than `max_wait`.
     """
 
     asset: str
@@ -136,6 +141,8 @@ class BackfillSpec:
     upstream: tuple[str, ...] = ()
     version: str = ""
     redrive: bool = True
+    ready: ReadyCheck | None = None
+    max_wait: dt.timedelta | None = None
 
     def stored_fingerprint(self, fingerprint: str) -> str:
         """The input fingerprint as attempts and entries keep it: with the code version, so

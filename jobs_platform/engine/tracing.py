@@ -52,6 +52,7 @@ from jobs_platform.engine.outcomes import (
     BudgetSpent,
     Busy,
     Failed,
+    Held,
     NotDue,
     Outcome,
     PartitionReport,
@@ -167,6 +168,9 @@ def outcome_attributes(outcome: Outcome) -> dict[str, str | int]:
         case Blocked():
             # An upstream partition is not done: not attempted, it runs with its upstream.
             return {"jobs_platform.outcome": "blocked", "jobs_platform.next_step": "blocked"}
+        case Held():
+            # Paused or not ready: not attempted, launched again by the holds sensor.
+            return {"jobs_platform.outcome": "held", "jobs_platform.next_step": "held"}
         case Busy():
             return _attributes("busy", outcome.decision.next_step)  # another worker's lease
         case NotDue():

@@ -40,6 +40,9 @@ METRIC_NAMES = (
     "jobs_platform_rows_rejected_total",
     "jobs_platform_redrives_total",
     "jobs_platform_redrives_exhausted",
+    "jobs_platform_backfill_paused",
+    "jobs_platform_held_partitions",
+    "jobs_platform_not_ready_past_max_wait",
     "jobs_platform_metrics_read_seconds",
 )
 
@@ -150,6 +153,28 @@ def metric_families(reading: MetricsReading) -> Iterator[Metric]:
         "jobs_platform_redrives_exhausted",
         "Open quarantine entries whose partition's redrives ran out: they wait for a person.",
         reading.redrives_exhausted,
+    )
+
+    yield _per_asset(
+        GaugeMetricFamily,
+        "jobs_platform_backfill_paused",
+        "1 while the backfill is paused (`jobs-platform backfill pause`), else 0.",
+        reading.paused,
+    )
+    held = GaugeMetricFamily(
+        "jobs_platform_held_partitions",
+        "Partitions held back without an attempt, by reason (paused, not_ready): the holds "
+        "sensor launches them once resumed or ready.",
+        labels=["asset", "reason"],
+    )
+    for (asset, reason), count in sorted(reading.held.items()):
+        held.add_metric([asset, reason], count)
+    yield held
+    yield _per_asset(
+        GaugeMetricFamily,
+        "jobs_platform_not_ready_past_max_wait",
+        "Partitions whose input has not been ready for longer than their max_wait.",
+        reading.not_ready_past_max_wait,
     )
 
     yield GaugeMetricFamily(

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from jobs_platform.dead_letter import redrive
 from jobs_platform.dead_letter.triage import open_entries_by_asset, open_signature_count
 from jobs_platform.settings import DEFAULT_MAX_REDRIVES
+from jobs_platform.steering.holds import steering_status
 from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.health import AssetHealth, ExpectedKeys, Health
@@ -61,6 +62,9 @@ class MetricsReading:
     outbox: QueueStats
     read_seconds: float
     rows_rejected: Mapping[str, int] = field(default_factory=dict)  # rows rejected (§8)
+    paused: Mapping[str, int] = field(default_factory=dict)  # 1 while the backfill is paused
+    held: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (asset, reason) -> held
+    not_ready_past_max_wait: Mapping[str, int] = field(default_factory=dict)
 
 
 def read_metrics(
@@ -83,6 +87,7 @@ def read_metrics(
     by_outcome, durations = _attempts_and_durations(connection)
     rows = dict.fromkeys(partition_keys, 0) | tallies.rows_written(connection)
     entries = dict.fromkeys(partition_keys, 0) | open_entries_by_asset(connection)
+    steering = steering_status(connection, partition_keys)
     return MetricsReading(
         health=health,
         attempts=by_outcome,
@@ -96,6 +101,15 @@ def read_metrics(
         outbox=OutboxBacklog(clock).queue_stats(connection),
         read_seconds=time.perf_counter() - began,
         rows_rejected=dict.fromkeys(partition_keys, 0) | rejected_counts(connection),
+        paused={asset: int(s["paused"] is not None) for asset, s in steering.items()},
+        held={
+            (asset, reason): count
+            for asset, s in steering.items()
+            for reason, count in s["held"].items()
+        },
+        not_ready_past_max_wait={
+            asset: s["not_ready_past_max_wait"] for asset, s in steering.items()
+        },
     )
 
 

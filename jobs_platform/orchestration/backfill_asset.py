@@ -1,6 +1,7 @@
 """`backfill_asset`: one decorator turns a chunk reader into a safe partitioned asset."""
 
 import dataclasses
+import datetime as dt
 import functools
 import inspect
 import types
@@ -21,6 +22,7 @@ from jobs_platform.engine.outcomes import (
     BudgetSpent,
     Busy,
     Failed,
+    Held,
     NotDue,
     Outcome,
     PartitionReport,
@@ -34,6 +36,7 @@ from jobs_platform.engine.spec import (
     Fingerprinter,
     PartitionInput,
     PartitionScope,
+    ReadyCheck,
     RejectRows,
 )
 from jobs_platform.errors import WarehouseNotShared
@@ -102,6 +105,8 @@ def backfill_asset(
     partition_scope: PartitionScope,
     natural_key: Sequence[str] | None = None,
     fingerprint: Fingerprinter | None = None,
+    ready: ReadyCheck | None = None,
+    max_wait: dt.timedelta | None = None,
     deps: Sequence[dg.AssetKey | str | dg.AssetsDefinition | dg.AssetSpec | dg.AssetDep] = (),
     name: str | None = None,
     key_prefix: str | Sequence[str] | None = None,
@@ -129,6 +134,12 @@ def backfill_asset(
     (`def events(source: PartitionInput, landing: CsvLanding, config: EventsConfig)`).
     The run config also holds the framework's `chunk_rows` (`run_config_class`). A
     `fingerprint` function takes the same: the `PartitionInput`, resources, `config`.
+
+    `ready` takes the same too and returns whether the partition's input is there yet (a
+    file landed, an export finished): a partition not ready is held, not attempted (no
+    attempt recorded, no budget spent), and the holds sensor launches it once `ready` says
+    so. Held longer than `max_wait`, it is reported once (`status`, an alert), never
+    quarantined. `ready=lambda source, landing: landing.exists(source.partition_key)`.
 
     Dagster's vocabulary: `code_version` (bump it after changing the reader, and done
     partitions are recomputed), `deps` (asset keys, names or assets), and every other
@@ -169,7 +180,7 @@ def backfill_asset(
     def decorator(read_chunks: Callable[..., Iterable[pd.DataFrame]]) -> dg.AssetsDefinition:
         asset_key = _own_key(key, key_prefix, name or read_chunks.__name__)
         asset_name = asset_key.to_user_string()
-        resource_keys = resource_parameters(read_chunks, fingerprint)
+        resource_keys = resource_parameters(read_chunks, fingerprint, ready)
         spec = BackfillSpec(
             asset=asset_name,
             table=table,
@@ -181,6 +192,8 @@ def backfill_asset(
             version=code_version or "",
             redrive=redrive,
             bad_rows=bad_rows,
+            ready=ready,
+            max_wait=max_wait,
         )
         config_class = run_config_class(spec)
 
@@ -265,7 +278,7 @@ def run_config_class(spec: BackfillSpec) -> type[BackfillConfig]:
     instance of each user class (and of `BackfillConfig`: `chunk_rows` always works).
     """
     declared: list[type[dg.Config]] = []
-    for function in (spec.read_chunks, spec.fingerprint):
+    for function in (spec.read_chunks, spec.fingerprint, spec.ready):
         found = declared_config(function) if function is not None else None
         if found is not None and found not in declared:
             declared.append(found)
@@ -288,11 +301,12 @@ def with_resources(
 ) -> BackfillSpec:
     """The spec whose reader and fingerprint get their resources from the step, and the
     step's run config as `config` if they declare it, as an asset function would."""
-    fingerprint = spec.fingerprint
+    fingerprint, ready = spec.fingerprint, spec.ready
     return dataclasses.replace(
         spec,
         read_chunks=_bound(spec.read_chunks, context, config),
         fingerprint=_bound(fingerprint, context, config) if fingerprint is not None else None,
+        ready=_bound(ready, context, config) if ready is not None else None,
     )
 
 
@@ -305,6 +319,22 @@ def _bound(
     if declared_config(function) is not None:
         arguments[CONFIG_PARAMETER] = config
     return functools.partial(function, **arguments) if arguments else function
+
+
+def ready_in_sensor(spec: BackfillSpec, resources: Any) -> Callable[[PartitionInput], bool]:
+    """`spec.ready` as the holds sensor asks it: its resources from the sensor's
+    `resources`, and, if it declares `config`, that class built from its defaults (a
+    sensor has no run config)."""
+    ready = spec.ready
+    if ready is None:
+        raise ValueError(f"backfill {spec.asset!r} declares no ready=")
+    arguments: dict[str, Any] = {
+        name: getattr(resources, name) for name in resource_parameters(ready)
+    }
+    config_class = declared_config(ready)
+    if config_class is not None:
+        arguments[CONFIG_PARAMETER] = config_class()
+    return functools.partial(ready, **arguments) if arguments else ready
 
 
 def _parameters_after_the_input(function: Callable[..., Any]) -> dict[str, Any]:
@@ -372,6 +402,8 @@ def _why_unfinished(outcome: Unfinished) -> str:
             return _AFTER_DECISION[NextStep.QUARANTINE]
         case Blocked():
             return "blocked"
+        case Held(reason=reason):
+            return f"held ({reason})"
         case NotDue():
             return "waiting for its retry"
         case Busy(decision=decision) | Failed(decision=decision):

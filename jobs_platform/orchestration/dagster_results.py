@@ -22,6 +22,7 @@ from jobs_platform.engine.outcomes import (
     BudgetSpent,
     Busy,
     Failed,
+    Held,
     NotDue,
     Outcome,
     PartitionReport,
@@ -163,6 +164,8 @@ def finish_step(
             case Refused() | BudgetSpent() | Failed() as cause:
                 location = location_of_run(context.run)
                 raise _failure(cause, requeue_command(cause.asset, cause.partition, location))
+            case Held() as cause:
+                raise _held_failure([cause])
     for report in reports:
         context.log_event(
             dg.AssetMaterialization(
@@ -181,6 +184,10 @@ def finish_step(
     quarantined = _named(f for f in unfinished if _quarantined(f))
     stopped = _named(f for f in unfinished if _gave_up(f))
     blocked = _named(f for f in unfinished if isinstance(f, Blocked))
+    held = [f for f in unfinished if isinstance(f, Held)]
+    if held and len(held) == len(causes) and not reports and not step.done_before:
+        # Nothing failed: the backfill's steering held every partition the step had.
+        raise _held_failure(held)
     committed = [f"{report.asset}/{report.partition}" for report in reports]
     committed += [f"{asset}/{partition}" for asset, partition in sorted(step.done_before)]
     raise dg.Failure(
@@ -188,12 +195,14 @@ def finish_step(
             f"{len(quarantined)} of {len(results)} partitions quarantined "
             f"({', '.join(quarantined) or 'none'}), {len(blocked)} not attempted because a "
             f"partition they read is not done ({', '.join(blocked) or 'none'}), "
-            f"{len(stopped)} failed before their attempt started; {len(committed)} committed"
+            f"{len(stopped)} failed before their attempt started, {len(held)} held back "
+            f"({_held_reasons(held)}); {len(committed)} committed"
         ),
         metadata={
             "committed": ", ".join(committed) or "none",
             "quarantined": ", ".join(quarantined) or "none",
             "blocked_by_upstream": ", ".join(blocked) or "none",
+            "held": ", ".join(_named(held)) or "none",
             "failed_before_attempt": ", ".join(stopped) or "none",
             "errors": "\n".join(f"{f.asset}/{f.partition}: {f.message}" for f in unfinished)[:4000],
         },
@@ -207,10 +216,31 @@ def _quarantined(outcome: Unfinished) -> bool:
             return True
         case Failed(decision=decision):
             return decision.next_step is NextStep.QUARANTINE
-        case Blocked() | Busy() | NotDue():
+        case Blocked() | Held() | Busy() | NotDue():
             return False
         case _:
             assert_never(outcome)
+
+
+def _held_failure(held: list[Held]) -> dg.Failure:
+    """The step's failure when the backfill's steering held back all it did not finish: not
+    a failure of any input, and nothing to retry here; the holds sensor launches each held
+    partition again once the backfill is resumed or its input is ready."""
+    first = held[0]
+    others = f" (and {len(held) - 1} more partitions held back)" if len(held) > 1 else ""
+    return dg.Failure(
+        description=f"{first.message}{others}",
+        metadata={
+            "held": ", ".join(_named(held)),
+            "hold_reason": _held_reasons(held),
+            "held_since": min(f.since for f in held).isoformat(),
+        },
+        allow_retries=False,
+    )
+
+
+def _held_reasons(held: list[Held]) -> str:
+    return ", ".join(sorted({str(f.reason) for f in held})) or "none"
 
 
 def _gave_up(outcome: Unfinished) -> bool:

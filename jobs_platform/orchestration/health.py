@@ -13,6 +13,8 @@ from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
+from jobs_platform.steering.holds import steering_status
+from jobs_platform.steering.pauses import describe_pause
 from jobs_platform.store.health import AssetHealth, ExpectedKeys
 from jobs_platform.store.migrate import ready_warehouse
 
@@ -61,14 +63,20 @@ def status_report(
     store = ready_store(settings.database_url)
     if window is None:
         with store.connect() as connection:
-            return store.health.backfill_status(connection, backfill_expected_keys(specs, instance))
+            report = store.health.backfill_status(
+                connection, backfill_expected_keys(specs, instance)
+            )
+            report["steering"] = steering_status(connection, report["assets"])
+            return report
     keys = backfill_partition_keys(specs, instance)
     windowed = keys_in_window(specs, keys, window)
     with store.connect() as connection:
         assets = store.health.window_health(connection, windowed)
         queue = store.outbox_backlog.queue_stats(connection, assets=list(keys))
+        steering = steering_status(connection, assets)
     return {
         "assets": assets,
+        "steering": steering,
         "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
         "pending_requests": queue.pending,
         "window": window.as_dict(),
@@ -86,6 +94,11 @@ def _health_metadata(report: dict) -> dict:
         for field, value in vars(health).items():
             if value is not None:
                 metadata[f"{asset}/{field}"] = value
+    for asset, steering in report.get("steering", {}).items():
+        metadata[f"{asset}/paused"] = describe_pause(steering["paused"])
+        for reason, held in steering["held"].items():
+            metadata[f"{asset}/held_{reason}"] = held
+        metadata[f"{asset}/not_ready_past_max_wait"] = steering["not_ready_past_max_wait"]
     return metadata
 
 

@@ -21,6 +21,7 @@ from jobs_platform.orchestration.recovery import abandoned_run_sensor_named
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.outbox.sensor import backfill_request_sensor_named, outbox_health_asset
+from jobs_platform.steering.holds_sensor import holds_sensor_named
 
 _Resource = TypeVar("_Resource", JobsPlatformResource, AlertsResource)
 
@@ -41,7 +42,8 @@ def platform_definitions(
     op's (`ops: {chain__orders__daily_revenue: {config: {daily_revenue: {...}}}}`), and
     `backfill_chains(backfills)` says which they are. Then the dead-letter asset and its
     sensor (alerts); the requeue job and sensor; the outbox sensor and its health asset;
-    the abandoned-run sensor; the redrive sensor (the dead letter heals itself);
+    the abandoned-run sensor; the redrive sensor (the dead letter heals itself); the holds
+    sensor (a resumed backfill's held partitions, and those whose input became ready);
     `platform_health`, its schedule and a no-quarantined-partitions check per backfill;
     the framework's resources and the executor.
 
@@ -113,6 +115,7 @@ def framework_definitions(
             redrive_sensor_named(names),
             requeue_sensor_named(names),
             backfill_request_sensor_named(names),
+            holds_sensor_named(names, backfills),
         ],
         resources={
             RESOURCE_KEY: _checked(jobs_platform, JobsPlatformResource, "jobs_platform"),

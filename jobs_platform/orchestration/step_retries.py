@@ -36,6 +36,7 @@ from jobs_platform.engine.outcomes import (
     BudgetSpent,
     Busy,
     Failed,
+    Held,
     NotDue,
     Outcome,
     PartitionReport,
@@ -159,6 +160,8 @@ class StepTry:
                 return  # done, or quarantined: the gate refuses it from now on
             case Blocked():
                 self._note(outcome, _BLOCKED, 0.0, due.tries_before, attempted=False)
+            case Held():
+                return  # not attempted; the holds sensor launches it again
             case NotDue(decision=decision):
                 # Counted from the try's start, as `due` was (what it was told counts from
                 # when it was told).

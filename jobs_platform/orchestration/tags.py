@@ -32,6 +32,10 @@ PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
 RUN_KEY_TAG = "dagster/run_key"
 """A run's key; a sensor never creates two runs with the same key."""
 
+HELD_ASSET_TAG = "jobs_platform/held_asset"
+"""Run tag of a run the holds sensor launches for held partitions: their asset (how such
+runs are found again, by their keys `hold-…`)."""
+
 REQUEUE_RUN_KEY_PREFIX = "requeue-"
 REQUEUE_ASSET_TAG = "jobs_platform/requeue_asset"
 """Run tag of a run relaunching requeued entries: their asset (how such runs are found)."""

@@ -264,6 +264,44 @@ classification_rules = sa.Table(
     sa.Index("ix_jp_classification_rules_location", "location", "signature"),
 )
 
+# A paused backfill (`jobs-platform backfill pause`): one row while it is paused, deleted on
+# resume. The attempt gate reads it on every launch path (`steering.pauses`).
+backfill_pauses = sa.Table(
+    "jp_backfill_pauses",
+    framework_metadata,
+    sa.Column("asset", sa.String(255), primary_key=True),
+    # The OS user who paused it, as `dead-letter requeue` records its person.
+    sa.Column("paused_by", sa.String(255), nullable=False),
+    sa.Column("paused_at", UtcDateTime, nullable=False),
+    sa.Column("reason", sa.Text),
+)
+
+# The partitions a run held back (paused, not ready) without an attempt: the holds sensor
+# launches each again once its backfill is resumed or its input is ready, then forgets it
+# (`steering.holds`). One row per partition: a later run holding it again updates it.
+backfill_holds = sa.Table(
+    "jp_backfill_holds",
+    framework_metadata,
+    sa.Column("asset", sa.String(255), primary_key=True),
+    sa.Column("partition", sa.String(255), primary_key=True),
+    # `steering.holds.HoldReason`: `paused`, `not_ready`.
+    sa.Column("reason", sa.String(32), nullable=False),
+    # When it was first held for this reason: what `max_wait` is measured from.
+    sa.Column("since", UtcDateTime, nullable=False),
+    # The last run that held it, and when.
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("held_at", UtcDateTime, nullable=False),
+    # When the sensor last asked whether its input is ready (null: never).
+    sa.Column("checked_at", UtcDateTime),
+    # When it was reported as not ready past its `max_wait` (once; null: not yet).
+    sa.Column("reported_at", UtcDateTime),
+    # The run key of the run the sensor requested for it, and when (null: none yet).
+    sa.Column("launch_key", sa.String(255)),
+    sa.Column("launched_at", UtcDateTime),
+    # The sensor walks the held partitions of each asset by reason, oldest-checked first.
+    sa.Index("ix_jp_backfill_holds_reason", "reason", "asset", "checked_at"),
+)
+
 alert_ledger = sa.Table(
     "jp_alert_ledger",
     framework_metadata,
@@ -273,6 +311,41 @@ alert_ledger = sa.Table(
     sa.Column("tries", sa.Integer, nullable=False),
     sa.Column("last_error", sa.Text),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    # When a failed delivery may be tried again: a failing sink backs off per entry across
+    # ticks instead of within one. Null until a send fails.
+    sa.Column("next_try_at", UtcDateTime),
+)
+
+# Alerts about a backfill as a whole (a circuit opened, a partition not ready past its
+# wait), each raised once (`alerts.notices.raise_notice`).
+alert_notices = sa.Table(
+    "jp_alert_notices",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("key", sa.String(255), nullable=False),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("details", sa.Text, nullable=False),  # a JSON object of strings, ints and nulls
+    sa.Column("raised_at", UtcDateTime, nullable=False),
+    # Raised once each: a repeat of the same (kind, asset, key) inserts nothing.
+    sa.UniqueConstraint("kind", "asset", "key", name="uq_jp_alert_notices_kind_asset_key"),
+    # The dead-letter sensor delivers the recent ones (`alerts.notices.due_notices`).
+    sa.Index("ix_jp_alert_notices_raised_at", "raised_at"),
+)
+
+# The deliveries of notices, one row per notice and sink: `jp_alert_ledger`'s columns,
+# keyed by the notice instead of the quarantine entry.
+notice_ledger = sa.Table(
+    "jp_notice_ledger",
+    framework_metadata,
+    sa.Column("notice_id", sa.BigInteger, primary_key=True),
+    sa.Column("sink", sa.String(64), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("tries", sa.Integer, nullable=False),
+    sa.Column("last_error", sa.Text),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Column("next_try_at", UtcDateTime),
 )
 
 
