@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import db, dead_letter, metrics, outbox, status
+    from jobs_platform.cli import db, dead_letter, metrics, outbox, plan, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     dead_letter.register(commands)
     status.register(commands)
+    plan.register(commands)
     outbox.register(commands)
     db.register(commands)
     metrics.register(commands)
