@@ -11,11 +11,12 @@ the figure is then a floor.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from jobs_platform.store.health import AssetHealth
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.schema import partitions
 
@@ -153,3 +154,21 @@ def _duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def backfill_progress(
+    assets: Mapping[str, AssetHealth], partitions_per_run: Mapping[str, int | None]
+) -> dict[str, Progress]:
+    """Each backfill's progress from its health (`status`, `platform_health`); a backfill
+    whose policy is not known (`partitions_per_run` lacks it) counts as one run at once."""
+    return {
+        asset: progress(
+            done=health.done,
+            missing=health.missing,
+            failed=health.failed,
+            quarantined=health.quarantined,
+            p50_seconds=health.duration_p50_seconds,
+            partitions_per_run=partitions_per_run.get(asset),
+        )
+        for asset, health in assets.items()
+    }
