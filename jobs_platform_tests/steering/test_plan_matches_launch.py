@@ -201,3 +201,20 @@ def test_an_unknown_partition_is_refused_in_one_line(pg_platform_env, store):
     done = run_in_process(main, ["plan", "-m", LOCATION, ASSET, "--partition", "p99"])
     assert done.returncode == 2
     assert done.stderr.strip() == "error: planned_events has no partition p99"
+
+
+def test_status_shows_a_backfills_progress_and_its_eta(pg_platform_env, landing, store, instance):
+    assert run(instance, KEYS, selection=planned_source).success
+    assert run(instance, KEYS[:4]).success
+    with store.begin() as connection:
+        store.partitions.set_status(connection, ASSET, "p04", PartitionStatus.FAILED)
+
+    done = run_in_process(
+        main, ["status", "-m", LOCATION, "--load-location", "--json"], pg_platform_env
+    )
+
+    events = json.loads(done.stdout)["assets"][ASSET]
+    # 6 to go in runs of 5 (multi_run(5)): 2 runs side by side, each its p50 per partition.
+    eta = round(events["duration_p50_seconds"] * 6 / 2, 1)
+    assert events["progress"] == {"done": 4, "remaining": 6, "failing": 1, "eta_seconds": eta}
+    assert json.loads(done.stdout)["assets"]["planned_totals"]["progress"]["eta_seconds"] is None
