@@ -30,10 +30,15 @@ class Holds:
 
 def read_holds(connection: sa.Connection, asset: str, keys: Collection[str]) -> Holds:
     """Whether `asset` is paused, and which of `keys` wait for their input."""
-    held = held_partitions(connection, asset, keys)
+    # Every hold of the backfill, kept when asked about: a backfill holds few partitions,
+    # and a list of 8,760 keys in the query would cost more than the rows it saves.
+    wanted = set(keys)
+    held = held_partitions(connection, asset)
     return Holds(
         pause=pause_of(connection, asset),
         not_ready=frozenset(
-            key for key, hold in held.items() if hold.reason is HoldReason.NOT_READY
+            key
+            for key, hold in held.items()
+            if key in wanted and hold.reason is HoldReason.NOT_READY
         ),
     )
