@@ -14,6 +14,8 @@ import json
 from jobs_platform.location import add_module_option
 
 # Rows printed before the rest is summed up (the totals count every row; --json has all).
+# Done partitions whose input is unchanged are left out unless --all: at 3 a.m. what
+# matters is what will run and what is held back.
 SHOWN_ROWS = 50
 
 
@@ -34,7 +36,9 @@ def register(commands) -> None:
         help="plan this partition (repeat for several); instead of --from/--to",
     )
     parser.add_argument(
-        "--all", action="store_true", help=f"print every row (default: the first {SHOWN_ROWS})"
+        "--all",
+        action="store_true",
+        help=f"print every row (default: the first {SHOWN_ROWS} not done_unchanged)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(handler=run)
@@ -71,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(plan, *, shown: int | None) -> None:
-    rows = plan.rows if shown is None else plan.rows[:shown]
+    from jobs_platform.steering.plan import Reason
+
+    rows = list(plan.rows)
+    if shown is not None:
+        rows = [row for row in rows if row.reason is not Reason.DONE_UNCHANGED][:shown]
     print(f"{'partition':<22}{'action':<8}{'reason':<16}detail")
     for row in rows:
         print(f"{row.partition:<22}{row.action:<8}{row.reason:<16}{_detail(row)}".rstrip())
