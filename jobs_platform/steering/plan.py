@@ -138,21 +138,27 @@ def plan_rows(
     facts: PartitionFacts,
     fingerprints: Mapping[str, str],
     holds: Holds = Holds(),  # noqa: B008 (frozen: one shared empty value is safe)
-    downstream: Mapping[str, Sequence[str]] | None = None,
 ) -> list[PlanRow]:
     """One row per key, in order: what a launch now would do to it.
 
     `fingerprints` are the stored-form fingerprints of the input now (with the code
     version: `BackfillSpec.stored_fingerprint`) of the done partitions, for a backfill with
-    a `fingerprint=`; `downstream` the partitions of other backfills each key feeds.
+    a `fingerprint=`.
     """
-    rows = []
-    for key in keys:
-        row = decide(backfill, key, facts, fingerprints, holds)
-        if row.action is Action.RUN and downstream and downstream.get(key):
-            row = dataclasses.replace(row, downstream=tuple(downstream[key]))
-        rows.append(row)
-    return rows
+    return [decide(backfill, key, facts, fingerprints, holds) for key in keys]
+
+
+def with_downstream(
+    rows: Sequence[PlanRow], downstream: Mapping[str, Sequence[str]]
+) -> list[PlanRow]:
+    """`rows`, each that runs with the partitions of other backfills it feeds (`downstream`,
+    by key): they are stale once it runs. A row that skips recomputes nothing."""
+    return [
+        dataclasses.replace(row, downstream=tuple(downstream[row.partition]))
+        if row.action is Action.RUN and downstream.get(row.partition)
+        else row
+        for row in rows
+    ]
 
 
 def decide(

@@ -20,10 +20,17 @@ from jobs_platform.dead_letter.requeue_plan import partitions_per_run
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.orchestration.specs import backfill_specs
-from jobs_platform.orchestration.upstream import is_backfill, upstream_reads
+from jobs_platform.orchestration.upstream import is_backfill, reads_alike, upstream_reads
 from jobs_platform.settings import Settings
 from jobs_platform.steering.estimate import estimate, read_history
-from jobs_platform.steering.plan import Action, Backfill, Plan, Reason, plan_rows
+from jobs_platform.steering.plan import (
+    Action,
+    Backfill,
+    Plan,
+    Reason,
+    plan_rows,
+    with_downstream,
+)
 from jobs_platform.steering.plan_facts import read_facts
 from jobs_platform.steering.plan_holds import read_holds
 from jobs_platform.store.partitions import PartitionStatus
@@ -106,8 +113,10 @@ def plan_backfill(
         first_cooldown_seconds=settings.redrive_cooldown_seconds,
         max_redrives=settings.max_redrives,
     )
-    feeds = downstream_of_each(graph, key, keys, instance)
-    rows = plan_rows(backfill, keys, facts, fingerprints or {}, holds, feeds)
+    rows = plan_rows(backfill, keys, facts, fingerprints or {}, holds)
+    # Only what runs recomputes anything: its downstream is asked of the graph alone.
+    runs = [row.partition for row in rows if row.action is Action.RUN]
+    rows = with_downstream(rows, downstream_of_each(graph, key, runs, instance))
     to_run = sum(1 for row in rows if row.action is Action.RUN)
     if any(row.reason is Reason.NO_FINGERPRINT for row in rows):
         notes.append(
@@ -173,7 +182,7 @@ def downstream_of_each(
     stale. A backfill partitioned alike reads the same key (no mapping asked)."""
     upstream_def = graph.get(key).partitions_def
     feeds: dict[str, list[str]] = {k: [] for k in keys}
-    if upstream_def is None:
+    if upstream_def is None or not keys:
         return feeds
     for child in sorted(graph.get(key).child_keys):
         if not is_backfill(graph, child):
@@ -183,19 +192,59 @@ def downstream_of_each(
         if child_node.partitions_def is None:
             continue
         mapping = graph.get_partition_mapping(child, key)
-        if child_node.partitions_def == upstream_def and isinstance(
-            mapping, dg.IdentityPartitionMapping
+        if reads_alike(
+            child_node.partitions_def, upstream_def, child_node.partition_mappings.get(key)
         ):
             for k in keys:
                 feeds[k].append(f"{name}/{k}")
             continue
         with dg.partition_loading_context(dynamic_partitions_store=instance):
-            for k in keys:
-                subset = mapping.get_downstream_partitions_for_partitions(
-                    upstream_def.subset_with_partition_keys([k]),
-                    upstream_def,
-                    child_node.partitions_def,
-                    dynamic_partitions_store=instance,
-                )
-                feeds[k] += [f"{name}/{d}" for d in subset.get_partition_keys()]
+            read_by = _mapped_downstream(
+                mapping, upstream_def, child_node.partitions_def, keys, instance
+            )
+        for k, children in read_by.items():
+            feeds[k] += [f"{name}/{child}" for child in children]
     return feeds
+
+
+def _mapped_downstream(
+    mapping: dg.PartitionMapping,
+    upstream_def: dg.PartitionsDefinition,
+    child_def: dg.PartitionsDefinition,
+    keys: Sequence[str],
+    instance: dg.DagsterInstance | None,
+) -> dict[str, list[str]]:
+    """Per upstream key, the child partitions that read it, asking the mapping the fewest
+    times: once per child partition when they are fewer than the keys (the days of a year
+    of hours: 365 questions, not 8,760), else once per key."""
+    children = list(
+        mapping.get_downstream_partitions_for_partitions(
+            upstream_def.subset_with_partition_keys(list(keys)),
+            upstream_def,
+            child_def,
+            dynamic_partitions_store=instance,
+        ).get_partition_keys()
+    )
+    found: dict[str, list[str]] = {k: [] for k in keys}
+    if len(children) < len(keys):
+        for child in children:
+            read = mapping.get_upstream_mapped_partitions_result_for_partitions(
+                child_def.subset_with_partition_keys([child]),
+                child_def,
+                upstream_def,
+                dynamic_partitions_store=instance,
+            ).partitions_subset.get_partition_keys()
+            for k in read:
+                if k in found:
+                    found[k].append(child)
+        return found
+    for k in keys:
+        found[k] = list(
+            mapping.get_downstream_partitions_for_partitions(
+                upstream_def.subset_with_partition_keys([k]),
+                upstream_def,
+                child_def,
+                dynamic_partitions_store=instance,
+            ).get_partition_keys()
+        )
+    return found
