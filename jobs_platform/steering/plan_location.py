@@ -118,7 +118,7 @@ def plan_backfill(
     runs = [row.partition for row in rows if row.action is Action.RUN]
     rows = with_downstream(rows, downstream_of_each(graph, key, runs, instance))
     to_run = sum(1 for row in rows if row.action is Action.RUN)
-    if any(row.reason is Reason.NO_FINGERPRINT for row in rows):
+    if spec.fingerprint is None and any(row.reason is Reason.NO_FINGERPRINT for row in rows):
         notes.append(
             f"{asset} has no fingerprint=: a launch reads each done partition again (its "
             "unchanged chunks are skipped, so it writes only what changed)"
