@@ -12,8 +12,8 @@ same function, so a plan cannot drift from a launch:
 - the unchanged input (`engine.finalize.unchanged_since_done`): a done partition whose
   fingerprint holds finishes without reading; the redrive's `code_changed` says why not.
 
-The order is the attempt's: paused, then the gate, then readiness, then the lease, then
-the partition's own state.
+The order is the attempt's: the gate (quarantined, then blocked), then the pause and
+readiness, then the lease, then the partition's own state.
 """
 
 from __future__ import annotations
@@ -169,8 +169,6 @@ def decide(
     holds: Holds,
 ) -> PlanRow:
     """What a launch does to one partition, and why (its downstream left to `plan_rows`)."""
-    if holds.paused:
-        return PlanRow(key, Action.SKIP, Reason.PAUSED)
     entry = facts.open_entries.get(key)
     waiting_on = facts.waiting_on.get(key, {})
     closed = gate(quarantined=entry is not None, waiting_on=waiting_on)
@@ -190,6 +188,9 @@ def decide(
     if closed is Gate.BLOCKED:
         name, upstream_key = next(iter(waiting_on))
         return PlanRow(key, Action.SKIP, Reason.BLOCKED, upstream=f"{name}/{upstream_key}")
+    # The steering gate (`engine.holding`), after the quarantine and upstream gates.
+    if holds.paused:
+        return PlanRow(key, Action.SKIP, Reason.PAUSED)
     if key in holds.not_ready:
         return PlanRow(key, Action.SKIP, Reason.NOT_READY)
     lease = facts.live_leases.get(key)

@@ -48,11 +48,17 @@ def failed_attempt(connection, partition: str, error_class: str) -> None:
     )
 
 
-def test_a_paused_backfill_skips_every_partition_whatever_its_state(connection):
+def test_a_paused_backfill_skips_every_partition_the_gate_lets_through(connection):
     Partitions(DATABASE_CLOCK).set_status(connection, ASSET, "b", PartitionStatus.FAILED)
+    failed_attempt(connection, "c", "terminal")
+    DeadLetter(DATABASE_CLOCK).quarantine_partition(connection, ASSET, "c", 1)
     Pauses(DATABASE_CLOCK).pause(connection, ASSET, by="alice", reason="maintenance")
-    planned = rows(connection, ["a", "b"])
-    assert {(row.action, row.reason) for row in planned.values()} == {(Action.SKIP, Reason.PAUSED)}
+    planned = rows(connection, ["a", "b", "c"])
+    assert [(row.action, row.reason) for row in planned.values()] == [
+        (Action.SKIP, Reason.PAUSED),
+        (Action.SKIP, Reason.PAUSED),
+        (Action.SKIP, Reason.QUARANTINED),  # the gate refuses it first, as an attempt's does
+    ]
 
 
 def test_a_partition_held_for_its_input_is_not_ready(connection):
