@@ -1,4 +1,5 @@
-"""`bin/bench upsert|merge|staging|rerun|backfill|memory|status|triage|holds|scale`: measure the
+"""`bin/bench upsert|merge|staging|rerun|backfill|memory|status|triage|holds|scale|plan`:
+measure the
 writer, a backfill and the operator commands on PostgreSQL."""
 
 from __future__ import annotations
@@ -232,6 +233,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="open dead-letter entries (default 10,000)")  # fmt: skip
     _repeats_argument(scale)
     _common_arguments(scale, run_scale)
+
+    plan = kinds.add_parser(
+        "plan", help="jobs-platform plan over a year of hourly partitions (8,760)"
+    )
+    plan.add_argument("--hours", type=int, default=8_760, metavar="N",
+                      help="hourly partitions planned (default 8,760: a year)")  # fmt: skip
+    plan.add_argument("--repeats", type=int, default=5, metavar="K",
+                      help="times each is timed (default 5)")  # fmt: skip
+    _common_arguments(plan, run_plan)
     return parser
 
 
@@ -448,6 +458,36 @@ def _print_holds(figures: dict) -> None:
     ):
         result = figures["results"][name]
         print(f"  {what:<48} {result['runs']:>5} runs  {result['seconds']:.2f} s")
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from benchmarks.plan import run_plan_bench
+
+    return _run(args, lambda url: run_plan_bench(url, args.hours, args.repeats), _print_plan)
+
+
+def _print_plan(figures: dict) -> None:
+    seeded, totals = figures["seeded"], figures["totals"]
+    print(
+        f"\n{figures['hours']:,} hourly partitions planned ({seeded['partitions']:,} with a "
+        f"state, {seeded['entries']} quarantined, {seeded['leases']} in flight): run "
+        f"{totals['run']:,}, skip {totals['skip']:,} ({totals['by_reason']})"
+    )
+    print(f"median (min - max) of {figures['repeats']} runs after a warm-up, seconds\n")
+    for name, result in figures["results"].items():
+        print(f"  {name:<20} {_spread_of(result):>26}")
+    target = figures["target"]
+    print(
+        f"\n  {_verdict(target['met'])}  plan in process < {target['plan_in_process_seconds']} s"
+        f"; load {figures['notes']['load_average_1m']}"
+    )
+
+
+def _spread_of(result: dict) -> str:
+    return (
+        f"{result['median_seconds']:.3f} ({result['min_seconds']:.3f} - "
+        f"{result['max_seconds']:.3f})"
+    )
 
 
 def run_triage(args: argparse.Namespace) -> int:

@@ -66,6 +66,10 @@ def test_platform_health_schedule_refreshes_figures_and_quarantine_checks(platfo
     assert checks[("platform_health", "nothing_quarantined")] is False
     health = result.get_asset_materialization_events()[0].materialization.metadata
     assert health["orders/quarantined"].value == 1
+    # Progress beside the figures: nothing done, so no ETA (no history) but what is failing.
+    assert health["orders/progress_failing"].value == 1
+    assert health["orders/progress_done"].value == 0
+    assert "orders/progress_eta_seconds" not in health
 
 
 def test_status_with_a_module_reports_that_locations_backfills(upgraded_pg_url, tmp_path):

@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from jobs_platform.cli import backfill, db, dead_letter, metrics, outbox, status
+    from jobs_platform.cli import backfill, db, dead_letter, metrics, outbox, plan, status
 
     parser = argparse.ArgumentParser(
         prog="jobs-platform",
@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     dead_letter.register(commands)
     status.register(commands)
     backfill.register(commands)
+    plan.register(commands)
     outbox.register(commands)
     db.register(commands)
     metrics.register(commands)

@@ -85,6 +85,7 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
             return None
         report = store.health.backfill_status(connection, catalog.partition_keys())
         report["steering"] = steering_status(connection, report["assets"])
+    report["partitions_per_run"] = {e.asset: e.max_partitions_per_run for e in catalog.entries}
     return report, {
         "source": "catalog",
         "catalog_updated_at": catalog.updated_at.isoformat(),
@@ -96,7 +97,7 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
 def _from_location(args: argparse.Namespace, windowed: bool) -> dict:
     from jobs_platform.cli.warehouse import open_warehouse
     from jobs_platform.location import dagster_instance, load_definitions, location_settings
-    from jobs_platform.orchestration.health import status_report
+    from jobs_platform.orchestration.health import partitions_per_run_of, status_report
     from jobs_platform.orchestration.windows import status_window
 
     definitions = load_definitions(args.module)
@@ -107,16 +108,22 @@ def _from_location(args: argparse.Namespace, windowed: bool) -> dict:
     # A bad key fails here, in one line naming what keys look like, before any query.
     window = status_window(specs, args.first, args.last) if windowed else None
     with dagster_instance() as instance:
-        return status_report(specs, instance, settings, window)
+        report = status_report(specs, instance, settings, window)
+    report["partitions_per_run"] = partitions_per_run_of(definitions.assets or ())
+    return report
 
 
 def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], location: str) -> int:
+    from jobs_platform.steering.estimate import backfill_progress
     from jobs_platform.store.health import health_as_dict
 
     assets = health_as_dict(report["assets"])
     steering = report.get("steering", {})
     for asset, figures in assets.items():
         figures.update(steering.get(asset, {}))
+    going = backfill_progress(report["assets"], report.get("partitions_per_run", {}))
+    for asset, progress in going.items():
+        assets[asset]["progress"] = progress.as_dict()
     windowed = "window" in report
     if args.json:
         shown = {
@@ -135,13 +142,14 @@ def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], locati
             f"until before {span['end'] or 'now'}\n"
         )
     header = f"{'asset':<24}{'done':>7}{'failed':>8}{'quarant.':>9}{'missing':>9}{'in flight':>10}"
-    print(header + f"{'p50 s':>8}{'p95 s':>8}{'rows/s':>10}{'rejected':>10}")
+    print(header + f"{'p50 s':>8}{'p95 s':>8}{'rows/s':>10}{'rejected':>10}{'ETA':>9}")
     for asset, health in assets.items():
         print(
             f"{asset:<24}{health['done']:>7}{health['failed']:>8}{health['quarantined']:>9}"
             f"{health['missing']:>9}{health['in_flight']:>10}"
             f"{_num(health['duration_p50_seconds']):>8}{_num(health['duration_p95_seconds']):>8}"
             f"{_num(health['rows_per_second']):>10}{health['rows_rejected']:>10}"
+            f"{_eta(health['progress']):>9}"
         )
     _show_steering(steering)
     if windowed and report["not_windowed"]:
@@ -207,6 +215,14 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def _eta(progress: dict[str, Any]) -> str:
+    """The time left for what remains: `done` when nothing does, `-` without history."""
+    if not progress["remaining"]:
+        return "done"
+    seconds = progress["eta_seconds"]
+    return "-" if seconds is None else _age(seconds)
 
 
 def _num(value) -> str:

@@ -64,6 +64,40 @@ def cooldown_seconds(first_cooldown_seconds: float, earlier_cooldown_redrives: i
     return float(min(grown, MAX_COOLDOWN_SECONDS))
 
 
+def code_changed(recorded_version: str | None, current_version: str) -> bool:
+    """Whether the code that made a record (`recorded_version`) differs from the backfill's
+    now (pure): never when either is unknown (see the module's docstring).
+
+    `code_changed_entries` asks the same of the dead letter in SQL; `jobs-platform plan`
+    asks it of a done partition's last attempt.
+    """
+    return (
+        bool(current_version)
+        and recorded_version is not None
+        and (recorded_version != current_version)
+    )
+
+
+def cooldown_ends(
+    entry: TableRow,
+    *,
+    earlier_cooldown_redrives: int,
+    redrives: int,
+    first_cooldown_seconds: float,
+    max_redrives: int,
+) -> dt.datetime | None:
+    """When the redrive releases an open entry on its cool-down (pure); None when it never
+    will: a class an outage does not produce, or no redrives left to the partition.
+
+    `Redrives.cooldown_due_entries` asks the same in SQL; `jobs-platform plan` says `until`.
+    """
+    if entry.error_class not in COOLDOWN_CLASSES or redrives >= max_redrives:
+        return None
+    seconds = cooldown_seconds(first_cooldown_seconds, earlier_cooldown_redrives)
+    ends: dt.datetime = entry.quarantined_at + dt.timedelta(seconds=seconds)
+    return ends
+
+
 def redrives_of_partition(reason: RedriveReason | None = None) -> sa.ScalarSelect[int]:
     """The redrives of the entry's partition across its episodes (of one reason if given),
     correlated to `jp_quarantine`; by the index on (asset, partition, by)."""

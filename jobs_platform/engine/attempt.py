@@ -13,9 +13,11 @@ of which episode, until which deadline. What did not start is an outcome saying 
 
 from __future__ import annotations
 
+import enum
 import logging
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jobs_platform.dead_letter.entries import active_entry
@@ -113,7 +115,8 @@ def begin_attempt(
         entry = active_entry(connection, asset, partition)
         waiting_on = unfinished(connection, list(place.upstream(partition)))
         paused = pause_of(connection, asset)
-    if entry is not None:
+    closed = gate(quarantined=entry is not None, waiting_on=waiting_on)
+    if closed is Gate.QUARANTINED and entry is not None:
         return Refused(
             asset,
             partition,
@@ -122,7 +125,7 @@ def begin_attempt(
             entry_class=entry.error_class,
             failures=entry.attempts,
         )
-    if waiting_on:
+    if closed is Gate.BLOCKED:
         return blocked_by(asset, partition, waiting_on)
     held = hold_back(place, partition, attempter, paused)
     if held is not None:
@@ -203,6 +206,27 @@ def _record_start(
         began=began,
         attempter=attempter,
     )
+
+
+class Gate(enum.StrEnum):
+    """Why the gate holds a partition back before any attempt; nothing is recorded."""
+
+    QUARANTINED = "quarantined"  # an open dead-letter entry: it waits for a requeue
+    BLOCKED = "blocked"  # a partition it reads is not done: it runs again with its upstream
+
+
+def gate(*, quarantined: bool, waiting_on: Mapping[tuple[str, str], str]) -> Gate | None:
+    """The gate's verdict on a partition (pure), or None when it may be attempted.
+
+    `quarantined` is whether the partition has an open dead-letter entry; `waiting_on` are
+    the upstream partitions it reads that are not done. The first that holds wins, in this
+    order: `begin_attempt` decides with it, and `jobs-platform plan` says what it will decide.
+    """
+    if quarantined:
+        return Gate.QUARANTINED
+    if waiting_on:
+        return Gate.BLOCKED
+    return None
 
 
 def blocked_by(asset: str, partition: str, waiting_on: dict[tuple[str, str], str]) -> Blocked:

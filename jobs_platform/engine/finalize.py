@@ -99,7 +99,7 @@ def finish_if_unchanged(
     spec, partition, began = place.spec, attempt.partition, time.monotonic()
     with place.store.begin() as connection:
         done = done_record(connection, spec.asset, partition)
-        if done is None or done.fingerprint != fingerprint:
+        if done is None or not unchanged_since_done(done.fingerprint, fingerprint):
             return None
         chunks = len(
             checkpoint_store.committed_chunks(connection, spec.asset, partition, fingerprint)
@@ -115,6 +115,16 @@ def finish_if_unchanged(
     rows = done.row_count or 0
     tally = ChunkTally(input_rows=rows, counts=UpsertCounts(unchanged=rows), resumed=chunks)
     return Finished(tally, 0, time.monotonic() - began, unchanged_input=True)
+
+
+def unchanged_since_done(done_fingerprint: str | None, fingerprint: str) -> bool:
+    """Whether a done partition was made from the input `fingerprint` names (pure).
+
+    Both are in the form attempts keep (`BackfillSpec.stored_fingerprint`, the code version
+    included). `finish_if_unchanged` finishes without reading when it holds, and
+    `jobs-platform plan` skips the partition (`done_unchanged`).
+    """
+    return done_fingerprint is not None and done_fingerprint == fingerprint
 
 
 def _succeed(

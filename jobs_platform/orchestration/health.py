@@ -13,6 +13,7 @@ from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
+from jobs_platform.steering.estimate import backfill_progress
 from jobs_platform.steering.holds import steering_status
 from jobs_platform.steering.pauses import describe_pause
 from jobs_platform.store.health import AssetHealth, ExpectedKeys
@@ -99,10 +100,32 @@ def _health_metadata(report: dict) -> dict:
         for reason, held in steering["held"].items():
             metadata[f"{asset}/held_{reason}"] = held
         metadata[f"{asset}/not_ready_past_max_wait"] = steering["not_ready_past_max_wait"]
+    # Done / remaining / failing and the ETA, from the same history as `plan`'s estimate.
+    going = backfill_progress(report["assets"], report.get("partitions_per_run", {}))
+    for asset, progress in going.items():
+        for field, value in progress.as_dict().items():
+            if value is not None:
+                metadata[f"{asset}/progress_{field}"] = value
     return metadata
 
 
 PLATFORM_HEALTH = "platform_health"
+
+
+def partitions_per_run_of(assets: Iterable[object]) -> dict[str, int | None]:
+    """Each asset's run size as its backfill policy bounds it, for the ETA's runs at once:
+    as the catalog keeps it (`store.catalog`), so that `status` says the same from either.
+    None is `single_run()` or no policy, both counted as one run at once."""
+    return {
+        spec.key.to_user_string(): (
+            assets_def.backfill_policy.max_partitions_per_run
+            if assets_def.backfill_policy is not None
+            else None
+        )
+        for assets_def in assets
+        if isinstance(assets_def, dg.AssetsDefinition)
+        for spec in assets_def.specs
+    }
 
 
 def platform_health_asset(
@@ -131,6 +154,7 @@ def platform_health_asset(
     def platform_health(context: dg.AssetExecutionContext):
         settings = context.resources.jobs_platform.settings()
         report = status_report(specs, context.instance, settings)
+        report["partitions_per_run"] = partitions_per_run_of(backfills)
         location = location_of_run(context.run)
         # The catalog `jobs-platform status -m` answers from, refreshed with the figures;
         # a run whose location nothing names has no catalog to refresh.

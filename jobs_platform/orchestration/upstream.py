@@ -62,12 +62,27 @@ def upstream_reads(
         return reads_nothing
     node = graph.get(key)
 
+    # A backfill partitioned alike reads the same key, and only it: no mapping is asked
+    # (a plan of 8,760 hours would otherwise ask Dagster 8,760 times per parent).
+    alike = {
+        parent
+        for parent in parents
+        if reads_alike(
+            node.partitions_def,
+            graph.get(parent).partitions_def,
+            node.partition_mappings.get(parent),
+        )
+    }
+
     def reads(partition: str) -> Sequence[tuple[str, str]]:
         pairs: list[tuple[str, str]] = []
         with dg.partition_loading_context(dynamic_partitions_store=instance):
             for parent in parents:
                 parent_def = graph.get(parent).partitions_def
                 if parent_def is None:
+                    continue
+                if parent in alike:
+                    pairs.append((parent.to_user_string(), partition))
                     continue
                 result = graph.get_partition_mapping(
                     key, parent

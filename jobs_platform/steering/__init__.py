@@ -10,5 +10,12 @@ are paused, by whom), `holds` (the partitions a run held back, and why) and `rea
 (when a held partition is launched again, and when it has waited too long). The Dagster
 part translates: `holds_sensor` launches the held partitions again through the run queue.
 
+`jobs-platform plan` says what a launch would do to each partition of a range, and why:
+`plan_facts` reads the warehouse once per table for the range, `plan_holds` the pause and
+the partitions not ready, `plan` decides each row with the engine's and the redrive's own
+rules, and `estimate` gives rows and time from the backfill's history (`status`'s ETA too).
+`plan_location` asks the loaded code location what only it knows (keys, partition mappings,
+the input's fingerprint now).
+
 Nothing is imported here: `jobs-platform backfill pause` loads no Dagster.
 """

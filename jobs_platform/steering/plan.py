@@ -1,0 +1,221 @@
+"""`jobs-platform plan`: what a launch would do to each partition of a range, and why.
+
+Pure: given the facts (`plan_facts.read_facts`), the fingerprints of the input now and the
+backfill's settings, the rows. Every decision is one the attempt path makes, asked of the
+same function, so a plan cannot drift from a launch:
+
+- the gate (`engine.attempt.gate`): an open dead-letter entry is refused, a partition whose
+  upstream is not done is blocked;
+- the redrive (`dead_letter.redrive.cooldown_ends`): a refused entry that an outage spent
+  is released once its cool-down ends, so it is `cooling_down` until then;
+- the lease (`store.leases`, as `plan_facts` reads it): a live holder's partition is busy;
+- the unchanged input (`engine.finalize.unchanged_since_done`): a done partition whose
+  fingerprint holds finishes without reading; the redrive's `code_changed` says why not.
+
+The order is the attempt's: the gate (quarantined, then blocked), then the pause and
+readiness, then the lease, then the partition's own state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from jobs_platform.dead_letter.redrive import code_changed, cooldown_ends
+from jobs_platform.engine.attempt import Gate, gate
+from jobs_platform.engine.finalize import unchanged_since_done
+from jobs_platform.steering.estimate import Estimate
+from jobs_platform.steering.plan_facts import PartitionFacts
+from jobs_platform.steering.plan_holds import Holds
+from jobs_platform.store.partitions import PartitionStatus
+
+
+class Action(enum.StrEnum):
+    """What a launch does to a partition."""
+
+    RUN = "run"  # an attempt reads its input and writes it
+    SKIP = "skip"  # no attempt reads it: held back, or nothing to do
+
+
+class Reason(enum.StrEnum):
+    """Why a launch runs or skips a partition (one per row)."""
+
+    MISSING = "missing"  # run: no attempt of it has ended yet
+    FAILED_DUE = "failed_due"  # run: its last attempt failed, or a requeue released it
+    INPUT_CHANGED = "input_changed"  # run: done, but its input's fingerprint differs now
+    CODE_CHANGED = "code_changed"  # run: done by another code_version than the backfill's
+    NO_FINGERPRINT = "no_fingerprint"  # run: done, but without `fingerprint=` only reading tells
+    DONE_UNCHANGED = "done_unchanged"  # skip: done from the input its fingerprint names now
+    QUARANTINED = "quarantined"  # skip: in the dead letter, waiting for a person
+    COOLING_DOWN = "cooling_down"  # skip: in the dead letter until the redrive's cool-down ends
+    IN_FLIGHT = "in_flight"  # skip: a live worker holds its lease (in run `run_id`)
+    BLOCKED = "blocked"  # skip: a partition it reads (`upstream`) is not done
+    NOT_READY = "not_ready"  # skip: its readiness check says its input has not landed
+    PAUSED = "paused"  # skip: the backfill is paused
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One partition of the plan: what a launch does, why, and the details the reason has."""
+
+    partition: str
+    action: Action
+    reason: Reason
+    until: dt.datetime | None = None  # cooling_down: when the redrive releases it
+    run_id: str | None = None  # in_flight: the run holding its lease
+    upstream: str | None = None  # blocked: the first upstream partition not done (name/key)
+    downstream: tuple[str, ...] = ()  # partitions of other backfills it would recompute
+
+    def as_dict(self) -> dict[str, object]:
+        row: dict[str, object] = {
+            "partition": self.partition,
+            "action": str(self.action),
+            "reason": str(self.reason),
+        }
+        if self.until is not None:
+            row["until"] = self.until.isoformat()
+        if self.run_id is not None or self.reason is Reason.IN_FLIGHT:
+            row["run_id"] = self.run_id
+        if self.upstream is not None:
+            row["upstream"] = self.upstream
+        row["downstream"] = list(self.downstream)
+        return row
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """What `plan` needs of the backfill itself and of the settings its attempts run under."""
+
+    asset: str
+    version: str = ""  # its code_version ("" when it has none)
+    fingerprinted: bool = False  # whether it has a `fingerprint=`
+    redrive: bool = True  # whether the redrive serves it
+    first_cooldown_seconds: float = 900.0
+    max_redrives: int = 3
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The rows, in the order asked, their totals and the estimate of the runs."""
+
+    asset: str
+    rows: tuple[PlanRow, ...]
+    estimate: Estimate
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def totals(self) -> dict[str, object]:
+        actions = Counter(str(row.action) for row in self.rows)
+        return {
+            "partitions": len(self.rows),
+            "run": actions[Action.RUN],
+            "skip": actions[Action.SKIP],
+            "by_reason": dict(Counter(str(row.reason) for row in self.rows).most_common()),
+            "downstream": sum(len(row.downstream) for row in self.rows if row.action is Action.RUN),
+        }
+
+    @property
+    def to_run(self) -> int:
+        return sum(1 for row in self.rows if row.action is Action.RUN)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "asset": self.asset,
+            "partitions": [row.as_dict() for row in self.rows],
+            "totals": self.totals,
+            "estimate": self.estimate.as_dict(),
+            "notes": list(self.notes),
+        }
+
+
+def plan_rows(
+    backfill: Backfill,
+    keys: Sequence[str],
+    facts: PartitionFacts,
+    fingerprints: Mapping[str, str],
+    holds: Holds = Holds(),  # noqa: B008 (frozen: one shared empty value is safe)
+) -> list[PlanRow]:
+    """One row per key, in order: what a launch now would do to it.
+
+    `fingerprints` are the stored-form fingerprints of the input now (with the code
+    version: `BackfillSpec.stored_fingerprint`) of the done partitions, for a backfill with
+    a `fingerprint=`.
+    """
+    return [decide(backfill, key, facts, fingerprints, holds) for key in keys]
+
+
+def with_downstream(
+    rows: Sequence[PlanRow], downstream: Mapping[str, Sequence[str]]
+) -> list[PlanRow]:
+    """`rows`, each that runs with the partitions of other backfills it feeds (`downstream`,
+    by key): they are stale once it runs. A row that skips recomputes nothing."""
+    return [
+        dataclasses.replace(row, downstream=tuple(downstream[row.partition]))
+        if row.action is Action.RUN and downstream.get(row.partition)
+        else row
+        for row in rows
+    ]
+
+
+def decide(
+    backfill: Backfill,
+    key: str,
+    facts: PartitionFacts,
+    fingerprints: Mapping[str, str],
+    holds: Holds,
+) -> PlanRow:
+    """What a launch does to one partition, and why (its downstream left to `plan_rows`)."""
+    entry = facts.open_entries.get(key)
+    waiting_on = facts.waiting_on.get(key, {})
+    closed = gate(quarantined=entry is not None, waiting_on=waiting_on)
+    if closed is Gate.QUARANTINED and entry is not None:
+        until = None
+        if backfill.redrive:
+            until = cooldown_ends(
+                entry,
+                earlier_cooldown_redrives=facts.cooldown_redrives.get(key, 0),
+                redrives=facts.redrives.get(key, 0),
+                first_cooldown_seconds=backfill.first_cooldown_seconds,
+                max_redrives=backfill.max_redrives,
+            )
+        if until is not None:
+            return PlanRow(key, Action.SKIP, Reason.COOLING_DOWN, until=until)
+        return PlanRow(key, Action.SKIP, Reason.QUARANTINED)
+    if closed is Gate.BLOCKED:
+        name, upstream_key = next(iter(waiting_on))
+        return PlanRow(key, Action.SKIP, Reason.BLOCKED, upstream=f"{name}/{upstream_key}")
+    # The steering gate (`engine.holding`), after the quarantine and upstream gates.
+    if holds.paused:
+        return PlanRow(key, Action.SKIP, Reason.PAUSED)
+    if key in holds.not_ready:
+        return PlanRow(key, Action.SKIP, Reason.NOT_READY)
+    lease = facts.live_leases.get(key)
+    if lease is not None:
+        return PlanRow(key, Action.SKIP, Reason.IN_FLIGHT, run_id=lease.run_id)
+    state = facts.states.get(key)
+    if state is None:
+        return PlanRow(key, Action.RUN, Reason.MISSING)
+    if state.status != PartitionStatus.DONE:
+        return PlanRow(key, Action.RUN, Reason.FAILED_DUE)
+    return _done(backfill, key, state.fingerprint, facts, fingerprints)
+
+
+def _done(
+    backfill: Backfill,
+    key: str,
+    done_fingerprint: str | None,
+    facts: PartitionFacts,
+    fingerprints: Mapping[str, str],
+) -> PlanRow:
+    if code_changed(facts.done_code_versions.get(key), backfill.version):
+        return PlanRow(key, Action.RUN, Reason.CODE_CHANGED)
+    if not backfill.fingerprinted:
+        return PlanRow(key, Action.RUN, Reason.NO_FINGERPRINT)
+    now = fingerprints.get(key)
+    if now is not None and unchanged_since_done(done_fingerprint, now):
+        return PlanRow(key, Action.SKIP, Reason.DONE_UNCHANGED)
+    return PlanRow(key, Action.RUN, Reason.INPUT_CHANGED)

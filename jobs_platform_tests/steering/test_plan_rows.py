@@ -1,0 +1,131 @@
+"""`steering.plan`'s rows from the warehouse's facts, without Dagster (PostgreSQL and SQLite)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from jobs_platform.dead_letter.entries import DeadLetter, active_entry
+from jobs_platform.dead_letter.releases import RequeuedBy
+from jobs_platform.errors import Classification
+from jobs_platform.steering.estimate import History, estimate, median, progress, runs_at_once
+from jobs_platform.steering.holds import HoldReason, Holds
+from jobs_platform.steering.pauses import Pauses
+from jobs_platform.steering.plan import Action, Backfill, Reason, plan_rows
+from jobs_platform.steering.plan_facts import read_facts
+from jobs_platform.steering.plan_holds import read_holds
+from jobs_platform.store.attempts import AttemptFailure, Attempts
+from jobs_platform.store.clock import DATABASE_CLOCK
+from jobs_platform.store.partitions import Partitions, PartitionStatus
+
+ASSET = "events"
+BACKFILL = Backfill(ASSET, version="2", fingerprinted=True, max_redrives=1)
+
+
+def rows(connection, keys, backfill=BACKFILL, fingerprints=None, upstream=None):
+    facts = read_facts(connection, DATABASE_CLOCK, ASSET, keys, upstream)
+    holds = read_holds(connection, ASSET, keys)
+    return {
+        row.partition: row for row in plan_rows(backfill, keys, facts, fingerprints or {}, holds)
+    }
+
+
+def failed_attempt(connection, partition: str, error_class: str) -> None:
+    attempts = Attempts(DATABASE_CLOCK)
+    attempt_id, _ = attempts.start(
+        connection,
+        asset=ASSET,
+        partition=partition,
+        episode=1,
+        run_id="r",
+        step_retry=0,
+        token=1,
+        holder="h",
+        correlation_id=None,
+        code_version="2",
+    )
+    attempts.finish(
+        connection, attempt_id, AttemptFailure(Classification(error_class), "OSError", "down")
+    )
+
+
+def test_a_paused_backfill_skips_every_partition_the_gate_lets_through(connection):
+    Partitions(DATABASE_CLOCK).set_status(connection, ASSET, "b", PartitionStatus.FAILED)
+    failed_attempt(connection, "c", "terminal")
+    DeadLetter(DATABASE_CLOCK).quarantine_partition(connection, ASSET, "c", 1)
+    Pauses(DATABASE_CLOCK).pause(connection, ASSET, by="alice", reason="maintenance")
+    planned = rows(connection, ["a", "b", "c"])
+    assert [(row.action, row.reason) for row in planned.values()] == [
+        (Action.SKIP, Reason.PAUSED),
+        (Action.SKIP, Reason.PAUSED),
+        (Action.SKIP, Reason.QUARANTINED),  # the gate refuses it first, as an attempt's does
+    ]
+
+
+def test_a_partition_held_for_its_input_is_not_ready(connection):
+    Holds(DATABASE_CLOCK).hold(connection, ASSET, "b", HoldReason.NOT_READY, run_id="r")
+    planned = rows(connection, ["a", "b"])
+    assert (planned["a"].reason, planned["b"].reason) == (Reason.MISSING, Reason.NOT_READY)
+
+
+def test_an_outage_entry_cools_down_until_its_redrives_run_out(connection):
+    failed_attempt(connection, "a", "retryable")
+    failed_attempt(connection, "b", "retryable")
+    dead_letter = DeadLetter(DATABASE_CLOCK)
+    dead_letter.quarantine_partition(connection, ASSET, "a", 1)
+    entry_b = dead_letter.quarantine_partition(connection, ASSET, "b", 1)
+    # b was redriven once before (the limit is 1 here), and quarantined again.
+    dead_letter.release_entries(
+        connection, [active_entry(connection, ASSET, "b")], by=RequeuedBy.REDRIVE, reason="cooldown"
+    )
+    failed_attempt(connection, "b", "retryable")
+    dead_letter.quarantine_partition(connection, ASSET, "b", 2)
+    assert entry_b
+    planned = rows(connection, ["a", "b"])
+    assert planned["a"].reason is Reason.COOLING_DOWN
+    assert planned["a"].until is not None
+    assert planned["a"].until > DATABASE_CLOCK.now(connection) + dt.timedelta(seconds=800)
+    assert planned["b"].reason is Reason.QUARANTINED
+    # Without the redrive (redrive=False), nothing cools down: each waits for a person.
+    unredriven = Backfill(ASSET, version="2", fingerprinted=True, redrive=False)
+    assert rows(connection, ["a"], unredriven)["a"].reason is Reason.QUARANTINED
+
+
+def test_a_done_partition_without_a_fingerprint_is_read_again(connection):
+    Partitions(DATABASE_CLOCK).set_status(
+        connection, ASSET, "a", PartitionStatus.DONE, fingerprint="content@2"
+    )
+    unfingerprinted = Backfill(ASSET, version="2", fingerprinted=False)
+    assert rows(connection, ["a"], unfingerprinted)["a"].reason is Reason.NO_FINGERPRINT
+    fingerprinted = rows(connection, ["a"], fingerprints={"a": "content@2"})["a"]
+    assert (fingerprinted.action, fingerprinted.reason) == (Action.SKIP, Reason.DONE_UNCHANGED)
+
+
+def test_a_partition_reading_an_upstream_not_done_names_it(connection):
+    Partitions(DATABASE_CLOCK).set_status(connection, "source", "a", PartitionStatus.DONE)
+    Partitions(DATABASE_CLOCK).set_status(connection, "source", "b", PartitionStatus.FAILED)
+    upstream = {"a": [("source", "a")], "b": [("source", "b")], "c": [("source", "c")]}
+    planned = rows(connection, ["a", "b", "c"], upstream=upstream)
+    assert planned["a"].reason is Reason.MISSING
+    assert (planned["b"].reason, planned["b"].upstream) == (Reason.BLOCKED, "source/b")
+    assert (planned["c"].reason, planned["c"].upstream) == (Reason.BLOCKED, "source/c")
+
+
+def test_the_estimate_is_the_p50_times_the_count_over_the_runs_at_once():
+    history = History(partitions=3, p50_seconds=2.0, p50_rows=100)
+    assert runs_at_once(90, 30) == 3
+    assert runs_at_once(90, None) == 1  # single_run()
+    assert runs_at_once(0, 30) == 1
+    assert (estimate(90, 30, history).rows, estimate(90, 30, history).seconds) == (9000, 60.0)
+    assert estimate(90, 30, None).as_dict()["history"] == "no history"
+    assert median([5.0, 1.0, 3.0, 100.0]) == 3.0
+
+
+def test_progress_counts_what_remains_and_its_eta():
+    going = progress(
+        done=10, missing=50, failed=10, quarantined=2, p50_seconds=3.0, partitions_per_run=30
+    )
+    assert going.as_dict() == {"done": 10, "remaining": 60, "failing": 12, "eta_seconds": 90.0}
+    unknown = progress(
+        done=0, missing=5, failed=0, quarantined=0, p50_seconds=None, partitions_per_run=None
+    )
+    assert unknown.eta_seconds is None
