@@ -29,10 +29,12 @@ from contextlib import contextmanager
 import dagster as dg
 import sqlalchemy as sa
 
+from benchmarks import EXAMPLE_MODULE
 from benchmarks.database import fresh_schema, json_report_main, server_facts
 from jobs_platform.alerts.resource import AlertsResource
 from jobs_platform.alerts.sinks import AlertSink, LogSink, SlackSink, WebhookSink
 from jobs_platform.dead_letter.asset import DEAD_LETTER_TICK_SECONDS, dead_letter_sensor
+from jobs_platform.location import load_definitions
 from jobs_platform.settings import Settings
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
@@ -135,8 +137,8 @@ def seed_burst(engine: sa.Engine, count: int) -> None:
 
 
 def bench(database_url: str, args: argparse.Namespace) -> dict:
-    from orders_example.definitions import defs
-
+    defs = load_definitions(EXAMPLE_MODULE)
+    resources = dict(defs.resources or {})
     ticks: list[dict[str, float]] = []
     with (
         fresh_schema(database_url, "alert_sinks") as url,
@@ -162,7 +164,7 @@ def bench(database_url: str, args: argparse.Namespace) -> dict:
                     instance_ref=instance.get_ref(),
                     cursor=cursor,
                     definitions=defs,
-                    resources={**defs.resources, "alerts": alerts},
+                    resources={**resources, "alerts": alerts},
                 ) as context:
                     cursor = dead_letter_sensor.evaluate_tick(context).cursor
                 seconds = time.monotonic() - began
