@@ -10,6 +10,7 @@ from dataclasses import asdict
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
+from jobs_platform.cli import classify
 from jobs_platform.cli.requeue import add_requeue_options
 from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_warehouse
 from jobs_platform.dead_letter.entries import UnknownEntry, latest_entry, list_entries
@@ -76,6 +77,7 @@ def register(commands) -> None:
     add_requeue_options(requeue)
     requeue.set_defaults(handler=run_requeue, parser=requeue)
     register_rows(actions)
+    classify.register(actions)
 
 
 def register_rows(actions) -> None:
@@ -180,7 +182,7 @@ def run_groups(args: argparse.Namespace) -> int:
     with open_warehouse(command_settings(args.module)).connect() as connection:
         groups = signature_groups(connection, asset=args.asset)
     if args.json:
-        print(json.dumps([group_summary(group) for group in groups], indent=2))
+        print(json.dumps([group_summary(group, module) for group in groups], indent=2))
         return 0
     if not groups:
         where = f" of {args.asset}" if args.asset else ""
@@ -202,6 +204,9 @@ def run_groups(args: argparse.Namespace) -> int:
             f"         assets: {assets}; e.g. {samples}\n"
             f"         requeue: {group_requeue_command(group, module)}"
         )
+        taught = classify.taught_line(group, module)
+        if taught:
+            print(f"         {taught}")
     details = show_command("ASSET", "PARTITION", module)
     print(f"\nAn entry's history: {details}")
     return 0
@@ -259,9 +264,12 @@ def run_show(args: argparse.Namespace) -> int:
                 f"entry {record['entry_id']}"
             )
             continue
+        # The rule a person taught, where one decided the attempt's class.
+        by_rule = f"  by rule {record['rule']}" if record["rule"] else ""
         print(
             f"  episode {record['episode']} attempt {record['attempt']}  {record['at']}  "
             f"{record['error_class']:<11} {record['error_type'] or ''}  run {record['run_id']}"
+            f"{by_rule}"
         )
         if record["message"]:
             print(f"      {one_line(record['message'])}")
