@@ -1,6 +1,5 @@
 """`bin/bench upsert|merge|staging|rerun|backfill|memory|status|triage|holds|scale|plan`:
-measure the
-writer, a backfill and the operator commands on PostgreSQL."""
+measure the writer, a backfill and the operator commands on PostgreSQL."""
 
 from __future__ import annotations
 

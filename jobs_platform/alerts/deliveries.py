@@ -13,7 +13,11 @@ The alerts' pure part, below the engine: `engine.warehouse.Warehouse` holds an `
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 
@@ -25,20 +29,59 @@ from jobs_platform.store.schema import alert_ledger, notice_ledger
 class DeliveryStatus(enum.StrEnum):
     """Where the delivery of one entry's alert to one sink stands."""
 
+    PENDING = "pending"
+    """Not tried yet: its sink ran out of time or rests after failing in a row, so a later
+    tick makes the first try. Never stored: no row means pending."""
     SENDING = "sending"
     """Claimed just before the send; still so if that tick died mid-send, so it is resent."""
     SENT = "sent"
     """The sink accepted the alert; it is never sent there again."""
     FAILED = "failed"
-    """The last send raised; a later tick tries again while tries remain."""
+    """The last send raised; a tick at or after `next_try_at` tries again while tries remain."""
     GAVE_UP = "gave_up"
     """Every allowed try failed; the last error stays in the ledger for a person."""
 
 
 SETTLED = frozenset({DeliveryStatus.SENT, DeliveryStatus.GAVE_UP})
+
+# A failed delivery's next try waits 30-60 s after its first failure, doubling each time up
+# to 15 minutes: five tries span about 7 to 15 minutes of a sink's outage.
+RETRY_BASE_SECONDS = 60.0
+RETRY_CEILING_SECONDS = 15 * 60.0
+
+
+def retry_delay(
+    tries: int, *, uniform: Callable[[float, float], float] = random.uniform
+) -> dt.timedelta:
+    """How long a delivery that failed its `tries`-th try waits for the next (equal jitter:
+    between half and all of the doubling ceiling, so a burst's retries spread out)."""
+    ceiling = min(RETRY_BASE_SECONDS * 2 ** (tries - 1), RETRY_CEILING_SECONDS)
+    return dt.timedelta(seconds=uniform(ceiling / 2, ceiling))
+
+
+def nothing_to_do_now(table: sa.Table, now: dt.datetime) -> sa.ColumnElement[bool]:
+    """A ledger row whose delivery needs no send now: settled, or failed and not yet due."""
+    return sa.or_(
+        table.c.status.in_([str(status) for status in SETTLED]),
+        sa.and_(table.c.status == DeliveryStatus.FAILED, table.c.next_try_at > now),
+    )
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    """Alerts not yet settled for every sink, split by whether a sink has a send due now."""
+
+    due: list[int]
+    waiting: list[int]
+    """Each unsettled delivery failed and waits for its `next_try_at`."""
+
+
 # The event of an entry's first alert: its quarantine. Its ledger rows are keyed by the
 # sink's bare name, as they were before there were other events.
 QUARANTINED_EVENT = "quarantined"
+# Bound on the ids of one IN list (SQLite's default limit on a statement's parameters is
+# 999 before 3.32).
+_IDS_PER_QUERY = 500
 
 
 def event_sink(sink: str, event: str) -> str:
@@ -90,12 +133,22 @@ class AlertLedger:
         if row.tries >= max_tries:
             self._update(connection, entry_id, sink, status=DeliveryStatus.GAVE_UP)
             return False, DeliveryStatus.GAVE_UP
+        waiting = row.next_try_at is not None and row.next_try_at > self.clock.now(connection)
+        if status is DeliveryStatus.FAILED and waiting:
+            return False, status  # backing off: this sink's outage costs no other
         # FAILED, or SENDING left by a tick that died: send again, same Idempotency-Key.
         self._update(connection, entry_id, sink, status=DeliveryStatus.SENDING, tries=row.tries + 1)
         return True, DeliveryStatus.SENDING
 
     def mark_sent(self, connection: sa.Connection, entry_id: int, sink: str) -> None:
-        self._update(connection, entry_id, sink, status=DeliveryStatus.SENT, last_error=None)
+        self._update(
+            connection,
+            entry_id,
+            sink,
+            status=DeliveryStatus.SENT,
+            last_error=None,
+            next_try_at=None,
+        )
 
     def record_failed_send(
         self, connection: sa.Connection, entry_id: int, sink: str, error: str, max_tries: int
@@ -104,9 +157,50 @@ class AlertLedger:
         tries = connection.execute(
             sa.select(self.table.c.tries).where(*self._of(entry_id, sink))
         ).scalar_one()
-        status = DeliveryStatus.GAVE_UP if tries >= max_tries else DeliveryStatus.FAILED
-        self._update(connection, entry_id, sink, status=status, last_error=error)
-        return status, tries
+        if tries >= max_tries:
+            self._update(
+                connection, entry_id, sink, status=DeliveryStatus.GAVE_UP, last_error=error
+            )
+            return DeliveryStatus.GAVE_UP, tries
+        self._update(
+            connection,
+            entry_id,
+            sink,
+            status=DeliveryStatus.FAILED,
+            last_error=error,
+            next_try_at=self.clock.now(connection) + retry_delay(tries),
+        )
+        return DeliveryStatus.FAILED, tries
+
+    def undelivered(
+        self, connection: sa.Connection, alert_ids: Sequence[int], sinks: Sequence[str]
+    ) -> Undelivered:
+        """Which of `alert_ids` some of `sinks` has not settled, due now or waiting; the
+        settled ones are left out. In id order."""
+        now = self.clock.now(connection)
+        idle: dict[int, int] = {}  # per alert, its sinks with nothing to do now
+        settled: dict[int, int] = {}
+        for start in range(0, len(alert_ids), _IDS_PER_QUERY):
+            rows = connection.execute(
+                sa.select(
+                    self._alert_id,
+                    self.table.c.status.in_([str(status) for status in SETTLED]),
+                    nothing_to_do_now(self.table, now),
+                ).where(
+                    self._alert_id.in_(list(alert_ids[start : start + _IDS_PER_QUERY])),
+                    self.table.c.sink.in_(list(sinks)),
+                )
+            )
+            for alert_id, is_settled, is_idle in rows:
+                settled[alert_id] = settled.get(alert_id, 0) + bool(is_settled)
+                idle[alert_id] = idle.get(alert_id, 0) + bool(is_idle)
+        due: list[int] = []
+        waiting: list[int] = []
+        for alert_id in sorted(set(alert_ids)):
+            if settled.get(alert_id, 0) == len(sinks):
+                continue
+            (waiting if idle.get(alert_id, 0) == len(sinks) else due).append(alert_id)
+        return Undelivered(due, waiting)
 
     def _update(
         self, connection: sa.Connection, entry_id: int, sink: str, **values: object

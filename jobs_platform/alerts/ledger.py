@@ -9,11 +9,21 @@ dies between the send and the mark leaves `sending`; the next tick sends again w
 same Idempotency-Key, so the receiver can drop the copy: at-least-once to the sink, once
 per entry as the ledger sees it. The network call is never made inside a transaction
 (on SQLite that would hold the warehouse's write lock for the whole send).
+
+One sink never delays another. `deliver_all` gives each sink its own worker thread, which
+walks the alerts in order. A failed send is not retried within the call: the ledger keeps
+its `next_try_at` (`deliveries.retry_delay`), and a later tick tries it then. A sink that
+fails `FAILURES_BEFORE_REST` sends in a row looks down: it rests until the next call, and
+the alerts it did not try keep their tries. Each worker starts sends only within its
+budget, and a send started in time ends by its sink's own timeout, so a call is bounded
+whatever the sinks do.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -29,14 +39,25 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("jobs_platform.alerts")
 
-# Sends per (entry, sink) across ticks; a webhook also retries a few times within a tick.
+# Sends per (alert, sink) across ticks, `deliveries.retry_delay` apart; a webhook also
+# retries a few times within one send.
 DEFAULT_MAX_DELIVERY_TRIES = 5
+SINK_BUDGET_SECONDS = 20.0
+"""How long each sink's worker starts new sends in one call (a sensor tick)."""
+FAILURES_BEFORE_REST = 2
+"""Sends failed in a row after which a sink rests until the next call."""
+# A worker whose send outlives its sink's timeout (a user's sink without one) is left
+# behind after this long past the budget. Its delivery stays `sending` and is resent later
+# with the same key. 20 + 30 s keeps a tick within Dagster's 60 s sensor timeout.
+_ABANDON_AFTER_SECONDS = 30.0
 _MAX_ERROR_CHARS = 2000
+
+AnyAlert = QuarantineAlert | Notice
 
 
 def deliver_once(
     store: Warehouse,
-    alert: QuarantineAlert | Notice,
+    alert: AnyAlert,
     sinks: Sequence[AlertSink],
     *,
     max_tries: int = DEFAULT_MAX_DELIVERY_TRIES,
@@ -46,37 +67,123 @@ def deliver_once(
     Once per entry, sink and event (`alert.event`): the redrive's last word on an entry is
     a second event of it, delivered once more. Once per notice and sink.
     """
+    [statuses] = deliver_all(store, [alert], sinks, max_tries=max_tries)
+    return statuses
+
+
+def deliver_all(
+    store: Warehouse,
+    alerts: Sequence[AnyAlert],
+    sinks: Sequence[AlertSink],
+    *,
+    max_tries: int = DEFAULT_MAX_DELIVERY_TRIES,
+    budget_seconds: float = SINK_BUDGET_SECONDS,
+) -> list[dict[str, DeliveryStatus]]:
+    """Send each alert to every sink that has not had it yet, one worker per sink; returns
+    each alert's statuses by sink, in the order of `alerts`.
+
+    A sink's worker tries its deliveries one after another and never waits for another
+    sink: a dead Slack costs the webhook nothing. What a worker does not reach (out of
+    budget, or resting) is `pending`; a later call tries it.
+    """
     names = [sink.name for sink in sinks]
     if len(set(names)) != len(names):
         raise ValueError(f"sink names must be unique, got {names}")
-    return {sink.name: _deliver_to(store, alert, sink, max_tries) for sink in sinks}
+    statuses = [dict.fromkeys(names, DeliveryStatus.PENDING) for _ in alerts]
+    deadline = time.monotonic() + budget_seconds
+    if len(sinks) == 1:
+        _SinkWorker(store, sinks[0], max_tries, deadline).deliver(alerts, statuses)
+        return statuses
+    workers = [_SinkWorker(store, sink, max_tries, deadline) for sink in sinks]
+    threads = [
+        threading.Thread(
+            target=worker.run,
+            args=(alerts, statuses),
+            name=f"jobs-platform-alerts-{worker.sink.name}",
+            daemon=True,  # one stuck past its sink's timeout must not keep a process alive
+        )
+        for worker in workers
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline + _ABANDON_AFTER_SECONDS - time.monotonic()))
+    for worker, thread in zip(workers, threads, strict=True):
+        if thread.is_alive():
+            logger.warning(
+                "alerts to %s: a send outlived the budget; left running, resent later",
+                worker.sink.name,
+            )
+        elif worker.error is not None:
+            raise worker.error
+    # A copy: a worker left running must not change what the caller was given.
+    return [dict(alert_statuses) for alert_statuses in statuses]
 
 
 def is_settled(statuses: dict[str, DeliveryStatus]) -> bool:
-    """True when no sink needs another try for this entry."""
+    """True when no sink needs another try for this alert."""
     return all(status in SETTLED for status in statuses.values())
 
 
+class _SinkWorker:
+    """One sink's deliveries in one call: in order, within the budget, resting after
+    `FAILURES_BEFORE_REST` failed sends in a row."""
+
+    def __init__(self, store: Warehouse, sink: AlertSink, max_tries: int, deadline: float):
+        self.store = store
+        self.sink = sink
+        self.max_tries = max_tries
+        self.deadline = deadline
+        self.error: BaseException | None = None
+
+    def run(self, alerts: Sequence[AnyAlert], statuses: list[dict[str, DeliveryStatus]]) -> None:
+        """`deliver` in a thread: an error is kept for the caller to raise."""
+        try:
+            self.deliver(alerts, statuses)
+        except BaseException as error:  # a database error, or a sink's SystemExit
+            self.error = error
+
+    def deliver(
+        self, alerts: Sequence[AnyAlert], statuses: list[dict[str, DeliveryStatus]]
+    ) -> None:
+        failed_in_a_row = 0
+        for index, alert in enumerate(alerts):
+            if failed_in_a_row >= FAILURES_BEFORE_REST:
+                logger.warning(
+                    "alerts to %s: %s sends failed in a row; it rests until the next tick "
+                    "(%s alert(s) wait, their tries unspent)",
+                    self.sink.name,
+                    failed_in_a_row,
+                    len(alerts) - index,
+                )
+                return
+            if time.monotonic() > self.deadline:
+                return  # the rest stay pending: the next tick tries them
+            status, sent = _deliver_to(self.store, alert, self.sink, self.max_tries)
+            statuses[index][self.sink.name] = status
+            if sent:
+                failed_in_a_row = 0 if status is DeliveryStatus.SENT else failed_in_a_row + 1
+
+
 def _deliver_to(
-    store: Warehouse, alert: QuarantineAlert | Notice, sink: AlertSink, max_tries: int
-) -> DeliveryStatus:
+    store: Warehouse, alert: AnyAlert, sink: AlertSink, max_tries: int
+) -> tuple[DeliveryStatus, bool]:
+    """The delivery's status, and whether the sink was called."""
     ledger, alert_id, key = _ledger_row(store, alert, sink.name)
     with store.begin() as connection:
         mine, status = ledger.claim_delivery(connection, alert_id, key, max_tries)
     if not mine:
-        return status
+        return status, False
     try:
         sink.send(alert)
     except Exception as exc:
-        return _record_failure(store, ledger, alert, key, exc, max_tries)
+        return _record_failure(store, ledger, alert, key, exc, max_tries), True
     with store.begin() as connection:
         ledger.mark_sent(connection, alert_id, key)
-    return DeliveryStatus.SENT
+    return DeliveryStatus.SENT, True
 
 
-def _ledger_row(
-    store: Warehouse, alert: QuarantineAlert | Notice, sink: str
-) -> tuple[AlertLedger, int, str]:
+def _ledger_row(store: Warehouse, alert: AnyAlert, sink: str) -> tuple[AlertLedger, int, str]:
     """The ledger that keeps the alert's deliveries, its id there and the sink's key."""
     match alert:
         case Notice():
@@ -88,7 +195,7 @@ def _ledger_row(
 def _record_failure(
     store: Warehouse,
     ledger: AlertLedger,
-    alert: QuarantineAlert | Notice,
+    alert: AnyAlert,
     sink: str,
     error: Exception,
     max_tries: int,
@@ -108,7 +215,7 @@ def _record_failure(
     return status
 
 
-def _named(alert: QuarantineAlert | Notice) -> str:
+def _named(alert: AnyAlert) -> str:
     if isinstance(alert, Notice):
         return f"notice {alert.notice_id} ({alert.kind} {alert.asset})"
     return f"for quarantine entry {alert.entry_id}"

@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobs_platform.alerts.deliveries import SETTLED
+from jobs_platform.alerts.deliveries import nothing_to_do_now
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import alert_notices, notice_ledger
@@ -146,28 +146,29 @@ def due_notices(
     limit: int,
     max_age: dt.timedelta = NOTICE_MAX_AGE,
 ) -> list[Notice]:
-    """Recent notices of `assets` that some of `sinks` has not settled; oldest first.
+    """Recent notices of `assets` that some of `sinks` has a send due for; oldest first.
 
-    Settled is sent or given up, as the ledger says. Whether a retry is due yet is the
-    delivery's to judge (`AlertLedger.claim_delivery`), not this query's.
+    A notice is left out once every sink has sent it or given up (settled), or has failed
+    it and waits for its next try: a sink that is down holds up no other.
     """
     if not assets or not sinks:
         return []
-    settled = (
+    now = clock.now(connection)
+    sinks_done = (
         sa.select(sa.func.count())
         .where(
             notice_ledger.c.notice_id == alert_notices.c.id,
             notice_ledger.c.sink.in_(list(sinks)),
-            notice_ledger.c.status.in_([str(status) for status in SETTLED]),
+            nothing_to_do_now(notice_ledger, now),
         )
         .scalar_subquery()
     )
     rows = connection.execute(
         sa.select(alert_notices)
         .where(
-            alert_notices.c.raised_at >= clock.now(connection) - max_age,
+            alert_notices.c.raised_at >= now - max_age,
             alert_notices.c.asset.in_(list(assets)),
-            settled < len(sinks),
+            sinks_done < len(sinks),
         )
         .order_by(alert_notices.c.id)
         .limit(limit)

@@ -10,30 +10,26 @@ location's names (`naming.py`); `dead_letter` and `dead_letter_sensor` are the b
 
 import functools
 import json
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dagster as dg
 
 from jobs_platform.alerts.alert import QuarantineAlert, alert_for_entry, load_alert, load_alerts
-from jobs_platform.alerts.ledger import deliver_once, is_settled
+from jobs_platform.alerts.deliveries import DeliveryStatus
+from jobs_platform.alerts.ledger import deliver_all, is_settled
 from jobs_platform.alerts.notices import due_notices
 from jobs_platform.alerts.resource import AlertsResource
-from jobs_platform.alerts.sinks import AlertSink
 from jobs_platform.dead_letter.entries import UnknownEntry, entries_after
-from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run, location_of_sensor
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.selections import served_backfills
 
-# A tick must finish within Dagster's sensor timeout (60 s) even when every sink hangs
-# until its own timeout (webhook ~17 s with its tries, Slack 10 s, SMTP 10 s) right at
-# the budget's end; what does not fit waits for the next tick.
+# A tick's sends are bounded by `alerts.ledger.deliver_all` (each sink's worker starts
+# sends for 20 s, and rests after two failures in a row), well within Dagster's sensor
+# timeout (60 s); what does not fit waits for the next tick.
 ENTRIES_PER_TICK = 100
 NOTICES_PER_TICK = 50
-TICK_BUDGET_SECONDS = 15.0
 DEAD_LETTER_TICK_SECONDS = 30
 
 HISTORY_SCHEMA = dg.TableSchema(
@@ -191,11 +187,15 @@ def _dead_letter_tick(
     settings = jobs_platform.settings()
     store = jobs_platform.ready_store()
     sinks = alerts.sinks(settings)
+    names = [sink.name for sink in sinks]
     location = location_of_sensor(context)  # what the alerts' requeue commands name
     # Read everything first: a connection held across the sends would, on SQLite, hold the
     # warehouse's write lock while a webhook answers.
     with store.connect() as connection:
-        retrying = load_alerts(connection, cursor.undelivered, location)
+        # Entries a sink still owes: those due now are tried, the rest wait for their next
+        # try without costing a query of their history.
+        owed = store.alert_ledger.undelivered(connection, cursor.undelivered, names)
+        retrying = load_alerts(connection, owed.due[:ENTRIES_PER_TICK], location)
         # Only entries after the cursor, walked by primary key: a tick costs what is new.
         new = [
             alert_for_entry(connection, entry, location)
@@ -203,21 +203,20 @@ def _dead_letter_tick(
                 connection, cursor.last_entry_id, limit=ENTRIES_PER_TICK, assets=served
             )
         ]
-    deadline = time.monotonic() + TICK_BUDGET_SECONDS
-    undelivered: list[int] = []
-    for alert in retrying:
-        if time.monotonic() > deadline or not is_settled(deliver_once(store, alert, sinks)):
-            undelivered.append(alert.entry_id)
+        notices = due_notices(connection, store.clock, served, names, limit=NOTICES_PER_TICK)
+    # One worker per sink for the whole tick: a sink that is down delays no other.
+    statuses = deliver_all(store, [*retrying, *new, *notices], sinks)
+    entry_statuses = statuses[: len(retrying) + len(new)]
+    undelivered = [*owed.waiting, *owed.due[ENTRIES_PER_TICK:]] + [
+        alert.entry_id
+        for alert, delivered in zip([*retrying, *new], entry_statuses, strict=True)
+        if not is_settled(delivered)
+    ]
     last_seen, requests = cursor.last_entry_id, []
-    for alert in new:
-        if time.monotonic() > deadline:
-            break  # the cursor stops here; the next tick picks up the rest
-        statuses = deliver_once(store, alert, sinks)
-        if not is_settled(statuses):
-            undelivered.append(alert.entry_id)
+    for alert, delivered in zip(new, entry_statuses[len(retrying) :], strict=True):
         context.log.info(
             f"quarantine entry {alert.entry_id} ({alert.asset}/{alert.partition}): "
-            f"alerts {', '.join(f'{sink} {status}' for sink, status in statuses.items())}"
+            f"alerts {_described(delivered)}"
         )
         # The run key makes the daemon launch each entry's partition once, tick after tick.
         requests.append(
@@ -228,37 +227,22 @@ def _dead_letter_tick(
             )
         )
         last_seen = alert.entry_id
-    _deliver_notices(context, store, sinks, served, deadline)
+    for notice, delivered in zip(notices, statuses[len(entry_statuses) :], strict=True):
+        context.log.info(
+            f"notice {notice.notice_id} ({notice.kind} {notice.asset}: {notice.key}): "
+            f"alerts {_described(delivered)}"
+        )
     added = [request.partition_key for request in requests if request.partition_key is not None]
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[partitions.build_add_request(added)] if added else [],
-        cursor=DeadLetterCursor(last_seen, tuple(undelivered)).serialize(),
+        cursor=DeadLetterCursor(last_seen, tuple(sorted(undelivered))).serialize(),
         skip_reason=None if requests else "no new quarantine entries",
     )
 
 
-def _deliver_notices(
-    context: dg.SensorEvaluationContext,
-    store: Warehouse,
-    sinks: Sequence[AlertSink],
-    served: Sequence[str],
-    deadline: float,
-) -> None:
-    """Deliver the notices about the served backfills that a sink has not settled; what
-    does not fit in the tick's budget is found again next tick (the ledger says)."""
-    with store.connect() as connection:
-        notices = due_notices(
-            connection, store.clock, served, [sink.name for sink in sinks], limit=NOTICES_PER_TICK
-        )
-    for notice in notices:
-        if time.monotonic() > deadline:
-            break
-        statuses = deliver_once(store, notice, sinks)
-        context.log.info(
-            f"notice {notice.notice_id} ({notice.kind} {notice.asset}: {notice.key}): "
-            f"alerts {', '.join(f'{sink} {status}' for sink, status in statuses.items())}"
-        )
+def _described(statuses: dict[str, DeliveryStatus]) -> str:
+    return ", ".join(f"{sink} {status}" for sink, status in statuses.items())
 
 
 dead_letter, dead_letter_sensor = dead_letter_definitions(BARE)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.alerts.deliveries import SETTLED, event_sink
+from jobs_platform.alerts.deliveries import SETTLED, event_sink, nothing_to_do_now
 from jobs_platform.dead_letter.releases import RequeuedBy
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow
@@ -229,20 +229,23 @@ def exhausted_entries_to_alert(
     max_redrives: int,
     sinks: Sequence[str],
     limit: int,
+    now: dt.datetime | None = None,
 ) -> list[TableRow]:
     """Open entries of `assets` whose partition was redriven `max_redrives` times (at least
     once) and that some of `sinks` has not yet settled the last alert of; oldest first,
-    each with its partition's `redrives`."""
+    each with its partition's `redrives`. Given `now`, an entry whose unsettled deliveries
+    all wait for their next try is left out: a sink that is down holds up no other."""
     if not assets or not sinks:
         return []
     keys = [event_sink(sink, EXHAUSTED_EVENT) for sink in sinks]
-    settled = (
+    done = (
+        alert_ledger.c.status.in_([str(status) for status in SETTLED])
+        if now is None
+        else nothing_to_do_now(alert_ledger, now)
+    )
+    sinks_done = (
         sa.select(sa.func.count())
-        .where(
-            alert_ledger.c.entry_id == quarantine.c.id,
-            alert_ledger.c.sink.in_(keys),
-            alert_ledger.c.status.in_([str(status) for status in SETTLED]),
-        )
+        .where(alert_ledger.c.entry_id == quarantine.c.id, alert_ledger.c.sink.in_(keys), done)
         .scalar_subquery()
     )
     redrives = redrives_of_partition()
@@ -253,7 +256,7 @@ def exhausted_entries_to_alert(
                 quarantine.c.status == EntryStatus.QUARANTINED,
                 quarantine.c.asset.in_(list(assets)),
                 redrives >= max(max_redrives, 1),
-                settled < len(keys),
+                sinks_done < len(keys),
             )
             .order_by(quarantine.c.id)
             .limit(limit)

@@ -34,7 +34,7 @@ import dagster as dg
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import alert_for_entry
-from jobs_platform.alerts.ledger import deliver_once
+from jobs_platform.alerts.ledger import deliver_all
 from jobs_platform.alerts.resource import AlertsResource
 from jobs_platform.dead_letter import redrive as redrive_rules
 from jobs_platform.dead_letter.redrive import EXHAUSTED_EVENT, RedriveReason
@@ -58,7 +58,7 @@ FINGERPRINTS_PER_TICK = 200  # a 10,000-entry dead letter is judged by input eve
 # Within Dagster's 60 s sensor timeout with room for the rest of the tick and the alerts.
 FINGERPRINT_BUDGET_SECONDS = 10.0
 EXHAUSTED_ALERTS_PER_TICK = 20
-ALERT_BUDGET_SECONDS = 15.0
+ALERT_BUDGET_SECONDS = 15.0  # how long each sink starts sends (`deliver_all`)
 
 log = logging.getLogger("jobs_platform.redrive")
 
@@ -329,6 +329,7 @@ def alert_exhausted(
             max_redrives=settings.max_redrives,
             sinks=[sink.name for sink in sinks],
             limit=EXHAUSTED_ALERTS_PER_TICK,
+            now=store.now(connection),
         )
         pending = [
             alert_for_entry(connection, entry, location).with_event(
@@ -336,11 +337,9 @@ def alert_exhausted(
             )
             for entry in exhausted
         ]
-    deadline = time.monotonic() + ALERT_BUDGET_SECONDS
-    for alert in pending:
-        if time.monotonic() > deadline:
-            break  # the rest are alerted next tick: the ledger says who is still due
-        statuses = deliver_once(store, alert, sinks)
+    # One worker per sink (`deliver_all`): a sink that is down delays no other.
+    delivered = deliver_all(store, pending, sinks, budget_seconds=ALERT_BUDGET_SECONDS)
+    for alert, statuses in zip(pending, delivered, strict=True):
         context.log.warning(
             f"{alert.asset}/{alert.partition} (entry {alert.entry_id}): redrives exhausted "
             f"after {alert.redrives}; waits for a person. Alerts: "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -16,12 +17,14 @@ from jobs_platform.alerts import (
     deliver_once,
     load_alert,
 )
+from jobs_platform.alerts.deliveries import RETRY_CEILING_SECONDS
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import alert_ledger
 from jobs_platform_tests.alert_fixtures import http_receiver, quarantine_entry
+from jobs_platform_tests.clocks import ManualClock
 
 
 @pytest.fixture
@@ -102,22 +105,26 @@ def test_each_entry_gets_its_own_alert(engine, receiver):
     assert receiver.keys() == [str(first.entry_id), str(second.entry_id)]
 
 
-def test_failed_delivery_is_recorded_and_retried_on_the_next_call(engine, receiver):
+def test_failed_delivery_is_recorded_and_retried_once_its_next_try_is_due(engine, receiver):
     alert = alert_of(engine, quarantine_entry(engine))
     receiver.fail_next(503, times=3)
+    clock = ManualClock()
+    store = Warehouse(engine, clock)
 
-    failed = deliver_once(
-        Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver, max_tries=3)]
-    )
+    failed = deliver_once(store, alert, [webhook(receiver, max_tries=3)])
     with engine.connect() as connection:
         [row] = delivery_rows(connection, alert.entry_id)
-    retried = deliver_once(
-        Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver, max_tries=3)]
-    )
+    clock.advance(29)
+    too_soon = deliver_once(store, alert, [webhook(receiver, max_tries=3)])
+    clock.advance(31)
+    retried = deliver_once(store, alert, [webhook(receiver, max_tries=3)])
 
-    assert failed == {"webhook": DeliveryStatus.FAILED}
+    assert failed == too_soon == {"webhook": DeliveryStatus.FAILED}
     assert (row.status, row.tries) == ("failed", 1)
     assert "HTTP 503" in row.last_error
+    # The first retry waits 30-60 s (`retry_delay`): equal jitter on a 60 s ceiling.
+    assert clock.now() - dt.timedelta(seconds=60) <= row.next_try_at
+    assert row.next_try_at <= clock.now()
     assert retried == {"webhook": DeliveryStatus.SENT}
     assert receiver.keys() == [str(alert.entry_id)] * 4
 
@@ -142,11 +149,12 @@ def test_delivery_left_sending_by_a_dead_tick_is_resent_with_the_same_key(engine
 def test_delivery_gives_up_after_the_try_bound(engine):
     alert = alert_of(engine, quarantine_entry(engine))
     sink = AlwaysFails()
+    clock = ManualClock()
 
-    statuses = [
-        deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [sink], max_tries=3)["flaky"]
-        for _ in range(5)
-    ]
+    statuses = []
+    for _ in range(5):
+        statuses.append(deliver_once(Warehouse(engine, clock), alert, [sink], max_tries=3)["flaky"])
+        clock.advance(RETRY_CEILING_SECONDS)
 
     assert statuses == ["failed", "failed", "gave_up", "gave_up", "gave_up"]
     assert sink.calls == 3
@@ -159,8 +167,10 @@ def test_one_failing_sink_does_not_resend_the_others(engine, receiver):
     alert = alert_of(engine, quarantine_entry(engine))
     flaky = AlwaysFails()
 
-    deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver), flaky])
-    deliver_once(Warehouse(engine, DATABASE_CLOCK), alert, [webhook(receiver), flaky])
+    clock = ManualClock()
+    deliver_once(Warehouse(engine, clock), alert, [webhook(receiver), flaky])
+    clock.advance(RETRY_CEILING_SECONDS)
+    deliver_once(Warehouse(engine, clock), alert, [webhook(receiver), flaky])
 
     assert flaky.calls == 2
     assert receiver.keys() == [str(alert.entry_id)]

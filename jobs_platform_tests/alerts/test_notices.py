@@ -23,12 +23,14 @@ from jobs_platform.alerts import (
     notices_of,
     raise_notice,
 )
+from jobs_platform.alerts.deliveries import RETRY_CEILING_SECONDS
 from jobs_platform.dead_letter.asset import dead_letter_sensor
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import alert_notices, notice_ledger
 from jobs_platform_tests.alert_fixtures import http_receiver, quarantine_entry, smtp_receiver
+from jobs_platform_tests.clocks import ManualClock
 from jobs_platform_tests.environments import engine_from
 from orders_example.definitions import defs
 
@@ -135,23 +137,28 @@ def test_a_notice_and_a_quarantine_entry_with_the_same_id_are_delivered_apart(en
     assert receiver.keys() == ["1", "notice:1"]
 
 
-def test_a_failed_notice_delivery_is_kept_in_the_notice_ledger_and_due_again(engine, receiver):
+def test_a_failed_notice_delivery_is_kept_in_the_notice_ledger_and_due_at_its_next_try(
+    engine, receiver
+):
     raise_circuit_opened(engine)
     notice = the_notice(engine)
-    store = Warehouse(engine, DATABASE_CLOCK)
+    clock = ManualClock()
     receiver.fail_next(503)
     webhook = WebhookSink(receiver.url, max_tries=1, sleep=lambda _: None)
 
-    failed = deliver_once(store, notice, [LogSink(), webhook])
+    failed = deliver_once(Warehouse(engine, clock), notice, [LogSink(), webhook])
     with engine.connect() as connection:
         rows = {row.sink: row for row in connection.execute(sa.select(notice_ledger))}
-        still_due = due_notices(connection, DATABASE_CLOCK, ["orders"], ["log", "webhook"], limit=9)
-        due_to_log = due_notices(connection, DATABASE_CLOCK, ["orders"], ["log"], limit=9)
+        waiting = due_notices(connection, clock, ["orders"], ["log", "webhook"], limit=9)
+        clock.advance(RETRY_CEILING_SECONDS)
+        due_again = due_notices(connection, clock, ["orders"], ["log", "webhook"], limit=9)
+        due_to_log = due_notices(connection, clock, ["orders"], ["log"], limit=9)
 
     assert failed == {"log": DeliveryStatus.SENT, "webhook": DeliveryStatus.FAILED}
     assert (rows["webhook"].status, rows["webhook"].tries) == ("failed", 1)
     assert "HTTP 503" in rows["webhook"].last_error
-    assert [n.notice_id for n in still_due] == [notice.notice_id]
+    assert waiting == []
+    assert [n.notice_id for n in due_again] == [notice.notice_id]
     assert due_to_log == []
 
 

@@ -191,16 +191,20 @@ def test_poison_day_alerts_once_and_not_again_after_requeue_and_success(
         assert latest_entry(connection, "orders", PARTITION).status == EntryStatus.RESOLVED
 
 
-def test_alert_that_failed_is_retried_on_the_next_tick_past_the_cursor(
+def test_alert_that_failed_is_retried_past_the_cursor_once_its_next_try_is_due(
     engine, daemon_instance, receiver
 ):
     entry_id = quarantine_entry(engine)
     receiver.fail_next(400)  # a client error is not retried within the tick
 
     failed = tick(daemon_instance, dead_letter_sensor)
-    retried = tick(daemon_instance, dead_letter_sensor, cursor=failed.cursor)
+    too_soon = tick(daemon_instance, dead_letter_sensor, cursor=failed.cursor)
+    with engine.begin() as connection:  # as if its wait had passed
+        connection.execute(sa.update(alert_ledger).values(next_try_at=utcnow()))
+    retried = tick(daemon_instance, dead_letter_sensor, cursor=too_soon.cursor)
 
     assert DeadLetterCursor.parse(failed.cursor) == DeadLetterCursor(entry_id, (entry_id,))
+    assert too_soon.cursor == failed.cursor
     assert retried.run_requests == []
     assert retried.cursor == str(entry_id)
     assert receiver.keys() == [str(entry_id)] * 2

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from jobs_platform.alerts.deliveries import AlertLedger, event_sink
+from jobs_platform.alerts.deliveries import RETRY_CEILING_SECONDS, AlertLedger, event_sink
 from jobs_platform.dead_letter.entries import DeadLetter, entries_by_id
 from jobs_platform.dead_letter.redrive import (
     EXHAUSTED_EVENT,
@@ -189,6 +189,27 @@ def test_an_exhausted_entry_is_to_alert_until_every_sink_has_settled_its_alert(c
             halfway = to_alert()
 
     assert (before, halfway, to_alert()) == ([entry], [entry], [])
+
+
+def test_an_exhausted_entry_whose_failed_alert_waits_for_its_next_try_is_left_out(connection):
+    redriven_before(connection, "2024-01-03", [RedriveReason.COOLDOWN] * 2)
+    entry = a_quarantine_entry(connection, partition="2024-01-03", episode=3)
+    clock = ManualClock()
+    ledger, key = AlertLedger(clock), event_sink("slack", EXHAUSTED_EVENT)
+    ledger.claim_delivery(connection, entry, key, max_tries=5)
+    ledger.record_failed_send(connection, entry, key, "slack down", max_tries=5)
+
+    def to_alert() -> list[int]:
+        return ids(
+            exhausted_entries_to_alert(
+                connection, [ASSET], max_redrives=2, sinks=["slack"], limit=10, now=clock.now()
+            )
+        )
+
+    waiting = to_alert()
+    clock.advance(RETRY_CEILING_SECONDS)
+
+    assert (waiting, to_alert()) == ([], [entry])
 
 
 def test_an_entry_never_redriven_is_not_exhausted_even_when_redrives_are_off(connection):
