@@ -8,12 +8,16 @@ same function, so a plan cannot drift from a launch:
   upstream is not done is blocked;
 - the redrive (`dead_letter.redrive.cooldown_ends`): a refused entry that an outage spent
   is released once its cool-down ends, so it is `cooling_down` until then;
+- readiness (`engine.holding`): `ready=` is asked, as the gate asks it
+  (`plan_readiness`), about each partition the launch would act on;
 - the lease (`store.leases`, as `plan_facts` reads it): a live holder's partition is busy;
+- the budget at the start (`engine.decisions.decide` on the count `plan_budget` reads):
+  crashes that spent it are quarantined by the launch without reading the input;
 - the unchanged input (`engine.finalize.unchanged_since_done`): a done partition whose
   fingerprint holds finishes without reading; the redrive's `code_changed` says why not.
 
 The order is the attempt's: the gate (quarantined, then blocked), then the pause and
-readiness, then the lease, then the partition's own state.
+readiness, then the lease, then the budget, then the partition's own state.
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ import dataclasses
 import datetime as dt
 import enum
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from jobs_platform.dead_letter.redrive import code_changed, cooldown_ends
 from jobs_platform.engine.attempt import Gate, gate
+from jobs_platform.engine.decisions import NextStep, RetryBudget
+from jobs_platform.engine.decisions import decide as settle_rule
 from jobs_platform.engine.finalize import unchanged_since_done
+from jobs_platform.errors import Classification, Verdict
 from jobs_platform.steering.estimate import Estimate
 from jobs_platform.steering.plan_facts import PartitionFacts
 from jobs_platform.steering.plan_holds import Holds
@@ -55,6 +62,7 @@ class Reason(enum.StrEnum):
     IN_FLIGHT = "in_flight"  # skip: a live worker holds its lease (in run `run_id`)
     BLOCKED = "blocked"  # skip: a partition it reads (`upstream`) is not done
     NOT_READY = "not_ready"  # skip: its readiness check says its input has not landed
+    BUDGET_SPENT = "budget_spent"  # skip: crashes spent its budget; a launch quarantines it
     PAUSED = "paused"  # skip: the backfill is paused
 
 
@@ -68,6 +76,10 @@ class PlanRow:
     until: dt.datetime | None = None  # cooling_down: when the redrive releases it
     run_id: str | None = None  # in_flight: the run holding its lease
     upstream: str | None = None  # blocked: the first upstream partition not done (name/key)
+    since: dt.datetime | None = None  # not_ready: when a run first held it for its input
+    past_max_wait: bool = False  # not_ready: held longer than the backfill's `max_wait`
+    failures: int | None = None  # budget_spent: the attempts it is quarantined after
+    note: str | None = None  # what the reason alone does not say (`ready` raised, not asked)
     downstream: tuple[str, ...] = ()  # partitions of other backfills it would recompute
 
     def as_dict(self) -> dict[str, object]:
@@ -82,6 +94,13 @@ class PlanRow:
             row["run_id"] = self.run_id
         if self.upstream is not None:
             row["upstream"] = self.upstream
+        if self.reason is Reason.NOT_READY:
+            row["since"] = self.since.isoformat() if self.since is not None else None
+            row["past_max_wait"] = self.past_max_wait
+        if self.failures is not None:
+            row["failures"] = self.failures
+        if self.note is not None:
+            row["note"] = self.note
         row["downstream"] = list(self.downstream)
         return row
 
@@ -96,6 +115,7 @@ class Backfill:
     redrive: bool = True  # whether the redrive serves it
     first_cooldown_seconds: float = 900.0
     max_redrives: int = 3
+    budget: RetryBudget | None = None  # the attempt budget (None: a spent one is not asked)
 
 
 @dataclass(frozen=True)
@@ -191,17 +211,49 @@ def decide(
     # The steering gate (`engine.holding`), after the quarantine and upstream gates.
     if holds.paused:
         return PlanRow(key, Action.SKIP, Reason.PAUSED)
-    if key in holds.not_ready:
-        return PlanRow(key, Action.SKIP, Reason.NOT_READY)
+    not_ready = holds.not_ready.get(key)
+    if not_ready is not None:
+        note = None
+        if not_ready.error is not None:
+            note = f"ready= raised {not_ready.error}: a launch fails it before any attempt"
+        return PlanRow(
+            key,
+            Action.SKIP,
+            Reason.NOT_READY,
+            since=not_ready.since,
+            past_max_wait=not_ready.past_max_wait,
+            note=note,
+        )
     lease = facts.live_leases.get(key)
     if lease is not None:
         return PlanRow(key, Action.SKIP, Reason.IN_FLIGHT, run_id=lease.run_id)
+    failures = facts.failures_at_start.get(key)
+    budget = backfill.budget
+    if failures is not None and budget is not None and spent_at_start(failures, budget):
+        return PlanRow(key, Action.SKIP, Reason.BUDGET_SPENT, failures=failures)
     state = facts.states.get(key)
     if state is None:
         return PlanRow(key, Action.RUN, Reason.MISSING)
     if state.status != PartitionStatus.DONE:
         return PlanRow(key, Action.RUN, Reason.FAILED_DUE)
     return _done(backfill, key, state.fingerprint, facts, fingerprints)
+
+
+# What an attempt's start settles with when abandoned attempts are all it knows of
+# (`engine.attempt._record_start`): a crash.
+_SPENT_BY_CRASHES = Verdict(Classification.CRASH, None, "attempt budget spent by crashes")
+
+
+def spent_at_start(failures: int, budget: RetryBudget) -> bool:
+    """Whether a launch's start quarantines a partition with `failures` counted failures
+    (its abandoned attempts among them), by the settle rule itself."""
+    decision = settle_rule(_SPENT_BY_CRASHES, failures, budget)
+    return decision.next_step is NextStep.QUARANTINE
+
+
+def noted(rows: Sequence[PlanRow], keys: Collection[str], note: str) -> list[PlanRow]:
+    """`rows`, those of `keys` with `note` (e.g. `ready` not asked about them)."""
+    return [dataclasses.replace(row, note=note) if row.partition in keys else row for row in rows]
 
 
 def _done(

@@ -12,12 +12,13 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
 from jobs_platform.dead_letter.redrive import RedriveReason
 from jobs_platform.dead_letter.releases import RequeuedBy
+from jobs_platform.steering.plan_budget import failures_at_start
 from jobs_platform.store.attempts import AttemptOutcome
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.holders import holder_is_dead
@@ -52,6 +53,8 @@ class PartitionFacts:
     live_leases: Mapping[str, TableRow]  # a lease held by a live worker
     done_code_versions: Mapping[str, str | None]  # the code of its last successful attempt
     waiting_on: Mapping[str, dict[tuple[str, str], str]]  # upstream not done: (name, key) → status
+    # The counted failures a launch's start would settle on, where they may spend the budget.
+    failures_at_start: Mapping[str, int] = field(default_factory=dict)
 
 
 def read_facts(
@@ -60,8 +63,13 @@ def read_facts(
     asset: str,
     keys: Collection[str],
     upstream: UpstreamPairs | None = None,
+    max_attempts: int | None = None,
 ) -> PartitionFacts:
-    """The facts `plan` decides on for `keys` of `asset`, and of what they read (`upstream`)."""
+    """The facts `plan` decides on for `keys` of `asset`, and of what they read (`upstream`).
+
+    With `max_attempts` (the budget), the failures a start would settle on too
+    (`plan_budget.failures_at_start`).
+    """
     wanted = set(keys)
     now = clock.now(connection)
     if not wanted:
@@ -130,6 +138,15 @@ def read_facts(
         live_leases=live,
         done_code_versions=versions,
         waiting_on=_waiting_on(connection, upstream or {}),
+        failures_at_start=failures_at_start(
+            connection,
+            asset,
+            wanted,
+            {key: state.episode or 1 for key, state in states.items()},
+            max_attempts,
+        )
+        if max_attempts is not None
+        else {},
     )
 
 

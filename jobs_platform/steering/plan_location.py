@@ -3,22 +3,28 @@
 The pure rows are `steering.plan`'s; this module asks Dagster what only the location knows:
 the partition keys of a range, the upstream partitions each key reads (the gate's own
 `orchestration.upstream.upstream_reads`), the partitions of other backfills it feeds (the
-asset graph's partition mappings), the backfill policy, and the input's fingerprint now
+asset graph's partition mappings), the backfill policy, the input's fingerprint now
 (the backfill's `fingerprint=` with the location's resources, bound as the redrive binds
-them: `dead_letter.redrive_sensor.bound_fingerprints`).
+them: `dead_letter.redrive_sensor.bound_fingerprints`), and whether the input is ready now
+(the backfill's `ready=` with the location's resources, bound as the holds sensor binds
+them: `orchestration.backfill_asset.ready_in_sensor`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import dagster as dg
 
 from jobs_platform.dead_letter.redrive_sensor import bound_fingerprints
 from jobs_platform.dead_letter.requeue_plan import partitions_per_run
+from jobs_platform.engine.decisions import RetryBudget
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
 from jobs_platform.engine.warehouse import Warehouse
+from jobs_platform.orchestration.backfill_asset import ready_in_sensor, resource_parameters
 from jobs_platform.orchestration.specs import backfill_specs
 from jobs_platform.orchestration.upstream import is_backfill, reads_alike, upstream_reads
 from jobs_platform.settings import Settings
@@ -27,12 +33,15 @@ from jobs_platform.steering.plan import (
     Action,
     Backfill,
     Plan,
+    PlanRow,
     Reason,
+    noted,
     plan_rows,
     with_downstream,
 )
-from jobs_platform.steering.plan_facts import read_facts
-from jobs_platform.steering.plan_holds import read_holds
+from jobs_platform.steering.plan_facts import PartitionFacts, read_facts
+from jobs_platform.steering.plan_holds import Holds, read_holds
+from jobs_platform.steering.plan_readiness import READY_BUDGET_SECONDS, ask_readiness
 from jobs_platform.store.partitions import PartitionStatus
 
 log = logging.getLogger("jobs_platform.plan")
@@ -96,8 +105,11 @@ def plan_backfill(
     key = dg.AssetKey.from_user_string(asset)
     reads = upstream_reads(graph, key, instance)
     upstream = {partition: reads(partition) for partition in keys}
+    budget = RetryBudget.from_settings(settings)
     with store.connect() as connection:
-        facts = read_facts(connection, store.clock, asset, keys, upstream)
+        facts = read_facts(
+            connection, store.clock, asset, keys, upstream, max_attempts=budget.max_attempts
+        )
         history = read_history(connection, asset)
         holds = read_holds(connection, asset, keys)
     notes: list[str] = []
@@ -112,8 +124,11 @@ def plan_backfill(
         redrive=spec.redrive and settings.max_redrives > 0,
         first_cooldown_seconds=settings.redrive_cooldown_seconds,
         max_redrives=settings.max_redrives,
+        budget=budget,
     )
-    rows = plan_rows(backfill, keys, facts, fingerprints or {}, holds)
+    rows = _rows_asking_ready(
+        spec, repository, backfill, keys, facts, fingerprints or {}, holds, store, instance, notes
+    )
     # Only what runs recomputes anything: its downstream is asked of the graph alone.
     runs = [row.partition for row in rows if row.action is Action.RUN]
     rows = with_downstream(rows, downstream_of_each(graph, key, runs, instance))
@@ -128,6 +143,97 @@ def plan_backfill(
         tuple(rows),
         estimate(to_run, partitions_per_run(graph, [key]), history),
         tuple(notes),
+    )
+
+
+def _rows_asking_ready(
+    spec: BackfillSpec,
+    repository: dg.RepositoryDefinition,
+    backfill: Backfill,
+    keys: Sequence[str],
+    facts: PartitionFacts,
+    fingerprints: dict[str, str],
+    holds: Holds,
+    store: Warehouse,
+    instance: dg.DagsterInstance | None,
+    notes: list[str],
+) -> list[PlanRow]:
+    """The rows, with `ready=` asked about each partition a launch would run or quarantine
+    (the gate asks before either), within `READY_BUDGET_SECONDS`."""
+    if spec.ready is None:
+        # The gate asks nothing: a hold left from an older `ready=` holds nothing back.
+        return plan_rows(
+            backfill, keys, facts, fingerprints, dataclasses.replace(holds, not_ready={})
+        )
+    with _ready_now(spec, repository, store, instance) as is_ready:
+        if is_ready is None:
+            notes.append(
+                f"{spec.asset}'s ready= cannot be asked here (a resource the location does not "
+                "bind): not_ready is what the runs recorded and the holds sensor has not cleared"
+            )
+            return plan_rows(
+                backfill, keys, facts, fingerprints, holds.as_recorded(spec.max_wait, facts.now)
+            )
+        unheld = dataclasses.replace(holds, not_ready={})
+        acted_on = [
+            row.partition
+            for row in plan_rows(backfill, keys, facts, fingerprints, unheld)
+            if row.action is Action.RUN or row.reason is Reason.BUDGET_SPENT
+        ]
+        readiness = ask_readiness(
+            acted_on, is_ready, holds.held, max_wait=spec.max_wait, now=facts.now
+        )
+    rows = plan_rows(
+        backfill,
+        keys,
+        facts,
+        fingerprints,
+        dataclasses.replace(holds, not_ready=readiness.not_ready),
+    )
+    if readiness.unasked:
+        notes.append(
+            f"ready= not asked about {len(readiness.unasked)} partition(s): the plan's "
+            f"{READY_BUDGET_SECONDS:g} s for it were spent (a launch asks each before its attempt)"
+        )
+        rows = noted(
+            rows,
+            readiness.unasked,
+            f"ready= not asked (the plan's {READY_BUDGET_SECONDS:g} s spent)",
+        )
+    return rows
+
+
+@contextlib.contextmanager
+def _ready_now(
+    spec: BackfillSpec,
+    repository: dg.RepositoryDefinition,
+    store: Warehouse,
+    instance: dg.DagsterInstance | None,
+) -> Iterator[Callable[[str], bool] | None]:
+    """Whether a partition's input is ready now: `spec.ready` with the location's resources,
+    bound as the holds sensor binds it; None when a resource it takes is not bound."""
+    assert spec.ready is not None
+    needed = resource_parameters(spec.ready)
+    resources = repository.get_top_level_resources()
+    if set(needed) - set(resources):
+        yield None
+        return
+    # With the instance: without one Dagster makes an ephemeral instance per build.
+    with dg.build_resources({name: resources[name] for name in needed}, instance=instance) as built:
+        ready = ready_in_sensor(spec, built)
+        yield lambda partition: ready(_input(spec, partition, store))
+
+
+def _input(spec: BackfillSpec, partition: str, store: Warehouse) -> PartitionInput:
+    """What `fingerprint` and `ready` are asked about: the partition's input, as a reader
+    gets it."""
+    return PartitionInput(
+        asset=spec.asset,
+        partition_key=partition,
+        chunk_rows=DEFAULT_CHUNK_ROWS,
+        warehouse=store.engine,
+        log=log,
+        bad_rows=spec.bad_rows,
     )
 
 
@@ -154,15 +260,10 @@ def _fingerprints_now(
         found: dict[str, str] = {}
         failed = 0
         for partition in done:
-            source = PartitionInput(
-                asset=spec.asset,
-                partition_key=partition,
-                chunk_rows=DEFAULT_CHUNK_ROWS,
-                warehouse=store.engine,
-                log=log,
-            )
             try:
-                found[partition] = spec.stored_fingerprint(fingerprint(source))
+                found[partition] = spec.stored_fingerprint(
+                    fingerprint(_input(spec, partition, store))
+                )
             except Exception as error:  # the attempt's own fingerprint would fail too
                 failed += 1
                 log.debug("%s/%s: fingerprint failed: %s", spec.asset, partition, error)

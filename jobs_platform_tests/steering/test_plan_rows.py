@@ -2,47 +2,66 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
+import itertools
+
+import pytest
+
 from jobs_platform.dead_letter.entries import DeadLetter, active_entry
+from jobs_platform.engine.decisions import RetryBudget
 from jobs_platform.dead_letter.releases import RequeuedBy
 from jobs_platform.errors import Classification
 from jobs_platform.steering.estimate import History, estimate, median, progress, runs_at_once
-from jobs_platform.steering.holds import HoldReason, Holds
+from jobs_platform.steering.holds import Hold, HoldReason, Holds
 from jobs_platform.steering.pauses import Pauses
 from jobs_platform.steering.plan import Action, Backfill, Reason, plan_rows
 from jobs_platform.steering.plan_facts import read_facts
 from jobs_platform.steering.plan_holds import read_holds
+from jobs_platform.steering.plan_readiness import NotReady, ask_readiness
 from jobs_platform.store.attempts import AttemptFailure, Attempts
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import Partitions, PartitionStatus
 
 ASSET = "events"
-BACKFILL = Backfill(ASSET, version="2", fingerprinted=True, max_redrives=1)
+BUDGET = RetryBudget(max_attempts=3, base_delay_seconds=1.0, lease_seconds=30.0)
+BACKFILL = Backfill(ASSET, version="2", fingerprinted=True, max_redrives=1, budget=BUDGET)
 
 
 def rows(connection, keys, backfill=BACKFILL, fingerprints=None, upstream=None):
-    facts = read_facts(connection, DATABASE_CLOCK, ASSET, keys, upstream)
+    facts = read_facts(
+        connection, DATABASE_CLOCK, ASSET, keys, upstream, max_attempts=BUDGET.max_attempts
+    )
     holds = read_holds(connection, ASSET, keys)
     return {
         row.partition: row for row in plan_rows(backfill, keys, facts, fingerprints or {}, holds)
     }
 
 
-def failed_attempt(connection, partition: str, error_class: str) -> None:
-    attempts = Attempts(DATABASE_CLOCK)
-    attempt_id, _ = attempts.start(
+_tokens = itertools.count(1)
+
+
+def started_attempt(connection, partition: str) -> int:
+    """An attempt whose worker never reported (its lease gone): a crash, once found."""
+    attempt_id, _ = Attempts(DATABASE_CLOCK).start(
         connection,
         asset=ASSET,
         partition=partition,
         episode=1,
         run_id="r",
         step_retry=0,
-        token=1,
+        token=next(_tokens),
         holder="h",
         correlation_id=None,
         code_version="2",
     )
+    return attempt_id
+
+
+def failed_attempt(connection, partition: str, error_class: str) -> None:
+    attempts = Attempts(DATABASE_CLOCK)
+    attempt_id = started_attempt(connection, partition)
     attempts.finish(
         connection, attempt_id, AttemptFailure(Classification(error_class), "OSError", "down")
     )
@@ -129,3 +148,92 @@ def test_progress_counts_what_remains_and_its_eta():
         done=0, missing=5, failed=0, quarantined=0, p50_seconds=None, partitions_per_run=None
     )
     assert unknown.eta_seconds is None
+
+
+def test_crashes_that_spent_the_budget_are_quarantined_by_the_launch_not_run(connection):
+    # a: two crashes recorded and a third attempt that never reported (the budget is 3).
+    failed_attempt(connection, "a", "crash")
+    failed_attempt(connection, "a", "crash")
+    started_attempt(connection, "a")
+    # b: the same, but its partition was marked failed by a retryable failure in between.
+    failed_attempt(connection, "b", "crash")
+    failed_attempt(connection, "b", "retryable")
+    failed_attempt(connection, "b", "crash")
+    Partitions(DATABASE_CLOCK).set_status(connection, ASSET, "b", PartitionStatus.FAILED)
+    # c: two crashes only; d: three failures not counted (lost leases).
+    failed_attempt(connection, "c", "crash")
+    started_attempt(connection, "c")
+    for _ in range(3):
+        failed_attempt(connection, "d", "lease_lost")
+    planned = rows(connection, ["a", "b", "c", "d"])
+    assert [(row.action, row.reason, row.failures) for row in planned.values()] == [
+        (Action.SKIP, Reason.BUDGET_SPENT, 3),
+        (Action.SKIP, Reason.BUDGET_SPENT, 3),
+        (Action.RUN, Reason.MISSING, None),
+        (Action.RUN, Reason.MISSING, None),
+    ]
+    assert planned["a"].as_dict()["failures"] == 3
+    # A requeue starts a new episode: the spent one is not the launch's any more.
+    Partitions(DATABASE_CLOCK).set_status(connection, ASSET, "a", PartitionStatus.FAILED, episode=2)
+    assert rows(connection, ["a"])["a"].reason is Reason.FAILED_DUE
+
+
+def _hold(partition: str, since: dt.datetime) -> Hold:
+    return Hold(ASSET, partition, HoldReason.NOT_READY, since, run_id="r", held_at=since)
+
+
+def test_ready_is_asked_in_order_and_a_partition_held_past_max_wait_says_so():
+    now = dt.datetime(2026, 12, 6, 3, 0, tzinfo=dt.UTC)
+    held = {"b": _hold("b", now - dt.timedelta(hours=7)), "c": _hold("c", now)}
+    asked = []
+
+    def is_ready(key: str) -> bool:
+        asked.append(key)
+        if key == "d":
+            raise OSError("bucket unreachable")
+        return key == "a"
+
+    readiness = ask_readiness(
+        ["a", "b", "c", "d"], is_ready, held, max_wait=dt.timedelta(hours=6), now=now
+    )
+    assert asked == ["a", "b", "c", "d"]
+    assert readiness.not_ready == {
+        "b": NotReady(since=now - dt.timedelta(hours=7), past_max_wait=True),
+        "c": NotReady(since=now, past_max_wait=False),
+        "d": NotReady(error="OSError: bucket unreachable"),
+    }
+    assert readiness.unasked == frozenset()
+
+
+def test_an_expensive_ready_is_asked_within_the_budget_and_the_rest_are_left_unasked():
+    ticks = itertools.count(0.0, 4.0)  # each question costs 4 s on this clock
+    readiness = ask_readiness(
+        ["a", "b", "c", "d", "e"],
+        lambda key: False,
+        {},
+        max_wait=None,
+        now=dt.datetime(2026, 12, 6, tzinfo=dt.UTC),
+        budget_seconds=10.0,
+        monotonic=lambda: next(ticks),
+    )
+    assert sorted(readiness.not_ready) == ["a", "b"]
+    assert readiness.unasked == frozenset({"c", "d", "e"})
+
+
+@pytest.mark.parametrize("paused", [False, True])
+def test_not_ready_comes_after_the_gate_and_the_pause_and_before_the_lease(connection, paused):
+    failed_attempt(connection, "q", "terminal")
+    DeadLetter(DATABASE_CLOCK).quarantine_partition(connection, ASSET, "q", 1)
+    if paused:
+        Pauses(DATABASE_CLOCK).pause(connection, ASSET, by="alice", reason="window")
+    facts = read_facts(connection, DATABASE_CLOCK, ASSET, ["a", "q"])
+    holds = read_holds(connection, ASSET, ["a", "q"])
+    since = DATABASE_CLOCK.now(connection)
+    not_ready = {"a": NotReady(since), "q": NotReady(since)}
+    planned = plan_rows(
+        BACKFILL, ["a", "q"], facts, {}, dataclasses.replace(holds, not_ready=not_ready)
+    )
+    assert [row.reason for row in planned] == [
+        Reason.PAUSED if paused else Reason.NOT_READY,
+        Reason.QUARANTINED,
+    ]
