@@ -474,11 +474,15 @@ def _print_plan(figures: dict) -> None:
     )
     print(f"median (min - max) of {figures['repeats']} runs after a warm-up, seconds\n")
     for name, result in figures["results"].items():
-        print(f"  {name:<20} {_spread_of(result):>26}")
+        print(f"  {name:<29} {_spread_of(result):>26}")
     target = figures["target"]
     print(
         f"\n  {_verdict(target['met'])}  plan in process < {target['plan_in_process_seconds']} s"
         f"; load {figures['notes']['load_average_1m']}"
+    )
+    print(
+        f"  {_verdict(target['met_asking_ready'])}  the same asking ready= about each hour it "
+        f"runs ({figures['totals_asking_ready']['by_reason']})"
     )
 
 

@@ -106,6 +106,14 @@ def _detail(row) -> str:
         parts.append(f"run {row.run_id}")
     if row.upstream is not None:
         parts.append(f"upstream {row.upstream}")
+    if row.since is not None:
+        parts.append(f"held since {row.since:%Y-%m-%d %H:%M:%S} UTC")
+    if row.past_max_wait:
+        parts.append("past its max_wait")
+    if row.failures is not None:
+        parts.append(f"quarantined by the launch: {row.failures} attempts, the last ones crashed")
+    if row.note is not None:
+        parts.append(row.note)
     if row.downstream:
         more = f" +{len(row.downstream) - 3}" if len(row.downstream) > 3 else ""
         parts.append(f"downstream {', '.join(row.downstream[:3])}{more}")

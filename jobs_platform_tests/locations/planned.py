@@ -4,13 +4,15 @@
 `fingerprint=` hashing the file through the `landing` resource, at `code_version="2"`. It
 reads `planned_source` partition for partition (so a partition whose source is not done is
 blocked), and `planned_totals` reads it alike (the partitions a run makes stale). A line
-`poison` is a terminal error, a line `outage` a retryable one.
+`poison` is a terminal error, a line `outage` a retryable one. A partition is ready once
+its file has landed (`ready=`), and waits for it at most 6 hours (`max_wait`).
 
 The tests load it with `-m` (the CLI) and import it (the launch), as a user's location.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +30,7 @@ from jobs_platform import (
 )
 from orders_example.orders.resources import LANDING_RESOURCE_KEY, LandingZone
 
-PARTITIONS = dg.StaticPartitionsDefinition([f"p{index:02d}" for index in range(10)])
+PARTITIONS = dg.StaticPartitionsDefinition([f"p{index:02d}" for index in range(12)])
 
 planned_metadata = sa.MetaData()
 planned_source_table = sa.Table(
@@ -68,6 +70,10 @@ def file_fingerprint(source: PartitionInput, landing: LandingZone) -> str:
     return hashlib.sha256(input_file(landing, source.partition_key).read_bytes()).hexdigest()
 
 
+def file_landed(source: PartitionInput, landing: LandingZone) -> bool:
+    return input_file(landing, source.partition_key).exists()
+
+
 def planned_events_at(code_version: str) -> dg.AssetsDefinition:
     """`planned_events` as shipped at `code_version` (the location serves "2")."""
 
@@ -76,6 +82,8 @@ def planned_events_at(code_version: str) -> dg.AssetsDefinition:
         partitions_def=PARTITIONS,
         partition_scope=of_part,
         fingerprint=file_fingerprint,
+        ready=file_landed,
+        max_wait=dt.timedelta(hours=6),
         code_version=code_version,
         deps=["planned_source"],
         backfill_policy=dg.BackfillPolicy.multi_run(5),

@@ -2,7 +2,8 @@
 
 Real PostgreSQL; the states are made by real runs where a run makes them (done, changed
 input, an older code version, a poison line, an outage), by the store's own writes where
-it takes a crash or another worker (a failed partition, a live lease). The plan is the
+it takes a crash or another worker (a failed partition, a live lease, attempts whose worker
+died), or a time gone by (a partition held past its `max_wait`). The plan is the
 CLI's (`-m`, in this process); the launch is one in-process run over the whole range, as
 `dagster job execute` with the range tags runs it, and its partitions' outcomes are read
 from the lifecycle events it logged.
@@ -10,6 +11,7 @@ from the lifecycle events it logged.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +21,14 @@ import pytest
 import sqlalchemy as sa
 
 from jobs_platform.cli.main import main
+from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.orchestration.tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
+from jobs_platform.store.attempts import crash_values
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.leases import this_holder
 from jobs_platform.store.partitions import PartitionStatus
+from jobs_platform.store.schema import attempts, backfill_holds, leases
 from jobs_platform_tests.cli_in_process import run_in_process
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.locations.planned import (
@@ -37,7 +42,7 @@ from jobs_platform_tests.locations.planned import (
 
 LOCATION = "jobs_platform_tests.locations.planned"
 ASSET = "planned_events"
-KEYS = [f"p{index:02d}" for index in range(10)]
+KEYS = [f"p{index:02d}" for index in range(12)]
 # Long enough for the plan and the launch's first try to find it held; the launch's snooze
 # then waits it out.
 IN_FLIGHT_SECONDS = 8.0
@@ -112,8 +117,8 @@ def _as_planned(event: dict) -> str | None:
             return "run"
         case "quarantined" if event["attempt"] is None:
             return "skip"  # refused by the gate: quarantined, or cooling down
-        case "blocked":
-            return "skip"
+        case "blocked" | "held":
+            return "skip"  # blocked by its upstream; held: paused, or its input not ready
         case "retrying" if event["attempt"] is None and event.get("snooze"):
             return "skip"  # busy: another worker's lease
     return None
@@ -125,7 +130,7 @@ def test_the_plan_of_a_range_is_what_its_launch_does(
     monkeypatch.setenv("JOBS_PLATFORM_LOG_FORMAT", "json")
     # Upstream done for every key but p08 (blocked).
     assert run(instance, KEYS[:8], selection=planned_source).success
-    assert run(instance, ["p09"], selection=planned_source).success
+    assert run(instance, ["p09", "p11"], selection=planned_source).success
     # Done at code version 1 (p03), then at 2 (p01, p02, p09).
     run(instance, ["p03"], events=planned_events_at("1"))
     assert run(instance, ["p01", "p02"]).success
@@ -138,11 +143,23 @@ def test_the_plan_of_a_range_is_what_its_launch_does(
     (landing / "p06.csv").write_text("1,6\n")
     with store.begin() as connection:
         store.partitions.set_status(connection, ASSET, "p04", PartitionStatus.FAILED)
+    # p10's file has not landed: a run held it 7 hours ago (its max_wait is 6).
+    (landing / "p10.csv").unlink()
+    assert run(instance, ["p10"], selection=planned_source).success
+    run(instance, ["p10"])
+    with store.begin() as connection:
+        connection.execute(
+            sa.update(backfill_holds)
+            .where(backfill_holds.c.partition == "p10")
+            .values(since=sa.func.now() - dt.timedelta(hours=7))
+        )
+    # p11: its workers died three times (the budget), the last one never recorded.
+    crashed_three_times(store, "p11")
     store.leases.acquire(
         ASSET, "p07", holder=this_holder(), run_id="run-elsewhere", ttl_seconds=IN_FLIGHT_SECONDS
     )
 
-    planned = plan(pg_platform_env, "--from", "p00", "--to", "p09")
+    planned = plan(pg_platform_env, "--from", "p00", "--to", "p11")
     result = run(instance, KEYS)
 
     rows = {row["partition"]: row for row in planned["partitions"]}
@@ -157,8 +174,15 @@ def test_the_plan_of_a_range_is_what_its_launch_does(
         "p07": ("skip", "in_flight"),
         "p08": ("skip", "blocked"),
         "p09": ("skip", "done_unchanged"),
+        "p10": ("skip", "not_ready"),
+        "p11": ("skip", "budget_spent"),
     }
     assert launched(instance, result) == {key: row["action"] for key, row in rows.items()}
+    assert rows["p10"]["past_max_wait"] is True
+    assert rows["p11"]["failures"] == 3
+    with store.connect() as connection:
+        assert active_entry(connection, ASSET, "p11") is not None  # as the plan said
+        assert active_entry(connection, ASSET, "p10") is None  # held, never quarantined
     assert rows["p07"]["run_id"] == "run-elsewhere"
     assert rows["p08"]["upstream"] == "planned_source/p08"
     assert rows["p06"]["until"] > rows["p05"].get("until", "")
@@ -168,6 +192,43 @@ def test_the_plan_of_a_range_is_what_its_launch_does(
     # p50 of the done partitions' durations and rows, times 4, over 1 run of multi_run(5).
     assert planned["estimate"]["rows"] == 4 * planned["estimate"]["p50_rows"]
     assert planned["estimate"]["runs_at_once"] == 1
+
+
+def crashed_three_times(store: Warehouse, partition: str) -> None:
+    """Three attempts whose worker died (two found as crashes since, the last not yet),
+    their leases long gone, as the attempt history and the lease table keep them."""
+    with store.begin() as connection:
+        for token in (1, 2, 3):
+            attempt_id, _ = store.attempts.start(
+                connection,
+                asset=ASSET,
+                partition=partition,
+                episode=1,
+                run_id=f"run-{token}",
+                step_retry=0,
+                token=token,
+                holder="a-host-gone:1",
+                correlation_id=None,
+                code_version="2",
+            )
+            if token < 3:
+                connection.execute(
+                    sa.update(attempts)
+                    .where(attempts.c.id == attempt_id)
+                    .values(crash_values(DATABASE_CLOCK.now(connection)))
+                )
+        # The last worker's lease, expired: the next start takes it over with token 4.
+        connection.execute(
+            sa.insert(leases).values(
+                asset=ASSET,
+                partition=partition,
+                token=3,
+                holder="a-host-gone:1",
+                run_id="run-3",
+                acquired_at=sa.func.now() - dt.timedelta(hours=2),
+                expires_at=sa.func.now() - dt.timedelta(hours=1),
+            )
+        )
 
 
 def test_a_plan_changes_nothing(pg_platform_env, landing, store, instance):
@@ -214,7 +275,26 @@ def test_status_shows_a_backfills_progress_and_its_eta(pg_platform_env, landing,
     )
 
     events = json.loads(done.stdout)["assets"][ASSET]
-    # 6 to go in runs of 5 (multi_run(5)): 2 runs side by side, each its p50 per partition.
-    eta = round(events["duration_p50_seconds"] * 6 / 2, 1)
-    assert events["progress"] == {"done": 4, "remaining": 6, "failing": 1, "eta_seconds": eta}
+    # 8 to go in runs of 5 (multi_run(5)): 2 runs side by side, each its p50 per partition.
+    eta = round(events["duration_p50_seconds"] * 8 / 2, 1)
+    assert events["progress"] == {"done": 4, "remaining": 8, "failing": 1, "eta_seconds": eta}
     assert json.loads(done.stdout)["assets"]["planned_totals"]["progress"]["eta_seconds"] is None
+
+
+def test_ready_is_asked_now_not_only_what_a_run_held(pg_platform_env, landing, store, instance):
+    assert run(instance, ["p00", "p01"], selection=planned_source).success
+    (landing / "p01.csv").unlink()
+    run(instance, ["p01"])  # held: its file had not landed
+    (landing / "p01.csv").write_text("1,1\n")  # it has now
+    (landing / "p00.csv").unlink()  # and p00's is gone, though no run held it yet
+
+    planned = plan(pg_platform_env, "--partition", "p00", "--partition", "p01")
+
+    assert [(row["partition"], row["action"], row["reason"]) for row in planned["partitions"]] == [
+        ("p00", "skip", "not_ready"),
+        ("p01", "run", "missing"),
+    ]
+    assert (planned["partitions"][0]["since"], planned["partitions"][0]["past_max_wait"]) == (
+        None,
+        False,
+    )

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-
 import itertools
 
 import pytest
 
 from jobs_platform.dead_letter.entries import DeadLetter, active_entry
-from jobs_platform.engine.decisions import RetryBudget
 from jobs_platform.dead_letter.releases import RequeuedBy
+from jobs_platform.engine.decisions import RetryBudget
 from jobs_platform.errors import Classification
 from jobs_platform.steering.estimate import History, estimate, median, progress, runs_at_once
 from jobs_platform.steering.holds import Hold, HoldReason, Holds
