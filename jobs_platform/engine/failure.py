@@ -29,6 +29,7 @@ from jobs_platform.errors import (
     classify,
 )
 from jobs_platform.settings import Settings
+from jobs_platform.steering.circuits import CircuitRule
 from jobs_platform.store import attempts as history
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.database_errors import recorded_error
@@ -59,7 +60,20 @@ def record_failure(
             if not owner and verdict.classification is not Classification.INTERRUPTED:
                 exc = _error_of_a_lost_attempt(exc, past_deadline, attempt)
                 verdict = classify(exc)
-            place.store.attempts.finish(connection, attempt.history_id, _failure(exc, verdict))
+            failure = _failure(exc, verdict)
+            place.store.attempts.finish(connection, attempt.history_id, failure)
+            # Before settling: a failure the circuit breaker forgives spends no budget.
+            place.store.circuits.record_failure(
+                connection,
+                CircuitRule.from_settings(place.settings),
+                asset=asset,
+                partition=partition,
+                attempt_id=attempt.history_id,
+                token=attempt.lease.token,
+                verdict=verdict,
+                error_type=failure.error_type,
+                message=failure.message,
+            )
             settled = settle(
                 connection,
                 place.budget,

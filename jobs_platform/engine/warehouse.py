@@ -14,6 +14,7 @@ from jobs_platform.alerts.deliveries import AlertLedger
 from jobs_platform.dead_letter.entries import DeadLetter
 from jobs_platform.dead_letter.redrive import Redrives
 from jobs_platform.outbox.queue import Outbox
+from jobs_platform.steering.circuits import Circuits
 from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.handle import Store
 from jobs_platform.store.migrate import ready_warehouse
@@ -29,6 +30,7 @@ class Warehouse(Store):
         self.redrives = Redrives(clock)
         self.outbox = Outbox(clock)
         self.alert_ledger = AlertLedger(clock)
+        self.circuits = Circuits(clock)
 
 
 def ready_store(database_url: str | sa.URL) -> Warehouse:
