@@ -154,7 +154,7 @@ def _circuit_open(place: Workplace, lease: lease_store.Lease, trail: EventTrail)
         if isinstance(admitted, CircuitOpen):
             lease_store.release_lease(connection, lease)
     if isinstance(admitted, CircuitOpen):
-        decision = Decision(NextStep.SNOOZE, admitted.snooze_seconds(place.rng))
+        decision = Decision(NextStep.SNOOZE, admitted.snooze_seconds)
         return Busy(asset, partition, admitted, decision=decision)
     if isinstance(admitted, Probe):
         trail.log.warning(

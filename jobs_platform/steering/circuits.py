@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,6 +41,9 @@ TRIPPING_CLASSES = frozenset(
 )
 # A snoozed partition looks again no sooner than this.
 MIN_SNOOZE_SECONDS = 0.5
+# A snooze ends this long after the probe is due: the step's clock and the database's
+# differ by milliseconds, and a partition back a hair early would only snooze again.
+_PAST_THE_PROBE_SECONDS = 0.25
 
 
 class CircuitOpen(JobsPlatformError):
@@ -58,9 +60,15 @@ class CircuitOpen(JobsPlatformError):
             f"not attempted, no attempt spent, tried again in about {seconds:.0f}s"
         )
 
-    def snooze_seconds(self, rng: random.Random) -> float:
-        """The snooze, spread (up to half as long again) so snoozers do not stampede."""
-        return max(MIN_SNOOZE_SECONDS, self.seconds) * (1 + rng.random() / 2)
+    @property
+    def snooze_seconds(self) -> float:
+        """The snooze: until the next probe is due, a little after.
+
+        Not spread at random: every partition a ranged step snoozed is then due at the one
+        instant the probe is, so the step comes back once per probe (a probe that succeeds
+        first lets the rest through in the same step try), not once per partition.
+        """
+        return max(MIN_SNOOZE_SECONDS, self.seconds + _PAST_THE_PROBE_SECONDS)
 
 
 class Transition(enum.StrEnum):
