@@ -40,6 +40,7 @@ METRIC_NAMES = (
     "jobs_platform_rows_rejected_total",
     "jobs_platform_redrives_total",
     "jobs_platform_redrives_exhausted",
+    "jobs_platform_circuit_open",
     "jobs_platform_metrics_read_seconds",
 )
 
@@ -150,6 +151,14 @@ def metric_families(reading: MetricsReading) -> Iterator[Metric]:
         "jobs_platform_redrives_exhausted",
         "Open quarantine entries whose partition's redrives ran out: they wait for a person.",
         reading.redrives_exhausted,
+    )
+
+    yield _per_asset(
+        GaugeMetricFamily,
+        "jobs_platform_circuit_open",
+        "Open circuits of the backfill: causes whose outage snoozes its partitions (one "
+        "probe at a time tries) until a probe succeeds.",
+        reading.circuits_open,
     )
 
     yield GaugeMetricFamily(

@@ -5,7 +5,7 @@ the outbox backlog is `store.outbox_backlog.queue_stats`; the attempt history by
 error class with its duration histogram (one grouped query) and the rows the done
 partitions hold are `store.tallies`, shaped here for Prometheus. The dead letter's open
 entries per asset and its number of open causes (one count over the distinct signatures)
-are `dead_letter.triage`'s.
+are `dead_letter.triage`'s; the open circuits per asset are `steering.circuits`'.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from jobs_platform.dead_letter import redrive
 from jobs_platform.dead_letter.triage import open_entries_by_asset, open_signature_count
 from jobs_platform.settings import DEFAULT_MAX_REDRIVES
+from jobs_platform.steering.circuits import open_circuit_counts
 from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.health import AssetHealth, ExpectedKeys, Health
@@ -61,6 +62,7 @@ class MetricsReading:
     outbox: QueueStats
     read_seconds: float
     rows_rejected: Mapping[str, int] = field(default_factory=dict)  # rows rejected (§8)
+    circuits_open: Mapping[str, int] = field(default_factory=dict)  # open circuits (§9)
 
 
 def read_metrics(
@@ -96,6 +98,7 @@ def read_metrics(
         outbox=OutboxBacklog(clock).queue_stats(connection),
         read_seconds=time.perf_counter() - began,
         rows_rejected=dict.fromkeys(partition_keys, 0) | rejected_counts(connection),
+        circuits_open=dict.fromkeys(partition_keys, 0) | open_circuit_counts(connection),
     )
 
 
