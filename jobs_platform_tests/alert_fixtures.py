@@ -1,10 +1,12 @@
-"""Real local receivers for alerts (HTTP, SMTP) and factories of quarantine entries."""
+"""Real local receivers for alerts (HTTP, SMTP, a server that never answers) and factories of
+quarantine entries."""
 
 from __future__ import annotations
 
 import datetime as dt
 import http.server
 import json
+import socket
 import socketserver
 import threading
 from collections.abc import Iterator
@@ -86,6 +88,44 @@ def http_receiver() -> Iterator[HttpReceiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@dataclass
+class SilentServer:
+    """A real server on 127.0.0.1 that reads each request and never answers: a dead Slack
+    behind a load balancer, found out only by the client's timeout."""
+
+    url: str
+    connections: int = 0
+
+
+@contextmanager
+def silent_server() -> Iterator[SilentServer]:
+    server_socket = socket.create_server(("127.0.0.1", 0))
+    server_socket.settimeout(0.05)
+    silent = SilentServer(url=f"http://127.0.0.1:{server_socket.getsockname()[1]}")
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server_socket.accept()
+            except TimeoutError:
+                continue
+            silent.connections += 1
+            held.append(connection)  # kept open, unanswered, until the server stops
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield silent
+    finally:
+        stop.set()
+        thread.join()
+        for connection in held:
+            connection.close()
+        server_socket.close()
 
 
 @dataclass

@@ -105,6 +105,16 @@ class QuarantineAlert:
             return str(self.entry_id)
         return f"{self.entry_id}:{self.event}"
 
+    @property
+    def subject(self) -> str:
+        return f"quarantined {self.asset}/{self.partition}"
+
+    @property
+    def message_id(self) -> str:
+        if self.event == QUARANTINED_EVENT:
+            return f"quarantine-{self.entry_id}"
+        return f"quarantine-{self.entry_id}.{self.event}"
+
     def as_dict(self) -> dict[str, Any]:
         """The alert as JSON-ready values (timestamps in ISO 8601)."""
         fields = asdict(self)

@@ -1,4 +1,8 @@
-"""The alert ledger's rows: one per quarantine entry and sink, saying where its delivery stands.
+"""The alert ledgers' rows: one per alert and sink, saying where its delivery stands.
+
+A quarantine entry's deliveries are rows of `jp_alert_ledger` (keyed by the entry), a
+notice's rows of `jp_notice_ledger` (keyed by the notice): one `AlertLedger` each, with
+the same states and the same rules.
 
 `jobs_platform.alerts.ledger` calls the sinks; these functions only read and move the rows,
 each in the caller's transaction, so that the network call happens between two commits.
@@ -15,7 +19,7 @@ import sqlalchemy as sa
 
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import upsert_row
-from jobs_platform.store.schema import alert_ledger
+from jobs_platform.store.schema import alert_ledger, notice_ledger
 
 
 class DeliveryStatus(enum.StrEnum):
@@ -44,26 +48,35 @@ def event_sink(sink: str, event: str) -> str:
 
 
 class AlertLedger:
-    """The alert ledger's deliveries, stamped on one clock."""
+    """One ledger's deliveries, stamped on one clock: the quarantine entries'
+    (`jp_alert_ledger`, by default) or the notices' (`jp_notice_ledger`)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, table: sa.Table = alert_ledger) -> None:
         self.clock = clock
+        self.table = table
+        # The alert a row delivers: its first key column (`entry_id`, `notice_id`).
+        self._alert_id = table.primary_key.columns.values()[0]
+
+    @classmethod
+    def of_notices(cls, clock: Clock) -> AlertLedger:
+        """The notices' ledger (`jp_notice_ledger`)."""
+        return cls(clock, notice_ledger)
 
     def claim_delivery(
         self, connection: sa.Connection, entry_id: int, sink: str, max_tries: int
     ) -> tuple[bool, DeliveryStatus]:
         """Mark the delivery `sending` when it is ours to make; (ours?, current status)."""
         row = connection.execute(
-            sa.select(alert_ledger).where(*_of(entry_id, sink)).with_for_update()
+            sa.select(self.table).where(*self._of(entry_id, sink)).with_for_update()
         ).first()
         if row is None:
             # The row is created here, so there is nothing to lock yet: a concurrent tick may
             # create it first, and then that tick sends.
             created = upsert_row(
                 connection,
-                alert_ledger,
+                self.table,
                 {
-                    "entry_id": entry_id,
+                    self._alert_id.name: entry_id,
                     "sink": sink,
                     "status": DeliveryStatus.SENDING,
                     "tries": 1,
@@ -89,7 +102,7 @@ class AlertLedger:
     ) -> tuple[DeliveryStatus, int]:
         """Keep the send's error; the delivery gives up once its tries are spent. (status, tries)"""
         tries = connection.execute(
-            sa.select(alert_ledger.c.tries).where(*_of(entry_id, sink))
+            sa.select(self.table.c.tries).where(*self._of(entry_id, sink))
         ).scalar_one()
         status = DeliveryStatus.GAVE_UP if tries >= max_tries else DeliveryStatus.FAILED
         self._update(connection, entry_id, sink, status=status, last_error=error)
@@ -99,11 +112,10 @@ class AlertLedger:
         self, connection: sa.Connection, entry_id: int, sink: str, **values: object
     ) -> None:
         connection.execute(
-            sa.update(alert_ledger)
-            .where(*_of(entry_id, sink))
+            sa.update(self.table)
+            .where(*self._of(entry_id, sink))
             .values(**values, updated_at=self.clock.now(connection))
         )
 
-
-def _of(entry_id: int, sink: str) -> list[sa.ColumnElement[bool]]:
-    return [alert_ledger.c.entry_id == entry_id, alert_ledger.c.sink == sink]
+    def _of(self, alert_id: int, sink: str) -> list[sa.ColumnElement[bool]]:
+        return [self._alert_id == alert_id, self.table.c.sink == sink]

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from jobs_platform.alerts.sinks import (
+    DEFAULT_SLACK_TIMEOUT_SECONDS,
     DEFAULT_WEBHOOK_TIMEOUT_SECONDS,
     AlertSink,
     EmailSink,
@@ -26,6 +27,9 @@ class AlertsResource(dg.ConfigurableResource):
     webhook_timeout_seconds: float = DEFAULT_WEBHOOK_TIMEOUT_SECONDS
     slack_token: str | None = None
     slack_channel: str | None = None
+    slack_timeout_seconds: int = DEFAULT_SLACK_TIMEOUT_SECONDS
+    slack_base_url: str | None = None
+    """Slack's Web API unless set: a proxy in front of it, or a stand-in in tests."""
     smtp_host: str | None = None
     smtp_port: int = 25
     smtp_sender: str | None = None
@@ -44,7 +48,14 @@ class AlertsResource(dg.ConfigurableResource):
         if bool(self.slack_token) != bool(self.slack_channel):
             raise ValueError("alerts: slack_token and slack_channel must be set together")
         if self.slack_token and self.slack_channel:
-            sinks.append(SlackSink(self.slack_token, self.slack_channel))
+            sinks.append(
+                SlackSink(
+                    self.slack_token,
+                    self.slack_channel,
+                    timeout=self.slack_timeout_seconds,
+                    base_url=self.slack_base_url,
+                )
+            )
         if self.smtp_host:
             if not self.smtp_sender or not self.smtp_recipients:
                 raise ValueError("alerts: smtp_host needs smtp_sender and smtp_recipients")

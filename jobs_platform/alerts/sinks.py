@@ -1,6 +1,8 @@
 """Where alerts go: each sink is a tiny class with a `name` and `send(alert)`.
 
-A sink raises `AlertDeliveryError` when it could not deliver; the ledger records that and
+An alert is a quarantine entry's (`alerts.alert.QuarantineAlert`) or a notice about a
+backfill as a whole (`alerts.notices.Notice`); a sink reads only what `Alert` names. A
+sink raises `AlertDeliveryError` when it could not deliver; the ledger records that and
 tries again on a later tick. Error messages never carry a secret from a URL or a token.
 """
 
@@ -16,7 +18,6 @@ from collections.abc import Callable, Sequence
 from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobs_platform.alerts.alert import QuarantineAlert
 from jobs_platform.errors import Classification, JobsPlatformError, classify
 
 if TYPE_CHECKING:
@@ -37,12 +38,41 @@ class AlertDeliveryError(JobsPlatformError):
     """A sink could not deliver an alert; the message is safe to log."""
 
 
+class Alert(Protocol):
+    """What a sink needs of an alert, whichever kind it is."""
+
+    @property
+    def idempotency_key(self) -> str:
+        """The same for every delivery of one alert: `17`, `17:redrives_exhausted`, `notice:3`."""
+        ...
+
+    @property
+    def subject(self) -> str:
+        """One line naming the alert, for a mail's subject: `quarantined orders/2024-01-05`."""
+        ...
+
+    @property
+    def message_id(self) -> str:
+        """A stable, mail-safe token per alert, for a mail's Message-ID: `quarantine-17`."""
+        ...
+
+    def summary(self) -> str:
+        """A few lines of plain text for chat and mail."""
+        ...
+
+    def as_dict(self) -> dict[str, Any]:
+        """The alert as JSON-ready values."""
+        ...
+
+    def to_json(self) -> str: ...
+
+
 class AlertSink(Protocol):
     """Something that delivers an alert, or raises `AlertDeliveryError`."""
 
     name: str
 
-    def send(self, alert: QuarantineAlert) -> None: ...
+    def send(self, alert: Alert) -> None: ...
 
 
 class LogSink:
@@ -50,12 +80,12 @@ class LogSink:
 
     name = "log"
 
-    def send(self, alert: QuarantineAlert) -> None:
+    def send(self, alert: Alert) -> None:
         logger.warning("%s", alert.summary())
 
 
 class WebhookSink:
-    """POSTs the alert as JSON, with `Idempotency-Key: <entry id>` so repeats can be dropped."""
+    """POSTs the alert as JSON, with its `Idempotency-Key` so repeats can be dropped."""
 
     name = "webhook"
 
@@ -78,7 +108,7 @@ class WebhookSink:
     def __repr__(self) -> str:
         return f"WebhookSink({redact_http_url(self.url)!r})"
 
-    def send(self, alert: QuarantineAlert) -> None:
+    def send(self, alert: Alert) -> None:
         import httpx  # here, not at import: every CLI command loads this module
 
         headers = {"Content-Type": "application/json", "Idempotency-Key": alert.idempotency_key}
@@ -133,7 +163,7 @@ class SlackSink:
     def __repr__(self) -> str:
         return f"SlackSink(channel={self.channel!r})"
 
-    def send(self, alert: QuarantineAlert) -> None:
+    def send(self, alert: Alert) -> None:
         try:
             self._client.chat_postMessage(channel=self.channel, text=alert.summary())
         except Exception as exc:
@@ -171,7 +201,7 @@ class EmailSink:
     def __repr__(self) -> str:
         return f"EmailSink({self.host}:{self.port} → {', '.join(self.recipients)})"
 
-    def send(self, alert: QuarantineAlert) -> None:
+    def send(self, alert: Alert) -> None:
         try:
             with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:
                 if self.starttls:
@@ -184,13 +214,13 @@ class EmailSink:
                 f"email via {self.host}:{self.port}: {type(exc).__name__}: {exc}"
             ) from None
 
-    def message(self, alert: QuarantineAlert) -> EmailMessage:
+    def message(self, alert: Alert) -> EmailMessage:
         message = EmailMessage()
-        message["Subject"] = f"[jobs_platform] quarantined {alert.asset}/{alert.partition}"
+        message["Subject"] = f"[jobs_platform] {alert.subject}"
         message["From"] = self.sender
         message["To"] = ", ".join(self.recipients)
-        # A stable Message-ID per entry lets mail systems drop a resent copy.
-        message["Message-ID"] = f"<jobs-platform-quarantine-{alert.entry_id}@jobs-platform>"
+        # A stable Message-ID per alert lets mail systems drop a resent copy.
+        message["Message-ID"] = f"<jobs-platform-{alert.message_id}@jobs-platform>"
         message.set_content(alert.summary())
         return message
 

@@ -2,7 +2,8 @@
 
 `dead_letter_sensor` walks new dead-letter entries of its code location's backfills by id
 (its cursor), alerts each once through the ledger and launches the entry's `dead_letter`
-partition; entries of backfills other locations serve are theirs. Requeueing is in
+partition; entries of backfills other locations serve are theirs. The same tick delivers
+the notices raised about its backfills (`alerts.notices`). Requeueing is in
 `requeue.py`. `dead_letter_definitions(names)` builds the asset and the sensor under a
 location's names (`naming.py`); `dead_letter` and `dead_letter_sensor` are the bare ones.
 """
@@ -10,14 +11,18 @@ location's names (`naming.py`); `dead_letter` and `dead_letter_sensor` are the b
 import functools
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dagster as dg
 
 from jobs_platform.alerts.alert import QuarantineAlert, alert_for_entry, load_alert, load_alerts
 from jobs_platform.alerts.ledger import deliver_once, is_settled
+from jobs_platform.alerts.notices import due_notices
 from jobs_platform.alerts.resource import AlertsResource
+from jobs_platform.alerts.sinks import AlertSink
 from jobs_platform.dead_letter.entries import UnknownEntry, entries_after
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run, location_of_sensor
 from jobs_platform.orchestration.resources import JobsPlatformResource
@@ -27,6 +32,7 @@ from jobs_platform.orchestration.selections import served_backfills
 # until its own timeout (webhook ~17 s with its tries, Slack 10 s, SMTP 10 s) right at
 # the budget's end; what does not fit waits for the next tick.
 ENTRIES_PER_TICK = 100
+NOTICES_PER_TICK = 50
 TICK_BUDGET_SECONDS = 15.0
 DEAD_LETTER_TICK_SECONDS = 30
 
@@ -219,6 +225,7 @@ def _dead_letter_tick(
             )
         )
         last_seen = alert.entry_id
+    _deliver_notices(context, store, sinks, served, deadline)
     added = [request.partition_key for request in requests if request.partition_key is not None]
     return dg.SensorResult(
         run_requests=requests,
@@ -226,6 +233,29 @@ def _dead_letter_tick(
         cursor=DeadLetterCursor(last_seen, tuple(undelivered)).serialize(),
         skip_reason=None if requests else "no new quarantine entries",
     )
+
+
+def _deliver_notices(
+    context: dg.SensorEvaluationContext,
+    store: Warehouse,
+    sinks: Sequence[AlertSink],
+    served: Sequence[str],
+    deadline: float,
+) -> None:
+    """Deliver the notices about the served backfills that a sink has not settled; what
+    does not fit in the tick's budget is found again next tick (the ledger says)."""
+    with store.connect() as connection:
+        notices = due_notices(
+            connection, store.clock, served, [sink.name for sink in sinks], limit=NOTICES_PER_TICK
+        )
+    for notice in notices:
+        if time.monotonic() > deadline:
+            break
+        statuses = deliver_once(store, notice, sinks)
+        context.log.info(
+            f"notice {notice.notice_id} ({notice.kind} {notice.asset}: {notice.key}): "
+            f"alerts {', '.join(f'{sink} {status}' for sink, status in statuses.items())}"
+        )
 
 
 dead_letter, dead_letter_sensor = dead_letter_definitions(BARE)

@@ -31,6 +31,7 @@ class Warehouse(Store):
         self.outbox = Outbox(clock)
         self.alert_ledger = AlertLedger(clock)
         self.circuits = Circuits(clock)
+        self.notice_ledger = AlertLedger.of_notices(clock)
 
 
 def ready_store(database_url: str | sa.URL) -> Warehouse:

@@ -245,6 +245,41 @@ alert_ledger = sa.Table(
     sa.Column("tries", sa.Integer, nullable=False),
     sa.Column("last_error", sa.Text),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    # When a failed delivery may be tried again: a failing sink backs off per entry across
+    # ticks instead of within one. Null until a send fails.
+    sa.Column("next_try_at", UtcDateTime),
+)
+
+# Alerts about a backfill as a whole (a circuit opened, a partition not ready past its
+# wait), each raised once (`alerts.notices.raise_notice`).
+alert_notices = sa.Table(
+    "jp_alert_notices",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("key", sa.String(255), nullable=False),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("details", sa.Text, nullable=False),  # a JSON object of strings, ints and nulls
+    sa.Column("raised_at", UtcDateTime, nullable=False),
+    # Raised once each: a repeat of the same (kind, asset, key) inserts nothing.
+    sa.UniqueConstraint("kind", "asset", "key", name="uq_jp_alert_notices_kind_asset_key"),
+    # The dead-letter sensor delivers the recent ones (`alerts.notices.due_notices`).
+    sa.Index("ix_jp_alert_notices_raised_at", "raised_at"),
+)
+
+# The deliveries of notices, one row per notice and sink: `jp_alert_ledger`'s columns,
+# keyed by the notice instead of the quarantine entry.
+notice_ledger = sa.Table(
+    "jp_notice_ledger",
+    framework_metadata,
+    sa.Column("notice_id", sa.BigInteger, primary_key=True),
+    sa.Column("sink", sa.String(64), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("tries", sa.Integer, nullable=False),
+    sa.Column("last_error", sa.Text),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Column("next_try_at", UtcDateTime),
 )
 
 

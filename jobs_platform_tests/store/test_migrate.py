@@ -122,19 +122,23 @@ def test_the_autogenerate_check_sees_a_model_change_without_a_revision(warehouse
 
     found = sorted(map(_named, differences(engine, framework_metadata)))
     assert found == [
+        ("add_column", "jp_alert_ledger.next_try_at"),
         ("add_column", "jp_attempts.code_version"),
         ("add_column", "jp_attempts.fingerprint"),
         ("add_column", "jp_quarantine.code_version"),
         ("add_column", "jp_quarantine.fingerprint"),
         ("add_column", "jp_quarantine.signature"),
+        ("add_index", "ix_jp_alert_notices_raised_at"),
         ("add_index", "ix_jp_circuit_failures_signature"),
         ("add_index", "ix_jp_partitions_status"),
         ("add_index", "ix_jp_quarantine_signature"),
         ("add_index", "ix_jp_quarantine_status"),
         ("add_index", "ix_jp_requeues_partition"),
+        ("add_table", "jp_alert_notices"),
         ("add_table", "jp_backfill_catalog"),
         ("add_table", "jp_circuit_failures"),
         ("add_table", "jp_circuits"),
+        ("add_table", "jp_notice_ledger"),
         ("add_table", "jp_rejected_rows"),
         ("add_table", "jp_requeues"),
     ]
