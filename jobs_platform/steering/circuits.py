@@ -16,7 +16,9 @@ that backfill's circuit for the signature opens. While it is open:
 
 Every decision is a row of `jp_circuits`, locked while it is taken, so it holds across
 hosts and launch paths; the failures counted are rows of `jp_circuit_failures`. The rule
-itself (`opens`, `probe_interval`) is pure.
+itself (`opens`, `probe_interval`) is pure. The opening and the closing each raise a
+notice (`alerts.notices`) in the transaction that decided them: alerted once each, by
+every sink the dead-letter sensor delivers to.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from jobs_platform.alerts.notices import raise_notice
 from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.errors import Classification, JobsPlatformError, Verdict
 from jobs_platform.settings import Settings
@@ -39,6 +42,9 @@ from jobs_platform.store.schema import circuit_failures, circuits, leases
 TRIPPING_CLASSES = frozenset(
     {Classification.RETRYABLE, Classification.CRASH, Classification.UNKNOWN}
 )
+# The notices (`alerts.notices`) of a circuit's opening and closing: each alerted once.
+CIRCUIT_OPENED = "circuit_opened"
+CIRCUIT_CLOSED = "circuit_closed"
 # A snoozed partition looks again no sooner than this.
 MIN_SNOOZE_SECONDS = 0.5
 # A snooze ends this long after the probe is due: the step's clock and the database's
@@ -251,12 +257,30 @@ class Circuits:
                 next_probe_at=now + dt.timedelta(seconds=probe_interval(0, rule)),
                 probes_failed=0,
                 snoozes=0,
-                open_alerted_at=None,
+                open_alerted_at=now,
                 close_alerted_at=None,
             )
         )
         # The failures that opened it were the outage's, not their partitions'.
         connection.execute(sa.update(circuit_failures).where(*of_cause).values(forgiven=True))
+        raise_notice(
+            connection,
+            self.clock,
+            kind=CIRCUIT_OPENED,
+            asset=asset,
+            key=_occurrence(signature, now),
+            summary=(
+                f"circuit opened: one cause failed {distinct} partitions in "
+                f"{rule.window_seconds:g} s; its partitions snooze until a probe succeeds"
+            ),
+            details={
+                "signature": signature,
+                "error_class": str(verdict.classification),
+                "error": message[:300],
+                "partitions": distinct,
+                "first_probe_in_seconds": int(probe_interval(0, rule)),
+            },
+        )
         return Transition.OPENED
 
     def _end_failed_probe(
@@ -304,14 +328,39 @@ class Circuits:
             )
             .values(
                 closed_at=now,
+                close_alerted_at=now,
                 probe_partition=None,
                 probe_token=None,
                 probe_started_at=None,
                 next_probe_at=None,
             )
-            .returning(circuits.c.signature)
-        ).scalars()
-        return sorted(closed)
+            .returning(
+                circuits.c.signature,
+                circuits.c.opened_at,
+                circuits.c.probes_failed,
+                circuits.c.snoozes,
+            )
+        ).all()
+        for signature, opened_at, probes_failed, snoozes in closed:
+            raise_notice(
+                connection,
+                self.clock,
+                kind=CIRCUIT_CLOSED,
+                asset=asset,
+                key=_occurrence(signature, opened_at),
+                summary=(
+                    f"circuit closed: probe {partition} succeeded after "
+                    f"{(now - opened_at).total_seconds():.0f} s open; its partitions go on"
+                ),
+                details={
+                    "signature": signature,
+                    "opened_at": opened_at.isoformat(),
+                    "probe_partition": partition,
+                    "probes_failed": probes_failed,
+                    "snoozes": snoozes,
+                },
+            )
+        return sorted(signature for signature, *_ in closed)
 
 
 def open_circuits(connection: sa.Connection, assets: Sequence[str] | None = None) -> list[TableRow]:
@@ -363,6 +412,11 @@ def _open(asset: str) -> tuple[sa.ColumnElement[bool], ...]:
         circuits.c.opened_at.is_not(None),
         circuits.c.closed_at.is_(None),
     )
+
+
+def _occurrence(signature: str, opened_at: dt.datetime) -> str:
+    """Which opening of the cause's circuit a notice speaks of: one circuit opens again."""
+    return f"{signature}@{opened_at.isoformat()}"
 
 
 def _probe_alive(connection: sa.Connection, row: TableRow, now: dt.datetime) -> bool:

@@ -13,12 +13,20 @@ from dataclasses import replace
 import pytest
 import sqlalchemy as sa
 
+from jobs_platform.alerts.notices import notices_of
 from jobs_platform.engine.decisions import NextStep
 from jobs_platform.engine.outcomes import Busy, Failed, Outcome, PartitionReport
 from jobs_platform.engine.runner import Attempter, PartitionRunner
 from jobs_platform.errors import RetryableError, TerminalError
 from jobs_platform.settings import Settings
-from jobs_platform.steering.circuits import CircuitOpen, CircuitRule, open_circuits, probe_interval
+from jobs_platform.steering.circuits import (
+    CIRCUIT_CLOSED,
+    CIRCUIT_OPENED,
+    CircuitOpen,
+    CircuitRule,
+    open_circuits,
+    probe_interval,
+)
 from jobs_platform.store.attempts import budget_state
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import attempts, create_user_tables, quarantine
@@ -259,3 +267,17 @@ def test_the_breaker_is_off_at_zero_partitions(source, circuit_settings, clock):
         fail(runner, source, day)
 
     assert circuits_of(runner) == []
+
+
+def test_opening_and_closing_are_each_noticed_once(runner, source, clock):
+    open_the_circuit(runner, source)
+    assert isinstance(attempt(runner, DAYS[3]), Busy)
+    clock.advance(10)
+    assert isinstance(attempt(runner, DAYS[4]), PartitionReport)  # the probe closes it
+
+    with runner.engine.connect() as connection:
+        notices = notices_of(connection, ["items"])
+    assert [notice.kind for notice in notices] == [CIRCUIT_OPENED, CIRCUIT_CLOSED]
+    opened, closed = notices
+    assert opened.key == closed.key  # one occurrence: its signature and when it opened
+    assert (opened.details["partitions"], closed.details["probe_partition"]) == (3, DAYS[4])
