@@ -67,6 +67,7 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
     """
     from jobs_platform.cli.warehouse import WarehouseUnavailable, open_store
     from jobs_platform.settings import Settings
+    from jobs_platform.steering.circuits import circuits_report
     from jobs_platform.store.db import normalize_url
     from jobs_platform.store.migrate import SchemaNotReady
 
@@ -83,6 +84,7 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
         if catalog is None:
             return None
         report = store.health.backfill_status(connection, catalog.partition_keys())
+        report["circuits"] = circuits_report(connection, list(report["assets"]))
     return report, {
         "source": "catalog",
         "catalog_updated_at": catalog.updated_at.isoformat(),
@@ -112,6 +114,9 @@ def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], locati
     from jobs_platform.store.health import health_as_dict
 
     assets = health_as_dict(report["assets"])
+    circuits = report.get("circuits", {})
+    for asset, health in assets.items():
+        health["circuits"] = circuits.get(asset, [])
     windowed = "window" in report
     if args.json:
         shown = {
@@ -138,6 +143,8 @@ def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], locati
             f"{_num(health['duration_p50_seconds']):>8}{_num(health['duration_p95_seconds']):>8}"
             f"{_num(health['rows_per_second']):>10}{health['rows_rejected']:>10}"
         )
+    for line in _circuit_lines(circuits):
+        print(line)
     if windowed and report["not_windowed"]:
         print(f"\nnot time-partitioned, left out: {', '.join(report['not_windowed'])}")
     age = report["oldest_pending_request_age_seconds"]
@@ -146,6 +153,26 @@ def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], locati
     if note:
         print(note)
     return 0
+
+
+def _circuit_lines(circuits: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One paragraph per open circuit: the cause, since when, and when the next probe tries."""
+    lines = []
+    for asset, opened in circuits.items():
+        for circuit in opened:
+            probe = (
+                f"probing {circuit['probe_partition']}"
+                if circuit["probe_partition"]
+                else f"next probe at {circuit['next_probe_at']}"
+            )
+            lines += [
+                f"\nCIRCUIT OPEN {asset}: cause {circuit['signature']} "
+                f"({circuit['error_class']}: {circuit['last_error'][:120]})",
+                f"  since {circuit['opened_at']} (opened on {circuit['partitions']} partitions); "
+                f"{probe}; {circuit['probes_failed']} probe(s) failed, "
+                f"{circuit['snoozes']} snooze(s); partitions wait, spending nothing",
+            ]
+    return lines
 
 
 def _source_note(source: dict[str, Any], location: str) -> str | None:

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 import dagster as dg
 
 from jobs_platform.dead_letter.triage import signature_groups
+from jobs_platform.steering.circuits import circuits_report
 from jobs_platform.dead_letter.view import groups_markdown
 from jobs_platform.engine.warehouse import ready_store
 from jobs_platform.orchestration.catalog import expected_keys, write_location_catalog
@@ -61,18 +62,24 @@ def status_report(
     store = ready_store(settings.database_url)
     if window is None:
         with store.connect() as connection:
-            return store.health.backfill_status(connection, backfill_expected_keys(specs, instance))
+            report = store.health.backfill_status(
+                connection, backfill_expected_keys(specs, instance)
+            )
+            report["circuits"] = circuits_report(connection, list(report["assets"]))
+            return report
     keys = backfill_partition_keys(specs, instance)
     windowed = keys_in_window(specs, keys, window)
     with store.connect() as connection:
         assets = store.health.window_health(connection, windowed)
         queue = store.outbox_backlog.queue_stats(connection, assets=list(keys))
+        circuits = circuits_report(connection, list(keys))
     return {
         "assets": assets,
         "oldest_pending_request_age_seconds": queue.oldest_pending_age_seconds,
         "pending_requests": queue.pending,
         "window": window.as_dict(),
         "not_windowed": [asset for asset in keys if asset not in windowed],
+        "circuits": circuits,
     }
 
 
@@ -86,6 +93,9 @@ def _health_metadata(report: dict) -> dict:
         for field, value in vars(health).items():
             if value is not None:
                 metadata[f"{asset}/{field}"] = value
+    for asset, circuits in report.get("circuits", {}).items():
+        metadata[f"{asset}/circuits_open"] = len(circuits)
+        metadata[f"{asset}/circuits"] = dg.MetadataValue.json(circuits)
     return metadata
 
 
