@@ -111,7 +111,8 @@ def opens(distinct_partitions: int, rule: CircuitRule) -> bool:
 
 def probe_interval(probes_failed: int, rule: CircuitRule) -> float:
     """How long after opening (or after the last failed probe) the next probe may try."""
-    return min(rule.probe_max_seconds, rule.probe_seconds * 2 ** max(0, probes_failed))
+    grown: float = rule.probe_seconds * 2.0 ** max(0, probes_failed)
+    return min(rule.probe_max_seconds, grown)
 
 
 @dataclass(frozen=True)
