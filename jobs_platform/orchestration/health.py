@@ -6,7 +6,6 @@ from collections.abc import Iterable, Sequence
 import dagster as dg
 
 from jobs_platform.dead_letter.triage import signature_groups
-from jobs_platform.steering.circuits import circuits_report
 from jobs_platform.dead_letter.view import groups_markdown
 from jobs_platform.engine.warehouse import ready_store
 from jobs_platform.orchestration.catalog import expected_keys, write_location_catalog
@@ -14,6 +13,7 @@ from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
+from jobs_platform.steering.circuits import circuits_report
 from jobs_platform.store.health import AssetHealth, ExpectedKeys
 from jobs_platform.store.migrate import ready_warehouse
 
