@@ -39,6 +39,9 @@ from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import circuit_failures, circuits, leases
 
 # The failures that can be one outage's: a terminal failure is the partition's own input.
+# A crash counts when its attempt reported it; one found later by the next worker's start
+# (`store.attempts.record_abandoned`) has no message to sign and is not counted: a few
+# partitions that kill their workers must still reach their ceiling.
 TRIPPING_CLASSES = frozenset(
     {Classification.RETRYABLE, Classification.CRASH, Classification.UNKNOWN}
 )
