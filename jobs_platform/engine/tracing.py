@@ -168,7 +168,8 @@ def outcome_attributes(outcome: Outcome) -> dict[str, str | int]:
             # An upstream partition is not done: not attempted, it runs with its upstream.
             return {"jobs_platform.outcome": "blocked", "jobs_platform.next_step": "blocked"}
         case Busy():
-            return _attributes("busy", outcome.decision.next_step)  # another worker's lease
+            # Another worker's lease, or the backfill's open circuit (not its probe).
+            return _attributes("busy", outcome.decision.next_step)
         case NotDue():
             # Never an attempt's outcome: `PartitionRunner.not_due` is not traced.
             return _attributes("not_due", outcome.decision.next_step)
