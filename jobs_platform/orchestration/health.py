@@ -13,7 +13,7 @@ from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
-from jobs_platform.steering.circuits import circuits_report
+from jobs_platform.steering.circuits import circuits_report, open_circuits
 from jobs_platform.store.health import AssetHealth, ExpectedKeys
 from jobs_platform.store.migrate import ready_warehouse
 
@@ -93,9 +93,11 @@ def _health_metadata(report: dict) -> dict:
         for field, value in vars(health).items():
             if value is not None:
                 metadata[f"{asset}/{field}"] = value
-    for asset, circuits in report.get("circuits", {}).items():
+    for asset in report["assets"]:
+        circuits = report.get("circuits", {}).get(asset, [])
         metadata[f"{asset}/circuits_open"] = len(circuits)
-        metadata[f"{asset}/circuits"] = dg.MetadataValue.json(circuits)
+        if circuits:
+            metadata[f"{asset}/circuits"] = dg.MetadataValue.json(circuits)
     return metadata
 
 
@@ -149,9 +151,18 @@ def dead_letter_causes(specs: Sequence[dg.AssetSpec], settings, module: str | No
     ]
     with ready_warehouse(settings.database_url).connect() as connection:
         groups = signature_groups(connection, assets=backfills)
+        circuits = open_circuits(connection, backfills)
+    # An outage's failures snooze instead of reaching the dead letter: say so above it.
+    opened = [
+        f"**Circuit open** for cause `{circuit.signature}` on {circuit.asset} since "
+        f"{circuit.opened_at.isoformat()} ({circuit.partitions} partitions failed): its "
+        "partitions snooze, spending nothing, until a probe succeeds.\n"
+        for circuit in circuits
+    ]
+    markdown = "\n".join([*opened, groups_markdown(groups, module)])
     return {
         "dead_letter_causes": len(groups),
-        "dead_letter_groups": dg.MetadataValue.md(groups_markdown(groups, module)),
+        "dead_letter_groups": dg.MetadataValue.md(markdown),
     }
 
 

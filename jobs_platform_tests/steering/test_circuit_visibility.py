@@ -15,7 +15,7 @@ from jobs_platform.metrics.reader import read_metrics
 from jobs_platform.steering.circuits import CircuitRule
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform_tests.cli_in_process import jobs_platform_in_process
-from jobs_platform_tests.environments import engine_from
+from jobs_platform_tests.environments import engine_from, settings_from
 
 OUTAGE = "Server error '503 Service Unavailable' for url 'http://orders.internal/v1?day={day}'"
 RULE = CircuitRule(partitions=3, window_seconds=300, probe_seconds=10, probe_max_seconds=300)
@@ -92,3 +92,29 @@ def test_metrics_expose_the_open_circuits_per_backfill(platform_env, signature):
         "daily_revenue": 0,
         "orders": 1,
     }
+
+
+def test_platform_health_shows_the_open_circuit_in_its_figures_and_dead_letter_groups(
+    platform_env, signature
+):
+    import dagster as dg
+
+    from jobs_platform.orchestration.health import (
+        _health_metadata,
+        dead_letter_causes,
+        status_report,
+    )
+    from orders_example.definitions import defs
+
+    specs = list(defs.resolve_all_asset_specs())
+    settings = settings_from(platform_env)
+
+    report = status_report(specs, dg.DagsterInstance.get(), settings)
+    causes = dead_letter_causes(specs, settings, "orders_example.definitions")
+
+    metadata = _health_metadata(report)
+    assert (metadata["orders/circuits_open"], metadata["daily_revenue/circuits_open"]) == (1, 0)
+    assert metadata["orders/circuits"].data[0]["signature"] == signature
+    assert (
+        f"**Circuit open** for cause `{signature}` on orders" in causes["dead_letter_groups"].value
+    )
