@@ -305,7 +305,9 @@ class Circuits:
             circuits.c.probe_token == token,
         )
         free = {"probe_partition": None, "probe_token": None, "probe_started_at": None}
-        for row in connection.execute(sa.select(circuits).where(*probe).with_for_update()):
+        # Locked in the gate's order (by signature), so the two never wait on each other.
+        probed = sa.select(circuits).where(*probe).order_by(circuits.c.signature)
+        for row in connection.execute(probed.with_for_update()):
             values: dict[str, object] = dict(free)
             if row.signature == signature:
                 failed = row.probes_failed + 1
