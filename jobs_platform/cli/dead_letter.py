@@ -25,7 +25,7 @@ from jobs_platform.dead_letter.view import (
 )
 from jobs_platform.errors import Classification
 from jobs_platform.location import add_module_option, named_location
-from jobs_platform.steering.circuits import open_circuits
+from jobs_platform.steering.circuit_report import open_circuits
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
 from jobs_platform.store.rows import TableRow

@@ -67,7 +67,7 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
     """
     from jobs_platform.cli.warehouse import WarehouseUnavailable, open_store
     from jobs_platform.settings import Settings
-    from jobs_platform.steering.circuits import circuits_report
+    from jobs_platform.steering.circuit_report import circuits_report
     from jobs_platform.store.db import normalize_url
     from jobs_platform.store.migrate import SchemaNotReady
 

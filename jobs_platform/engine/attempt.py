@@ -28,7 +28,8 @@ from jobs_platform.engine.spec import BackfillSpec, UpstreamReads, reads_nothing
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
-from jobs_platform.steering.circuits import CircuitOpen, CircuitRule, Probe
+from jobs_platform.steering.circuit_rule import CircuitRule
+from jobs_platform.steering.circuits import CircuitOpen, Probe
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import current_episode, unfinished
 from jobs_platform.store.rows import TableRow

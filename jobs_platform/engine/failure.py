@@ -29,7 +29,7 @@ from jobs_platform.errors import (
     classify,
 )
 from jobs_platform.settings import Settings
-from jobs_platform.steering.circuits import CircuitRule
+from jobs_platform.steering.circuit_rule import CircuitRule
 from jobs_platform.store import attempts as history
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.database_errors import recorded_error

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from jobs_platform.dead_letter import redrive
 from jobs_platform.dead_letter.triage import open_entries_by_asset, open_signature_count
 from jobs_platform.settings import DEFAULT_MAX_REDRIVES
-from jobs_platform.steering.circuits import open_circuit_counts
+from jobs_platform.steering.circuit_report import open_circuit_counts
 from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.health import AssetHealth, ExpectedKeys, Health

@@ -13,7 +13,7 @@ from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
-from jobs_platform.steering.circuits import circuits_report, open_circuits
+from jobs_platform.steering.circuit_report import circuits_report, open_circuits
 from jobs_platform.store.health import AssetHealth, ExpectedKeys
 from jobs_platform.store.migrate import ready_warehouse
 

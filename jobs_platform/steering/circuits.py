@@ -16,7 +16,8 @@ that backfill's circuit for the signature opens. While it is open:
 
 Every decision is a row of `jp_circuits`, locked while it is taken, so it holds across
 hosts and launch paths; the failures counted are rows of `jp_circuit_failures`. The rule
-itself (`opens`, `probe_interval`) is pure. The opening and the closing each raise a
+itself (`steering.circuit_rule`) is pure; the reads of `status` and `/metrics` are
+`steering.circuit_report`. The opening and the closing each raise a
 notice (`alerts.notices`) in the transaction that decided them: alerted once each, by
 every sink the dead-letter sensor delivers to.
 """
@@ -25,26 +26,23 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from jobs_platform.alerts.notices import raise_notice
 from jobs_platform.dead_letter.signature import failure_signature
-from jobs_platform.errors import Classification, JobsPlatformError, Verdict
-from jobs_platform.settings import Settings
+from jobs_platform.errors import JobsPlatformError, Verdict
+from jobs_platform.steering.circuit_rule import (
+    TRIPPING_CLASSES,
+    CircuitRule,
+    opens,
+    probe_interval,
+)
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import circuit_failures, circuits, leases
 
-# The failures that can be one outage's: a terminal failure is the partition's own input.
-# A crash counts when its attempt reported it; one found later by the next worker's start
-# (`store.attempts.record_abandoned`) has no message to sign and is not counted: a few
-# partitions that kill their workers must still reach their ceiling.
-TRIPPING_CLASSES = frozenset(
-    {Classification.RETRYABLE, Classification.CRASH, Classification.UNKNOWN}
-)
 # The notices (`alerts.notices`) of a circuit's opening and closing: each alerted once.
 CIRCUIT_OPENED = "circuit_opened"
 CIRCUIT_CLOSED = "circuit_closed"
@@ -86,36 +84,6 @@ class Transition(enum.StrEnum):
     COUNTED = "counted"  # below the threshold: counted for the circuit, and against the budget
     OPENED = "opened"  # it tripped the circuit: it and the failures before it are forgiven
     FORGIVEN = "forgiven"  # the circuit was open already: forgiven (a failed probe re-arms it)
-
-
-@dataclass(frozen=True)
-class CircuitRule:
-    """The breaker's settings (`Settings.circuit_*`)."""
-
-    partitions: int  # distinct partitions that open it; 0 turns the breaker off
-    window_seconds: float
-    probe_seconds: float
-    probe_max_seconds: float
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> CircuitRule:
-        return cls(
-            settings.circuit_partitions,
-            settings.circuit_window_seconds,
-            settings.circuit_probe_seconds,
-            settings.circuit_probe_max_seconds,
-        )
-
-
-def opens(distinct_partitions: int, rule: CircuitRule) -> bool:
-    """Whether failures of one cause on this many partitions in the window open its circuit."""
-    return rule.partitions > 0 and distinct_partitions >= rule.partitions
-
-
-def probe_interval(probes_failed: int, rule: CircuitRule) -> float:
-    """How long after opening (or after the last failed probe) the next probe may try."""
-    grown: float = rule.probe_seconds * 2.0 ** max(0, probes_failed)
-    return min(rule.probe_max_seconds, grown)
 
 
 @dataclass(frozen=True)
@@ -367,49 +335,6 @@ class Circuits:
                 },
             )
         return sorted(signature for signature, *_ in closed)
-
-
-def open_circuits(connection: sa.Connection, assets: Sequence[str] | None = None) -> list[TableRow]:
-    """The open circuits (of `assets`, else of every backfill), oldest first."""
-    query = sa.select(circuits).where(
-        circuits.c.opened_at.is_not(None), circuits.c.closed_at.is_(None)
-    )
-    if assets is not None:
-        query = query.where(circuits.c.asset.in_(list(assets)))
-    return list(connection.execute(query.order_by(circuits.c.opened_at, circuits.c.asset)))
-
-
-def open_circuit_counts(connection: sa.Connection) -> dict[str, int]:
-    """How many circuits of each backfill are open (the metric `jobs_platform_circuit_open`)."""
-    rows = connection.execute(
-        sa.select(circuits.c.asset, sa.func.count())
-        .where(circuits.c.opened_at.is_not(None), circuits.c.closed_at.is_(None))
-        .group_by(circuits.c.asset)
-    )
-    return {asset: count for asset, count in rows}
-
-
-def circuits_report(
-    connection: sa.Connection, assets: Sequence[str] | None = None
-) -> dict[str, list[dict[str, object]]]:
-    """The open circuits per backfill, JSON-ready: what `status` and `platform_health` show."""
-    report: dict[str, list[dict[str, object]]] = {}
-    for row in open_circuits(connection, assets):
-        report.setdefault(row.asset, []).append(
-            {
-                "signature": row.signature,
-                "error_class": row.error_class,
-                "error_type": row.error_type,
-                "last_error": (row.last_error or "")[:300],
-                "opened_at": row.opened_at.isoformat(),
-                "partitions": row.partitions,
-                "next_probe_at": row.next_probe_at.isoformat() if row.next_probe_at else None,
-                "probe_partition": row.probe_partition,
-                "probes_failed": row.probes_failed,
-                "snoozes": row.snoozes,
-            }
-        )
-    return report
 
 
 def _open(asset: str) -> tuple[sa.ColumnElement[bool], ...]:

@@ -12,7 +12,7 @@ from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification, Verdict
 from jobs_platform.metrics.exposition import metric_families
 from jobs_platform.metrics.reader import read_metrics
-from jobs_platform.steering.circuits import CircuitRule
+from jobs_platform.steering.circuit_rule import CircuitRule
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform_tests.cli_in_process import jobs_platform_in_process
 from jobs_platform_tests.environments import engine_from, settings_from

@@ -19,14 +19,9 @@ from jobs_platform.engine.outcomes import Busy, Failed, Outcome, PartitionReport
 from jobs_platform.engine.runner import Attempter, PartitionRunner
 from jobs_platform.errors import RetryableError, TerminalError
 from jobs_platform.settings import Settings
-from jobs_platform.steering.circuits import (
-    CIRCUIT_CLOSED,
-    CIRCUIT_OPENED,
-    CircuitOpen,
-    CircuitRule,
-    open_circuits,
-    probe_interval,
-)
+from jobs_platform.steering.circuit_report import open_circuits
+from jobs_platform.steering.circuit_rule import CircuitRule, probe_interval
+from jobs_platform.steering.circuits import CIRCUIT_CLOSED, CIRCUIT_OPENED, CircuitOpen
 from jobs_platform.store.attempts import budget_state
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import attempts, create_user_tables, quarantine
