@@ -108,7 +108,6 @@ class Circuits:
         probe (no other live probe, and the interval has passed); else `CircuitOpen`, the
         snooze. Run it in its own transaction: it locks the backfill's open circuits.
         """
-        now = self.clock.now(connection)
         rows = list(
             connection.execute(
                 sa.select(circuits)
@@ -118,7 +117,8 @@ class Circuits:
             )
         )
         if not rows:
-            return None
+            return None  # the common case: one indexed read, not even the clock's
+        now = self.clock.now(connection)
         for row in rows:
             probing = row.probe_partition is not None and _probe_alive(connection, row, now)
             if probing or (row.next_probe_at is not None and row.next_probe_at > now):
