@@ -24,6 +24,14 @@ DEFAULT_REDRIVE_COOLDOWN_SECONDS = 900.0
 # Three redrives per partition, then it waits for a person: a cause that comes back after
 # three fixes or outages is not going away on its own.
 DEFAULT_MAX_REDRIVES = 3
+# The circuit breaker (`steering.circuits`): one cause failing 5 distinct partitions of a
+# backfill within 5 minutes is an outage, not 5 bad partitions (0 partitions turns it off).
+# While open, one probe partition tries after 10 s, then 20, 40, … up to 5 minutes: an
+# outage of any length costs one attempt per interval, and its end is noticed within one.
+DEFAULT_CIRCUIT_PARTITIONS = 5
+DEFAULT_CIRCUIT_WINDOW_SECONDS = 300.0
+DEFAULT_CIRCUIT_PROBE_SECONDS = 10.0
+DEFAULT_CIRCUIT_PROBE_MAX_SECONDS = 300.0
 DEFAULT_STATE_DIR = ".jobs_platform"
 # Where the steps of a run execute: one process per step on this machine unless told.
 DEFAULT_EXECUTOR = "multiprocess"
@@ -64,6 +72,10 @@ class Settings:
     celery_backend: str = DEFAULT_CELERY_BACKEND
     redrive_cooldown_seconds: float = DEFAULT_REDRIVE_COOLDOWN_SECONDS
     max_redrives: int = DEFAULT_MAX_REDRIVES
+    circuit_partitions: int = DEFAULT_CIRCUIT_PARTITIONS
+    circuit_window_seconds: float = DEFAULT_CIRCUIT_WINDOW_SECONDS
+    circuit_probe_seconds: float = DEFAULT_CIRCUIT_PROBE_SECONDS
+    circuit_probe_max_seconds: float = DEFAULT_CIRCUIT_PROBE_MAX_SECONDS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -97,6 +109,19 @@ class Settings:
             ),
             # 0 turns the redrive off everywhere (a backfill turns it off with redrive=False).
             max_redrives=_non_negative_int(env, "JOBS_PLATFORM_MAX_REDRIVES", DEFAULT_MAX_REDRIVES),
+            # 0 turns the circuit breaker off.
+            circuit_partitions=_non_negative_int(
+                env, "JOBS_PLATFORM_CIRCUIT_PARTITIONS", DEFAULT_CIRCUIT_PARTITIONS
+            ),
+            circuit_window_seconds=_positive_float(
+                env, "JOBS_PLATFORM_CIRCUIT_WINDOW_SECONDS", DEFAULT_CIRCUIT_WINDOW_SECONDS
+            ),
+            circuit_probe_seconds=_positive_float(
+                env, "JOBS_PLATFORM_CIRCUIT_PROBE_SECONDS", DEFAULT_CIRCUIT_PROBE_SECONDS
+            ),
+            circuit_probe_max_seconds=_positive_float(
+                env, "JOBS_PLATFORM_CIRCUIT_PROBE_MAX_SECONDS", DEFAULT_CIRCUIT_PROBE_MAX_SECONDS
+            ),
         )
 
 

@@ -26,6 +26,7 @@ MISSING_DAYS = [FIRST + dt.timedelta(days=n) for n in range(9, 12)]
 GROUP_FIELDS = {
     "signature", "error_class", "error_type", "count", "assets", "first_failed_at",
     "last_failed_at", "sample_partitions", "sample_message", "hint", "teach", "rule",
+    "circuits",  # the cause's open circuits (steering.circuits): none here
 }  # fmt: skip
 
 
@@ -67,6 +68,7 @@ def test_twelve_quarantined_days_of_three_causes_are_three_groups_and_each_entry
     groups = json.loads(finished.stdout)
 
     assert [set(group) for group in groups] == [GROUP_FIELDS] * 3
+    assert [group["circuits"] for group in groups] == [[]] * 3
     assert [(g["count"], g["assets"], g["error_class"]) for g in groups] == [
         (5, {"orders": 5}, "terminal"),
         (4, {"orders": 4}, "terminal"),

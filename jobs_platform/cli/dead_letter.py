@@ -26,8 +26,10 @@ from jobs_platform.dead_letter.view import (
 )
 from jobs_platform.errors import Classification
 from jobs_platform.location import add_module_option, named_location
+from jobs_platform.steering.circuit_report import open_circuits
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
+from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import EntryStatus
 from jobs_platform.suggested_commands import requeue_command, show_command
 from jobs_platform.writer import rejects as reject_store
@@ -181,9 +183,22 @@ def run_groups(args: argparse.Namespace) -> int:
     module = named_location(args.module)
     with open_warehouse(command_settings(args.module)).connect() as connection:
         groups = signature_groups(connection, asset=args.asset)
+        circuits = open_circuits(connection, [args.asset] if args.asset else None)
     if args.json:
-        print(json.dumps([group_summary(group, module) for group in groups], indent=2))
+        summaries = [
+            group_summary(group, module) | {"circuits": _circuits_of(circuits, group.signature)}
+            for group in groups
+        ]
+        print(json.dumps(summaries, indent=2))
         return 0
+    for circuit in circuits:
+        # An outage's failures are forgiven, not quarantined: its cause may have no group.
+        print(
+            f"CIRCUIT OPEN  {circuit.signature}  {circuit.asset}: since "
+            f"{plain(circuit.opened_at)}, {circuit.partitions} partitions failed "
+            f"({circuit.error_class}: {one_line(circuit.last_error, 120)}); its partitions "
+            "snooze, spending nothing, until a probe succeeds\n"
+        )
     if not groups:
         where = f" of {args.asset}" if args.asset else ""
         print(f"the dead letter is empty: no quarantined partitions{where}")
@@ -207,9 +222,20 @@ def run_groups(args: argparse.Namespace) -> int:
         taught = classify.taught_line(group, module)
         if taught:
             print(f"         {taught}")
+        for opened in _circuits_of(circuits, group.signature):
+            print(f"         circuit OPEN on {opened['asset']} since {opened['opened_at']}")
     details = show_command("ASSET", "PARTITION", module)
     print(f"\nAn entry's history: {details}")
     return 0
+
+
+def _circuits_of(circuits: list[TableRow], signature: str | None) -> list[dict[str, str]]:
+    """The open circuits of a cause: where its outage snoozes partitions."""
+    return [
+        {"asset": circuit.asset, "opened_at": plain(circuit.opened_at)}
+        for circuit in circuits
+        if circuit.signature == signature
+    ]
 
 
 def run_show(args: argparse.Namespace) -> int:

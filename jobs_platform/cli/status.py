@@ -67,6 +67,7 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
     """
     from jobs_platform.cli.warehouse import WarehouseUnavailable, open_store
     from jobs_platform.settings import Settings
+    from jobs_platform.steering.circuit_report import circuits_report
     from jobs_platform.steering.holds import steering_status
     from jobs_platform.store.db import normalize_url
     from jobs_platform.store.migrate import SchemaNotReady
@@ -85,6 +86,7 @@ def _from_catalog(location: str) -> tuple[dict, dict[str, Any]] | None:
             return None
         report = store.health.backfill_status(connection, catalog.partition_keys())
         report["steering"] = steering_status(connection, report["assets"])
+        report["circuits"] = circuits_report(connection, list(report["assets"]))
     report["partitions_per_run"] = {e.asset: e.max_partitions_per_run for e in catalog.entries}
     return report, {
         "source": "catalog",
@@ -118,9 +120,10 @@ def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], locati
     from jobs_platform.store.health import health_as_dict
 
     assets = health_as_dict(report["assets"])
-    steering = report.get("steering", {})
+    steering, circuits = report.get("steering", {}), report.get("circuits", {})
     for asset, figures in assets.items():
         figures.update(steering.get(asset, {}))
+        figures["circuits"] = circuits.get(asset, [])
     going = backfill_progress(report["assets"], report.get("partitions_per_run", {}))
     for asset, progress in going.items():
         assets[asset]["progress"] = progress.as_dict()
@@ -152,6 +155,8 @@ def _show(args: argparse.Namespace, report: dict, source: dict[str, Any], locati
             f"{_eta(health['progress']):>9}"
         )
     _show_steering(steering)
+    for line in _circuit_lines(circuits):
+        print(line)
     if windowed and report["not_windowed"]:
         print(f"\nnot time-partitioned, left out: {', '.join(report['not_windowed'])}")
     age = report["oldest_pending_request_age_seconds"]
@@ -183,6 +188,26 @@ def _show_steering(steering: dict[str, dict]) -> None:
         lines.append(f"{asset}: {'; '.join(what)}")
     if lines:
         print("\nsteering:\n  " + "\n  ".join(lines))
+
+
+def _circuit_lines(circuits: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One paragraph per open circuit: the cause, since when, and when the next probe tries."""
+    lines = []
+    for asset, opened in circuits.items():
+        for circuit in opened:
+            probe = (
+                f"probing {circuit['probe_partition']}"
+                if circuit["probe_partition"]
+                else f"next probe at {circuit['next_probe_at']}"
+            )
+            lines += [
+                f"\nCIRCUIT OPEN {asset}: cause {circuit['signature']} "
+                f"({circuit['error_class']}: {circuit['last_error'][:120]})",
+                f"  since {circuit['opened_at']} (opened on {circuit['partitions']} partitions); "
+                f"{probe}; {circuit['probes_failed']} probe(s) failed, "
+                f"{circuit['snoozes']} snooze(s); partitions wait, spending nothing",
+            ]
+    return lines
 
 
 def _source_note(source: dict[str, Any], location: str) -> str | None:

@@ -4,6 +4,8 @@ Three gates come first, and none records an attempt: a quarantined partition is 
 (terminal, until requeued), a partition whose upstream partitions are not all done is
 blocked (it would be computed from partial input; it runs again with its upstream), and a
 partition of a paused backfill, or whose input is not ready, is held (`engine.holding`).
+Once the lease is held, an open circuit of the backfill (`steering.circuits`) snoozes every
+partition but its one probe, for free.
 
 Everything later in the attempt path (chunks, finalize, failure bookkeeping) works from
 one `StartedAttempt`: which partition, under which lease token, as which numbered attempt
@@ -21,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jobs_platform.dead_letter.entries import active_entry
-from jobs_platform.engine.decisions import NextStep, RetryBudget
+from jobs_platform.engine.decisions import Decision, NextStep, RetryBudget
 from jobs_platform.engine.events import EventTrail
 from jobs_platform.engine.holding import hold_back
 from jobs_platform.engine.outcomes import Blocked, BudgetSpent, Busy, Held, Refused
@@ -30,6 +32,8 @@ from jobs_platform.engine.spec import BackfillSpec, UpstreamReads, reads_nothing
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import Classification, JobsPlatformError, TerminalError, Verdict
 from jobs_platform.settings import Settings
+from jobs_platform.steering.circuit_rule import CircuitRule
+from jobs_platform.steering.circuits import CircuitOpen, Probe
 from jobs_platform.steering.pauses import pause_of
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import current_episode, unfinished
@@ -143,12 +147,34 @@ def begin_attempt(
         return Busy(asset, partition, busy, decision=decision)
     lease = grant.lease
     try:
-        return _record_start(place, lease, attempter, trail)
+        return _circuit_open(place, lease, trail) or _record_start(place, lease, attempter, trail)
     except BaseException:
         # No attempt exists to fail, so nothing else would give the partition back.
         with place.store.begin() as connection:
             lease_store.release_lease(connection, lease)
         raise
+
+
+def _circuit_open(place: Workplace, lease: lease_store.Lease, trail: EventTrail) -> Busy | None:
+    """The backfill's circuit for a cause is open and this is not its probe: a snooze,
+    nothing recorded or spent (`steering.circuits`)."""
+    asset, partition = place.spec.asset, lease.partition
+    rule = CircuitRule.from_settings(place.settings)
+    with place.store.begin() as connection:
+        admitted = place.store.circuits.admit(connection, rule, asset, partition, lease.token)
+        if isinstance(admitted, CircuitOpen):
+            lease_store.release_lease(connection, lease)
+    if isinstance(admitted, CircuitOpen):
+        decision = Decision(NextStep.SNOOZE, admitted.snooze_seconds)
+        return Busy(asset, partition, admitted, decision=decision)
+    if isinstance(admitted, Probe):
+        trail.log.warning(
+            "%s/%s: probing the open circuit(s) %s",
+            asset,
+            partition,
+            ", ".join(admitted.signatures),
+        )
+    return None
 
 
 def _record_start(

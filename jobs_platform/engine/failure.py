@@ -32,6 +32,7 @@ from jobs_platform.errors import (
     classify,
 )
 from jobs_platform.settings import Settings
+from jobs_platform.steering.circuit_rule import CircuitRule
 from jobs_platform.store import attempts as history
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.database_errors import recorded_error
@@ -69,8 +70,19 @@ def record_failure(
                     connection, asset, partition, verdict, type(exc).__name__, _message(exc)
                 )
                 verdict, rule = taught.verdict, taught.rule
-            place.store.attempts.finish(
-                connection, attempt.history_id, _failure(exc, verdict, rule)
+            failure = _failure(exc, verdict, rule)
+            place.store.attempts.finish(connection, attempt.history_id, failure)
+            # Before settling: a failure the circuit breaker forgives spends no budget.
+            place.store.circuits.record_failure(
+                connection,
+                CircuitRule.from_settings(place.settings),
+                asset=asset,
+                partition=partition,
+                attempt_id=attempt.history_id,
+                token=attempt.lease.token,
+                verdict=verdict,
+                error_type=failure.error_type,
+                message=failure.message,
             )
             settled = settle(
                 connection,

@@ -134,6 +134,10 @@ def _succeed(
     before_commit: Callable[[], None],
 ) -> None:
     place.store.dead_letter.resolve_requeued(connection, place.spec.asset, attempt.partition)
+    # A probe's success: the cause is gone, its circuit closes (`steering.circuits`).
+    place.store.circuits.probe_succeeded(
+        connection, place.spec.asset, attempt.partition, attempt.lease.token
+    )
     place.store.attempts.finish(connection, attempt.history_id)
     before_commit()
     place.store.leases.fence(connection, attempt.lease, place.settings.lease_seconds)

@@ -85,7 +85,9 @@ class Held(_Unfinished):
 
 @dataclass(frozen=True)
 class Busy(_Unfinished):
-    """Another live worker holds its lease (`error`, the `LeaseBusy`): snoozed, nothing spent."""
+    """Not attempted now, for free: another live worker holds its lease (`error`, the
+    `LeaseBusy`), or its backfill's circuit for a cause is open and another partition
+    probes it (`steering.circuits.CircuitOpen`). Snoozed, nothing recorded or spent."""
 
     decision: Decision  # the snooze
 

@@ -172,7 +172,8 @@ def outcome_attributes(outcome: Outcome) -> dict[str, str | int]:
             # Paused or not ready: not attempted, launched again by the holds sensor.
             return {"jobs_platform.outcome": "held", "jobs_platform.next_step": "held"}
         case Busy():
-            return _attributes("busy", outcome.decision.next_step)  # another worker's lease
+            # Another worker's lease, or the backfill's open circuit (not its probe).
+            return _attributes("busy", outcome.decision.next_step)
         case NotDue():
             # Never an attempt's outcome: `PartitionRunner.not_due` is not traced.
             return _attributes("not_due", outcome.decision.next_step)

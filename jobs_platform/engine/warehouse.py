@@ -14,6 +14,7 @@ from jobs_platform.alerts.deliveries import AlertLedger
 from jobs_platform.dead_letter.entries import DeadLetter
 from jobs_platform.dead_letter.redrive import Redrives
 from jobs_platform.outbox.queue import Outbox
+from jobs_platform.steering.circuits import Circuits
 from jobs_platform.steering.holds import Holds
 from jobs_platform.steering.pauses import Pauses
 from jobs_platform.store.clock import DATABASE_CLOCK, Clock
@@ -31,6 +32,7 @@ class Warehouse(Store):
         self.redrives = Redrives(clock)
         self.outbox = Outbox(clock)
         self.alert_ledger = AlertLedger(clock)
+        self.circuits = Circuits(clock)
         self.notice_ledger = AlertLedger.of_notices(clock)
         self.pauses = Pauses(clock)
         self.holds = Holds(clock)

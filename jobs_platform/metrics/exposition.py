@@ -43,6 +43,7 @@ METRIC_NAMES = (
     "jobs_platform_backfill_paused",
     "jobs_platform_held_partitions",
     "jobs_platform_not_ready_past_max_wait",
+    "jobs_platform_circuit_open",
     "jobs_platform_metrics_read_seconds",
 )
 
@@ -175,6 +176,14 @@ def metric_families(reading: MetricsReading) -> Iterator[Metric]:
         "jobs_platform_not_ready_past_max_wait",
         "Partitions whose input has not been ready for longer than their max_wait.",
         reading.not_ready_past_max_wait,
+    )
+
+    yield _per_asset(
+        GaugeMetricFamily,
+        "jobs_platform_circuit_open",
+        "Open circuits of the backfill: causes whose outage snoozes its partitions (one "
+        "probe at a time tries) until a probe succeeds.",
+        reading.circuits_open,
     )
 
     yield GaugeMetricFamily(

@@ -5,7 +5,7 @@ the outbox backlog is `store.outbox_backlog.queue_stats`; the attempt history by
 error class with its duration histogram (one grouped query) and the rows the done
 partitions hold are `store.tallies`, shaped here for Prometheus. The dead letter's open
 entries per asset and its number of open causes (one count over the distinct signatures)
-are `dead_letter.triage`'s.
+are `dead_letter.triage`'s; the open circuits per asset are `steering.circuits`'.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from jobs_platform.dead_letter import redrive
 from jobs_platform.dead_letter.triage import open_entries_by_asset, open_signature_count
 from jobs_platform.settings import DEFAULT_MAX_REDRIVES
+from jobs_platform.steering.circuit_report import open_circuit_counts
 from jobs_platform.steering.holds import steering_status
 from jobs_platform.store import tallies
 from jobs_platform.store.clock import Clock
@@ -65,6 +66,7 @@ class MetricsReading:
     paused: Mapping[str, int] = field(default_factory=dict)  # 1 while the backfill is paused
     held: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (asset, reason) -> held
     not_ready_past_max_wait: Mapping[str, int] = field(default_factory=dict)
+    circuits_open: Mapping[str, int] = field(default_factory=dict)  # open circuits (§9)
 
 
 def read_metrics(
@@ -110,6 +112,7 @@ def read_metrics(
         not_ready_past_max_wait={
             asset: s["not_ready_past_max_wait"] for asset, s in steering.items()
         },
+        circuits_open=dict.fromkeys(partition_keys, 0) | open_circuit_counts(connection),
     )
 
 

@@ -13,6 +13,7 @@ from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run
 from jobs_platform.orchestration.tags import BACKFILL_TAG
 from jobs_platform.orchestration.windows import StatusWindow, keys_in_window
+from jobs_platform.steering.circuit_report import circuits_report, open_circuits
 from jobs_platform.steering.estimate import backfill_progress
 from jobs_platform.steering.holds import steering_status
 from jobs_platform.steering.pauses import describe_pause
@@ -68,6 +69,7 @@ def status_report(
                 connection, backfill_expected_keys(specs, instance)
             )
             report["steering"] = steering_status(connection, report["assets"])
+            report["circuits"] = circuits_report(connection, list(report["assets"]))
             return report
     keys = backfill_partition_keys(specs, instance)
     windowed = keys_in_window(specs, keys, window)
@@ -75,6 +77,7 @@ def status_report(
         assets = store.health.window_health(connection, windowed)
         queue = store.outbox_backlog.queue_stats(connection, assets=list(keys))
         steering = steering_status(connection, assets)
+        circuits = circuits_report(connection, list(keys))
     return {
         "assets": assets,
         "steering": steering,
@@ -82,6 +85,7 @@ def status_report(
         "pending_requests": queue.pending,
         "window": window.as_dict(),
         "not_windowed": [asset for asset in keys if asset not in windowed],
+        "circuits": circuits,
     }
 
 
@@ -106,6 +110,11 @@ def _health_metadata(report: dict) -> dict:
         for field, value in progress.as_dict().items():
             if value is not None:
                 metadata[f"{asset}/progress_{field}"] = value
+    for asset in report["assets"]:
+        circuits = report.get("circuits", {}).get(asset, [])
+        metadata[f"{asset}/circuits_open"] = len(circuits)
+        if circuits:
+            metadata[f"{asset}/circuits"] = dg.MetadataValue.json(circuits)
     return metadata
 
 
@@ -176,9 +185,18 @@ def dead_letter_causes(specs: Sequence[dg.AssetSpec], settings, module: str | No
     ]
     with ready_warehouse(settings.database_url).connect() as connection:
         groups = signature_groups(connection, assets=backfills)
+        circuits = open_circuits(connection, backfills)
+    # An outage's failures snooze instead of reaching the dead letter: say so above it.
+    opened = [
+        f"**Circuit open** for cause `{circuit.signature}` on {circuit.asset} since "
+        f"{circuit.opened_at.isoformat()} ({circuit.partitions} partitions failed): its "
+        "partitions snooze, spending nothing, until a probe succeeds.\n"
+        for circuit in circuits
+    ]
+    markdown = "\n".join([*opened, groups_markdown(groups, module)])
     return {
         "dead_letter_causes": len(groups),
-        "dead_letter_groups": dg.MetadataValue.md(groups_markdown(groups, module)),
+        "dead_letter_groups": dg.MetadataValue.md(markdown),
     }
 
 

@@ -1,4 +1,4 @@
-"""Steering a backfill as a whole: pause and resume, readiness, and what they hold back.
+"""Steering a backfill as a whole: pause, holds, readiness, the circuit breaker, the plan.
 
 A person steers a backfill rather than a partition: pauses it for a maintenance window,
 or declares that a partition's input must be ready before it is tried. Each decision is
@@ -9,6 +9,10 @@ The pure part is plain Python over SQLAlchemy, with no Dagster: `pauses` (which 
 are paused, by whom), `holds` (the partitions a run held back, and why) and `readiness`
 (when a held partition is launched again, and when it has waited too long). The Dagster
 part translates: `holds_sensor` launches the held partitions again through the run queue.
+
+The circuit breaker (`circuit_rule`, pure; `circuits`, its SQL; `circuit_report`, its reads)
+snoozes a backfill's partitions for free while one cause fails many of them, and lets one
+probe through at a time.
 
 `jobs-platform plan` says what a launch would do to each partition of a range, and why:
 `plan_facts` reads the warehouse once per table for the range, `plan_holds` the pause and

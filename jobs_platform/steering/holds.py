@@ -131,7 +131,7 @@ class Holds:
     """Recording, launching and forgetting held partitions, stamped by `clock`."""
 
     def __init__(self, clock: Clock) -> None:
-        self._clock = clock
+        self.clock = clock
 
     def hold(
         self,
@@ -148,7 +148,7 @@ class Holds:
         reason, both start over. Either way its launch is cleared: this run was that
         launch, or came after it, so the sensor launches the partition again.
         """
-        now = self._clock.now(connection)
+        now = self.clock.now(connection)
         table = backfill_holds.c
         same_reason = table.reason == reason.value
         held_again = connection.execute(
@@ -190,7 +190,7 @@ class Holds:
         connection.execute(
             sa.update(backfill_holds)
             .where(table.asset == asset, table.partition.in_(list(partitions)))
-            .values(launch_key=run_key, launched_at=self._clock.now(connection))
+            .values(launch_key=run_key, launched_at=self.clock.now(connection))
         )
 
     def forget_launched(self, connection: sa.Connection, run_keys: Iterable[str]) -> int:
@@ -233,7 +233,7 @@ class Holds:
         connection.execute(
             sa.update(backfill_holds)
             .where(table.asset == asset, table.partition.in_(list(partitions)))
-            .values(checked_at=self._clock.now(connection))
+            .values(checked_at=self.clock.now(connection))
         )
 
     def mark_reported(
@@ -249,7 +249,7 @@ class Holds:
                 table.partition.in_(list(partitions)),
                 table.reported_at.is_(None),
             )
-            .values(reported_at=self._clock.now(connection))
+            .values(reported_at=self.clock.now(connection))
             .returning(table.partition)
         )
         return sorted(row.partition for row in rows)
@@ -266,9 +266,9 @@ class Holds:
                 table.asset == asset,
                 table.reason == HoldReason.NOT_READY.value,
                 table.reported_at.is_(None),
-                table.since < self._clock.now(connection) - max_wait,
+                table.since < self.clock.now(connection) - max_wait,
             )
-            .values(reported_at=self._clock.now(connection))
+            .values(reported_at=self.clock.now(connection))
             .returning(table.partition)
         )
         return sorted(row.partition for row in rows)

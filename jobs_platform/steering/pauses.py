@@ -66,7 +66,7 @@ class Pauses:
     """Pausing and resuming backfills, stamped by `clock`."""
 
     def __init__(self, clock: Clock) -> None:
-        self._clock = clock
+        self.clock = clock
 
     def pause(
         self, connection: sa.Connection, asset: str, *, by: str, reason: str | None = None
@@ -79,7 +79,7 @@ class Pauses:
             {
                 "asset": asset,
                 "paused_by": by,
-                "paused_at": self._clock.now(connection),
+                "paused_at": self.clock.now(connection),
                 "reason": reason,
             },
         )

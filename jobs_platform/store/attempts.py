@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from jobs_platform.errors import Classification
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow
-from jobs_platform.store.schema import attempts
+from jobs_platform.store.schema import attempts, circuit_failures
 
 
 class AttemptOutcome(enum.StrEnum):
@@ -181,14 +181,19 @@ def budget_state(
     """The episode's budget since the partition last succeeded, in one query.
 
     The only count of the budget: the engine decides from it (`engine.settle.settle`) and
-    the quarantine entry records it.
+    the quarantine entry records it. A failure the circuit breaker forgave
+    (`steering.circuits`) is not counted.
     """
     streak = (
         sa.select(attempts.c.id, attempts.c.error_class)
         .where(*_failing_streak(asset, partition, episode))
         .subquery()
     )
-    counted = streak.c.error_class.in_([str(c) for c in COUNTED_CLASSES])
+    # A failure the circuit breaker forgave was an outage's, not the partition's.
+    forgiven = sa.exists().where(
+        circuit_failures.c.attempt_id == streak.c.id, circuit_failures.c.forgiven
+    )
+    counted = sa.and_(streak.c.error_class.in_([str(c) for c in COUNTED_CLASSES]), ~forgiven)
     last_class = (
         sa.select(streak.c.error_class).order_by(streak.c.id.desc()).limit(1).scalar_subquery()
     )

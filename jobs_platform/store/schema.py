@@ -349,6 +349,50 @@ notice_ledger = sa.Table(
 )
 
 
+# The circuit breaker per cause (`steering.circuits`): one row per backfill and failure
+# signature (`dead_letter.signature`), open while `opened_at` is set and `closed_at` is not.
+# The decision lives here, not in a process, so every host and launch path obeys it.
+circuits = sa.Table(
+    "jp_circuits",
+    framework_metadata,
+    sa.Column("asset", sa.String(255), primary_key=True),
+    sa.Column("signature", sa.String(16), primary_key=True),
+    sa.Column("error_class", sa.String(32), nullable=False),
+    sa.Column("error_type", sa.String(255)),
+    sa.Column("last_error", sa.Text),
+    sa.Column("opened_at", UtcDateTime),
+    sa.Column("closed_at", UtcDateTime),
+    # How many distinct partitions failed with the signature inside the window when it opened.
+    sa.Column("partitions", sa.Integer, nullable=False, default=0),
+    sa.Column("times_opened", sa.Integer, nullable=False, default=0),
+    # The one partition allowed to try while open, by the lease token it tries under.
+    sa.Column("probe_partition", sa.String(255)),
+    sa.Column("probe_token", sa.BigInteger),
+    sa.Column("probe_started_at", UtcDateTime),
+    sa.Column("next_probe_at", UtcDateTime),
+    sa.Column("probes_failed", sa.Integer, nullable=False, default=0),
+    sa.Column("snoozes", sa.Integer, nullable=False, default=0),
+    # Set once the opening (closing) was announced: each is alerted once.
+    sa.Column("open_alerted_at", UtcDateTime),
+    sa.Column("close_alerted_at", UtcDateTime),
+)
+
+# Every retryable, crash or unknown failure, by signature: what the breaker counts, and the
+# failures it forgives (`forgiven`: not counted against the partition's budget, because the
+# backfill's circuit for that cause was open, or opened on them).
+circuit_failures = sa.Table(
+    "jp_circuit_failures",
+    framework_metadata,
+    sa.Column("attempt_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("partition", sa.String(255), nullable=False),
+    sa.Column("signature", sa.String(16), nullable=False),
+    sa.Column("failed_at", UtcDateTime, nullable=False),
+    sa.Column("forgiven", sa.Boolean, nullable=False, default=False),
+    sa.Index("ix_jp_circuit_failures_signature", "asset", "signature", "failed_at"),
+)
+
+
 # The values of `jp_outbox.status`: the outbox moves requests between them
 # (`outbox.queue`), and `store.outbox_backlog` counts the requests by them.
 class OutboxStatus(enum.StrEnum):

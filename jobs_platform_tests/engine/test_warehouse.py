@@ -33,6 +33,9 @@ def test_every_object_of_a_warehouse_reads_the_clock_it_was_given():
         "outbox",
         "alert_ledger",
         "notice_ledger",
+        "circuits",
+        "pauses",
+        "holds",
     }
     assert all(value.clock is clock for value in objects.values())
     assert warehouse.leases.engine is warehouse.catalog.engine is engine

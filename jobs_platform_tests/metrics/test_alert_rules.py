@@ -32,7 +32,7 @@ def test_promtool_checks_the_alert_rules():
     checked = promtool("check", "rules", "alerts.yaml")
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 7 rules found" in checked.stdout
+    assert "SUCCESS: 8 rules found" in checked.stdout
 
 
 def test_promtool_unit_tests_of_the_alert_rules_pass():
