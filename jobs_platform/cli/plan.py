@@ -112,6 +112,12 @@ def _detail(row) -> str:
         parts.append("past its max_wait")
     if row.failures is not None:
         parts.append(f"quarantined by the launch: {row.failures} attempts, the last ones crashed")
+    if row.signature is not None:
+        parts.append(f"cause {row.signature}")
+    if row.probe is not None:
+        parts.append(f"probe {row.probe} trying")
+    elif row.next_probe_at is not None:
+        parts.append(f"next probe {row.next_probe_at:%Y-%m-%d %H:%M:%S} UTC")
     if row.note is not None:
         parts.append(row.note)
     if row.downstream:

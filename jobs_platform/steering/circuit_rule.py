@@ -5,6 +5,7 @@ The SQL that applies it is `steering.circuits`; its settings are `Settings.circu
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from jobs_platform.errors import Classification
@@ -47,3 +48,10 @@ def probe_interval(probes_failed: int, rule: CircuitRule) -> float:
     """How long after opening (or after the last failed probe) the next probe may try."""
     grown: float = rule.probe_seconds * 2.0 ** max(0, probes_failed)
     return min(rule.probe_max_seconds, grown)
+
+
+def snoozes_attempts(probing: bool, next_probe_at: dt.datetime | None, now: dt.datetime) -> bool:
+    """Whether an open circuit snoozes a new attempt: its probe is still trying (`probing`),
+    or the next probe is not due yet. An attempt no open circuit of its backfill snoozes is
+    their probe (`Circuits.admit`; `plan` says so too)."""
+    return probing or (next_probe_at is not None and next_probe_at > now)

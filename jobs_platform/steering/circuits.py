@@ -38,6 +38,7 @@ from jobs_platform.steering.circuit_rule import (
     CircuitRule,
     opens,
     probe_interval,
+    snoozes_attempts,
 )
 from jobs_platform.store.clock import Clock
 from jobs_platform.store.rows import TableRow, upsert_row
@@ -120,8 +121,8 @@ class Circuits:
             return None  # the common case: one indexed read, not even the clock's
         now = self.clock.now(connection)
         for row in rows:
-            probing = row.probe_partition is not None and _probe_alive(connection, row, now)
-            if probing or (row.next_probe_at is not None and row.next_probe_at > now):
+            probing = row.probe_partition is not None and probe_alive(connection, row, now)
+            if snoozes_attempts(probing, row.next_probe_at, now):
                 wait = (
                     _seconds_until(row.next_probe_at, now)
                     or probe_interval(row.probes_failed, rule) / 2
@@ -350,7 +351,7 @@ def _occurrence(signature: str, opened_at: dt.datetime) -> str:
     return f"{signature}@{opened_at.isoformat()}"
 
 
-def _probe_alive(connection: sa.Connection, row: TableRow, now: dt.datetime) -> bool:
+def probe_alive(connection: sa.Connection, row: TableRow, now: dt.datetime) -> bool:
     """Whether the probe's worker still holds its lease: a probe that crashed, or ended
     without a verdict (interrupted, its budget spent), frees the slot with its lease."""
     held = connection.execute(

@@ -11,13 +11,16 @@ same function, so a plan cannot drift from a launch:
 - readiness (`engine.holding`): `ready=` is asked, as the gate asks it
   (`plan_readiness`), about each partition the launch would act on;
 - the lease (`store.leases`, as `plan_facts` reads it): a live holder's partition is busy;
+- the circuit breaker (`steering.circuit_rule`, as `plan_circuits` reads the circuits): an
+  open circuit snoozes every partition but its probe;
 - the budget at the start (`engine.decisions.decide` on the count `plan_budget` reads):
   crashes that spent it are quarantined by the launch without reading the input;
 - the unchanged input (`engine.finalize.unchanged_since_done`): a done partition whose
   fingerprint holds finishes without reading; the redrive's `code_changed` says why not.
 
 The order is the attempt's: the gate (quarantined, then blocked), then the pause and
-readiness, then the lease, then the budget, then the partition's own state.
+readiness, then the lease, then the circuits, then the budget, then the partition's own
+state.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from jobs_platform.engine.decisions import decide as settle_rule
 from jobs_platform.engine.finalize import unchanged_since_done
 from jobs_platform.errors import Classification, Verdict
 from jobs_platform.steering.estimate import Estimate
+from jobs_platform.steering.plan_circuits import CircuitState
 from jobs_platform.steering.plan_facts import PartitionFacts
 from jobs_platform.steering.plan_holds import Holds
 from jobs_platform.store.partitions import PartitionStatus
@@ -63,6 +67,7 @@ class Reason(enum.StrEnum):
     BLOCKED = "blocked"  # skip: a partition it reads (`upstream`) is not done
     NOT_READY = "not_ready"  # skip: its readiness check says its input has not landed
     BUDGET_SPENT = "budget_spent"  # skip: crashes spent its budget; a launch quarantines it
+    CIRCUIT_OPEN = "circuit_open"  # skip: an open circuit snoozes it until a probe succeeds
     PAUSED = "paused"  # skip: the backfill is paused
 
 
@@ -79,6 +84,9 @@ class PlanRow:
     since: dt.datetime | None = None  # not_ready: when a run first held it for its input
     past_max_wait: bool = False  # not_ready: held longer than the backfill's `max_wait`
     failures: int | None = None  # budget_spent: the attempts it is quarantined after
+    signature: str | None = None  # circuit_open: the cause whose circuit snoozes it
+    next_probe_at: dt.datetime | None = None  # circuit_open: when the next probe may try
+    probe: str | None = None  # circuit_open: the partition probing it now
     note: str | None = None  # what the reason alone does not say (`ready` raised, not asked)
     downstream: tuple[str, ...] = ()  # partitions of other backfills it would recompute
 
@@ -99,6 +107,10 @@ class PlanRow:
             row["past_max_wait"] = self.past_max_wait
         if self.failures is not None:
             row["failures"] = self.failures
+        if self.reason is Reason.CIRCUIT_OPEN:
+            row["signature"] = self.signature
+            row["next_probe_at"] = self.next_probe_at.isoformat() if self.next_probe_at else None
+            row["probe"] = self.probe
         if self.note is not None:
             row["note"] = self.note
         row["downstream"] = list(self.downstream)
@@ -158,14 +170,30 @@ def plan_rows(
     facts: PartitionFacts,
     fingerprints: Mapping[str, str],
     holds: Holds = Holds(),  # noqa: B008 (frozen: one shared empty value is safe)
+    circuits: CircuitState = CircuitState(),  # noqa: B008 (frozen, as `holds`)
 ) -> list[PlanRow]:
     """One row per key, in order: what a launch now would do to it.
 
     `fingerprints` are the stored-form fingerprints of the input now (with the code
     version: `BackfillSpec.stored_fingerprint`) of the done partitions, for a backfill with
-    a `fingerprint=`.
+    a `fingerprint=`. Under open `circuits` the first partition to reach them is their
+    probe, when one is due; every other is snoozed.
     """
-    return [decide(backfill, key, facts, fingerprints, holds) for key in keys]
+    rows = []
+    probe_due = bool(circuits.open) and circuits.snoozing is None
+    for key in keys:
+        row = held_back(backfill, key, facts, holds)
+        if row is None and circuits.open:
+            if probe_due:
+                probe_due = False
+                row = dataclasses.replace(
+                    started(backfill, key, facts, fingerprints),
+                    note="the probe of the open circuit(s): its success closes them",
+                )
+            else:
+                row = _snoozed(key, circuits)
+        rows.append(row or started(backfill, key, facts, fingerprints))
+    return rows
 
 
 def with_downstream(
@@ -188,7 +216,14 @@ def decide(
     fingerprints: Mapping[str, str],
     holds: Holds,
 ) -> PlanRow:
-    """What a launch does to one partition, and why (its downstream left to `plan_rows`)."""
+    """What a launch does to one partition, and why, with no circuit open (its downstream
+    and the circuits left to `plan_rows`)."""
+    return held_back(backfill, key, facts, holds) or started(backfill, key, facts, fingerprints)
+
+
+def held_back(backfill: Backfill, key: str, facts: PartitionFacts, holds: Holds) -> PlanRow | None:
+    """The row of a partition held back before its lease is held (the gate, the pause,
+    readiness, a live lease), or None: the launch takes its lease."""
     entry = facts.open_entries.get(key)
     waiting_on = facts.waiting_on.get(key, {})
     closed = gate(quarantined=entry is not None, waiting_on=waiting_on)
@@ -227,6 +262,14 @@ def decide(
     lease = facts.live_leases.get(key)
     if lease is not None:
         return PlanRow(key, Action.SKIP, Reason.IN_FLIGHT, run_id=lease.run_id)
+    return None
+
+
+def started(
+    backfill: Backfill, key: str, facts: PartitionFacts, fingerprints: Mapping[str, str]
+) -> PlanRow:
+    """The row of a partition whose attempt would start: the budget its start settles,
+    then its own state."""
     failures = facts.failures_at_start.get(key)
     budget = backfill.budget
     if failures is not None and budget is not None and spent_at_start(failures, budget):
@@ -237,6 +280,20 @@ def decide(
     if state.status != PartitionStatus.DONE:
         return PlanRow(key, Action.RUN, Reason.FAILED_DUE)
     return _done(backfill, key, state.fingerprint, facts, fingerprints)
+
+
+def _snoozed(key: str, circuits: CircuitState) -> PlanRow:
+    """Snoozed by the open circuit the gate stops at: the first that snoozes, or (its probe
+    taken by an earlier partition of the launch) the first."""
+    circuit = circuits.snoozing or circuits.open[0]
+    return PlanRow(
+        key,
+        Action.SKIP,
+        Reason.CIRCUIT_OPEN,
+        signature=circuit.signature,
+        next_probe_at=circuit.next_probe_at,
+        probe=circuit.probe_partition,
+    )
 
 
 # What an attempt's start settles with when abandoned attempts are all it knows of

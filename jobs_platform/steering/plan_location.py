@@ -33,12 +33,12 @@ from jobs_platform.steering.plan import (
     Action,
     Backfill,
     Plan,
-    PlanRow,
     Reason,
     noted,
     plan_rows,
     with_downstream,
 )
+from jobs_platform.steering.plan_circuits import read_circuits
 from jobs_platform.steering.plan_facts import PartitionFacts, read_facts
 from jobs_platform.steering.plan_holds import Holds, read_holds
 from jobs_platform.steering.plan_readiness import READY_BUDGET_SECONDS, ask_readiness
@@ -112,6 +112,7 @@ def plan_backfill(
         )
         history = read_history(connection, asset)
         holds = read_holds(connection, asset, keys)
+        circuits = read_circuits(connection, asset, facts.now)
     notes: list[str] = []
     done = [
         k for k in keys if (state := facts.states.get(k)) and state.status == PartitionStatus.DONE
@@ -126,9 +127,14 @@ def plan_backfill(
         max_redrives=settings.max_redrives,
         budget=budget,
     )
-    rows = _rows_asking_ready(
+    holds, unasked = _holds_asking_ready(
         spec, repository, backfill, keys, facts, fingerprints or {}, holds, store, instance, notes
     )
+    rows = plan_rows(backfill, keys, facts, fingerprints or {}, holds, circuits)
+    if unasked:
+        rows = noted(
+            rows, unasked, f"ready= not asked (the plan's {READY_BUDGET_SECONDS:g} s spent)"
+        )
     # Only what runs recomputes anything: its downstream is asked of the graph alone.
     runs = [row.partition for row in rows if row.action is Action.RUN]
     rows = with_downstream(rows, downstream_of_each(graph, key, runs, instance))
@@ -146,7 +152,7 @@ def plan_backfill(
     )
 
 
-def _rows_asking_ready(
+def _holds_asking_ready(
     spec: BackfillSpec,
     repository: dg.RepositoryDefinition,
     backfill: Backfill,
@@ -157,23 +163,21 @@ def _rows_asking_ready(
     store: Warehouse,
     instance: dg.DagsterInstance | None,
     notes: list[str],
-) -> list[PlanRow]:
-    """The rows, with `ready=` asked about each partition a launch would run or quarantine
-    (the gate asks before either), within `READY_BUDGET_SECONDS`."""
+) -> tuple[Holds, frozenset[str]]:
+    """`holds` with the partitions not ready as `ready=` says now, asked about each
+    partition a launch would run or quarantine (the gate asks before either) within
+    `READY_BUDGET_SECONDS`; and the partitions left unasked."""
     if spec.ready is None:
         # The gate asks nothing: a hold left from an older `ready=` holds nothing back.
-        return plan_rows(
-            backfill, keys, facts, fingerprints, dataclasses.replace(holds, not_ready={})
-        )
+        return dataclasses.replace(holds, not_ready={}), frozenset()
     with _ready_now(spec, repository, store, instance) as is_ready:
         if is_ready is None:
             notes.append(
                 f"{spec.asset}'s ready= cannot be asked here (a resource the location does not "
                 "bind): not_ready is what the runs recorded and the holds sensor has not cleared"
             )
-            return plan_rows(
-                backfill, keys, facts, fingerprints, holds.as_recorded(spec.max_wait, facts.now)
-            )
+            return holds.as_recorded(spec.max_wait, facts.now), frozenset()
+        # Asked as if no circuit were open: the gate asks `ready` before the circuits.
         unheld = dataclasses.replace(holds, not_ready={})
         acted_on = [
             row.partition
@@ -183,24 +187,12 @@ def _rows_asking_ready(
         readiness = ask_readiness(
             acted_on, is_ready, holds.held, max_wait=spec.max_wait, now=facts.now
         )
-    rows = plan_rows(
-        backfill,
-        keys,
-        facts,
-        fingerprints,
-        dataclasses.replace(holds, not_ready=readiness.not_ready),
-    )
     if readiness.unasked:
         notes.append(
             f"ready= not asked about {len(readiness.unasked)} partition(s): the plan's "
             f"{READY_BUDGET_SECONDS:g} s for it were spent (a launch asks each before its attempt)"
         )
-        rows = noted(
-            rows,
-            readiness.unasked,
-            f"ready= not asked (the plan's {READY_BUDGET_SECONDS:g} s spent)",
-        )
-    return rows
+    return dataclasses.replace(holds, not_ready=readiness.not_ready), readiness.unasked
 
 
 @contextlib.contextmanager

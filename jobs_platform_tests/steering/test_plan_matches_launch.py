@@ -28,7 +28,7 @@ from jobs_platform.store.attempts import crash_values
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.leases import this_holder
 from jobs_platform.store.partitions import PartitionStatus
-from jobs_platform.store.schema import attempts, backfill_holds, leases
+from jobs_platform.store.schema import attempts, backfill_holds, circuits, leases, partitions
 from jobs_platform_tests.cli_in_process import run_in_process
 from jobs_platform_tests.environments import engine_from
 from jobs_platform_tests.locations.planned import (
@@ -298,3 +298,54 @@ def test_ready_is_asked_now_not_only_what_a_run_held(pg_platform_env, landing, s
         None,
         False,
     )
+
+
+def test_an_open_circuit_is_planned_as_its_launch_snoozes_it(
+    pg_platform_env, landing, store, instance, monkeypatch
+):
+    monkeypatch.setenv("JOBS_PLATFORM_LOG_FORMAT", "json")
+    keys = ["p00", "p01", "p02"]
+    assert run(instance, keys, selection=planned_source).success
+    (landing / "p01.csv").write_text("poison\n")
+    run(instance, ["p01"])  # quarantined: the gate refuses it before any circuit
+    # An outage opened the backfill's circuit; its next probe is due in 3 s.
+    with store.begin() as connection:
+        connection.execute(
+            sa.insert(circuits).values(
+                asset=ASSET,
+                signature="5e1f00d5",
+                error_class="retryable",
+                error_type="HTTPError",
+                last_error="503 Service Unavailable",
+                opened_at=sa.func.now(),
+                partitions=5,
+                times_opened=1,
+                probes_failed=0,
+                snoozes=0,
+                next_probe_at=sa.func.now() + dt.timedelta(seconds=3),
+            )
+        )
+
+    planned = plan(pg_platform_env, "--from", "p00", "--to", "p02")
+    result = run(instance, keys)
+
+    rows = {row["partition"]: row for row in planned["partitions"]}
+    assert {key: row["reason"] for key, row in rows.items()} == {
+        "p00": "circuit_open",
+        "p01": "quarantined",
+        "p02": "circuit_open",
+    }
+    assert rows["p00"]["signature"] == "5e1f00d5" and rows["p00"]["next_probe_at"]
+    assert launched(instance, result) == {key: row["action"] for key, row in rows.items()}
+    # The snoozed partitions came back when the probe was due: one probed, its success
+    # closed the circuit, and the other went on (a plan's circuit_open is a wait, not a stop).
+    with store.connect() as connection:
+        status = dict(
+            connection.execute(
+                sa.select(partitions.c.partition, partitions.c.status).where(
+                    partitions.c.asset == ASSET
+                )
+            ).all()
+        )
+        assert connection.execute(sa.select(circuits.c.closed_at)).scalar_one() is not None
+    assert (status["p00"], status["p02"]) == ("done", "done")

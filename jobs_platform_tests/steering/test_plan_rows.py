@@ -7,6 +7,7 @@ import datetime as dt
 import itertools
 
 import pytest
+import sqlalchemy as sa
 
 from jobs_platform.dead_letter.entries import DeadLetter, active_entry
 from jobs_platform.dead_letter.releases import RequeuedBy
@@ -16,12 +17,14 @@ from jobs_platform.steering.estimate import History, estimate, median, progress,
 from jobs_platform.steering.holds import Hold, HoldReason, Holds
 from jobs_platform.steering.pauses import Pauses
 from jobs_platform.steering.plan import Action, Backfill, Reason, plan_rows
+from jobs_platform.steering.plan_circuits import read_circuits
 from jobs_platform.steering.plan_facts import read_facts
 from jobs_platform.steering.plan_holds import read_holds
 from jobs_platform.steering.plan_readiness import NotReady, ask_readiness
 from jobs_platform.store.attempts import AttemptFailure, Attempts
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import Partitions, PartitionStatus
+from jobs_platform.store.schema import circuits, leases
 
 ASSET = "events"
 BUDGET = RetryBudget(max_attempts=3, base_delay_seconds=1.0, lease_seconds=30.0)
@@ -235,4 +238,81 @@ def test_not_ready_comes_after_the_gate_and_the_pause_and_before_the_lease(conne
     assert [row.reason for row in planned] == [
         Reason.PAUSED if paused else Reason.NOT_READY,
         Reason.QUARANTINED,
+    ]
+
+
+def open_circuit(connection, next_probe_in: float, probe: str | None = None) -> None:
+    """An open circuit of the backfill, as the breaker left it (`steering.circuits`)."""
+    now = DATABASE_CLOCK.now(connection)
+    connection.execute(
+        sa.insert(circuits).values(
+            asset=ASSET,
+            signature="a1b2c3d4",
+            error_class="retryable",
+            error_type="HTTPError",
+            last_error="503 Service Unavailable",
+            opened_at=now - dt.timedelta(minutes=1),
+            partitions=5,
+            times_opened=1,
+            probes_failed=0,
+            snoozes=0,
+            next_probe_at=now + dt.timedelta(seconds=next_probe_in),
+            probe_partition=probe,
+            probe_token=7 if probe else None,
+        )
+    )
+    if probe is not None:
+        connection.execute(
+            sa.insert(leases).values(
+                asset=ASSET,
+                partition=probe,
+                token=7,
+                holder="another-host:1",
+                run_id="probing",
+                acquired_at=now,
+                expires_at=now + dt.timedelta(minutes=5),
+            )
+        )
+
+
+def circuit_rows(connection, keys):
+    facts = read_facts(connection, DATABASE_CLOCK, ASSET, keys)
+    state = read_circuits(connection, ASSET, facts.now)
+    return plan_rows(BACKFILL, keys, facts, {}, read_holds(connection, ASSET, keys), state)
+
+
+def test_an_open_circuit_skips_every_partition_until_its_probe_is_due(connection):
+    failed_attempt(connection, "q", "terminal")
+    DeadLetter(DATABASE_CLOCK).quarantine_partition(connection, ASSET, "q", 1)
+    open_circuit(connection, next_probe_in=60)
+    planned = circuit_rows(connection, ["a", "q", "b"])
+    assert [(row.action, row.reason) for row in planned] == [
+        (Action.SKIP, Reason.CIRCUIT_OPEN),
+        (Action.SKIP, Reason.QUARANTINED),  # the gate first, as an attempt's
+        (Action.SKIP, Reason.CIRCUIT_OPEN),
+    ]
+    assert planned[0].signature == "a1b2c3d4"
+    assert planned[0].as_dict()["next_probe_at"] > DATABASE_CLOCK.now(connection).isoformat()
+
+
+def test_the_first_partition_to_reach_a_due_circuit_is_its_probe(connection):
+    failed_attempt(connection, "q", "terminal")
+    DeadLetter(DATABASE_CLOCK).quarantine_partition(connection, ASSET, "q", 1)
+    open_circuit(connection, next_probe_in=-1)
+    planned = circuit_rows(connection, ["q", "a", "b", "c"])
+    assert [(row.partition, row.action, row.reason) for row in planned] == [
+        ("q", Action.SKIP, Reason.QUARANTINED),
+        ("a", Action.RUN, Reason.MISSING),
+        ("b", Action.SKIP, Reason.CIRCUIT_OPEN),
+        ("c", Action.SKIP, Reason.CIRCUIT_OPEN),
+    ]
+    assert planned[1].note is not None and "probe" in planned[1].note
+
+
+def test_a_probe_still_trying_snoozes_every_other_partition(connection):
+    open_circuit(connection, next_probe_in=-1, probe="p")
+    planned = circuit_rows(connection, ["a", "p"])
+    assert [(row.reason, row.probe) for row in planned] == [
+        (Reason.CIRCUIT_OPEN, "p"),
+        (Reason.IN_FLIGHT, None),  # the probe itself: its lease is live
     ]
