@@ -15,11 +15,13 @@ snoozes a backfill's partitions for free while one cause fails many of them, and
 probe through at a time.
 
 `jobs-platform plan` says what a launch would do to each partition of a range, and why:
-`plan_facts` reads the warehouse once per table for the range, `plan_holds` the pause and
-the partitions not ready, `plan` decides each row with the engine's and the redrive's own
-rules, and `estimate` gives rows and time from the backfill's history (`status`'s ETA too).
+`plan_facts` reads the warehouse once per table for the range, `plan_budget` the budget a
+launch's start would find spent, `plan_holds` the pause and the partitions not ready,
+`plan_readiness` asks `ready=` about them, `plan_circuits` reads the open circuits; `plan`
+decides each row with the engine's, the redrive's and the breaker's own rules, and
+`estimate` gives rows and time from the backfill's history (`status`'s ETA too).
 `plan_location` asks the loaded code location what only it knows (keys, partition mappings,
-the input's fingerprint now).
+the input's fingerprint now, `ready=` with its resources).
 
 Nothing is imported here: `jobs-platform backfill pause` loads no Dagster.
 """
