@@ -20,8 +20,9 @@ launch's start would find spent, `plan_holds` the pause and the partitions not r
 `plan_readiness` asks `ready=` about them, `plan_circuits` reads the open circuits; `plan`
 decides each row with the engine's, the redrive's and the breaker's own rules, and
 `estimate` gives rows and time from the backfill's history (`status`'s ETA too).
-`plan_location` asks the loaded code location what only it knows (keys, partition mappings,
-the input's fingerprint now, `ready=` with its resources).
+`plan_location` asks the loaded code location what only it knows (keys, partition
+mappings), and `plan_inputs` the backfill's own functions with its resources (the input's
+fingerprint now, `ready=`).
 
 Nothing is imported here: `jobs-platform backfill pause` loads no Dagster.
 """
