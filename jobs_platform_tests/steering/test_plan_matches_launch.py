@@ -327,6 +327,9 @@ def test_an_open_circuit_is_planned_as_its_launch_snoozes_it(
         )
 
     planned = plan(pg_platform_env, "--from", "p00", "--to", "p02")
+    text = run_in_process(
+        main, ["plan", "-m", LOCATION, ASSET, "--from", "p00", "--to", "p02"], pg_platform_env
+    )
     result = run(instance, keys)
 
     rows = {row["partition"]: row for row in planned["partitions"]}
@@ -336,6 +339,9 @@ def test_an_open_circuit_is_planned_as_its_launch_snoozes_it(
         "p02": "circuit_open",
     }
     assert rows["p00"]["signature"] == "5e1f00d5" and rows["p00"]["next_probe_at"]
+    line = next(line for line in text.stdout.splitlines() if line.startswith("p00"))
+    assert line.split()[1:4] == ["skip", "circuit_open", "cause"]
+    assert "5e1f00d5; next probe 20" in line
     assert launched(instance, result) == {key: row["action"] for key, row in rows.items()}
     # The snoozed partitions came back when the probe was due: one probed, its success
     # closed the circuit, and the other went on (a plan's circuit_open is a wait, not a stop).
