@@ -19,6 +19,7 @@ import pandas as pd
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.spec import PartitionInput
 from jobs_platform.errors import TerminalError
+from jobs_platform.gate.stage import PartitionStage
 from jobs_platform.writer.bad_rows import FAIL_ON_BAD_ROW, BadRows
 from jobs_platform.writer.rejected_value import RejectedValue
 from jobs_platform.writer.rejecting import RejectingRows
@@ -38,6 +39,7 @@ class ChunkWrite:
     chunk: pd.DataFrame
     chunk_hash: str
     seen_keys: SeenKeys
+    stage: PartitionStage | None = None  # a gated backfill's: the chunk goes there
 
 
 def bad_rows_for(place: Workplace, source: PartitionInput) -> BadRows:
@@ -78,16 +80,21 @@ def commit_chunk(
     chunk is then written without the rows it rejects (`bad_rows.upsert_rejecting`).
     """
     spec, connection, attempt = place.spec, write.seen_keys.connection, write.attempt
-    chunk = write.chunk
+    table, key, chunk = spec.table, spec.key, write.chunk
     with connection.begin():
+        if write.stage is not None:
+            # Staged, not published: what an earlier attempt staged from here on goes first.
+            write.stage.clear_from(connection, write.index)
+            table, key = write.stage.table, write.stage.write_key
+            chunk = write.stage.rows_of(chunk, write.index)
         if rejected is None:
             write.seen_keys.add(chunk)
-            counts = upsert_frame(connection, spec.table, spec.key, chunk)
+            counts = upsert_frame(connection, table, key, chunk)
         else:
             counts = bad_rows.upsert_rejecting(
                 connection,
-                spec.table,
-                spec.key,
+                table,
+                key,
                 chunk,
                 chunk_index=write.index,
                 rejected=rejected,

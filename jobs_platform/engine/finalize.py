@@ -79,7 +79,7 @@ def finalize(
             duration_seconds=duration,
             run_id=attempt.attempter.run_id,
         )
-        _succeed(place, attempt, connection, before_commit)
+        succeed(place, attempt, connection, before_commit)
     return Finished(tally, swept, duration)
 
 
@@ -111,18 +111,20 @@ def finish_if_unchanged(
             PartitionStatus.DONE,
             run_id=attempt.attempter.run_id,
         )
-        _succeed(place, attempt, connection, before_commit)
+        succeed(place, attempt, connection, before_commit)
     rows = done.row_count or 0
     tally = ChunkTally(input_rows=rows, counts=UpsertCounts(unchanged=rows), resumed=chunks)
     return Finished(tally, 0, time.monotonic() - began, unchanged_input=True)
 
 
-def _succeed(
+def succeed(
     place: Workplace,
     attempt: StartedAttempt,
     connection: sa.Connection,
     before_commit: Callable[[], None],
 ) -> None:
+    """The attempt's end, in the caller's finalize transaction: its requeued entry
+    resolved, the attempt succeeded, then the fence and the lease released."""
     place.store.dead_letter.resolve_requeued(connection, place.spec.asset, attempt.partition)
     place.store.attempts.finish(connection, attempt.history_id)
     before_commit()

@@ -11,6 +11,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform.errors import InputValidationError
+from jobs_platform.gate.contract import ChangeContract
 from jobs_platform.writer.rejects import RejectedRow, shown_values
 
 DEFAULT_CHUNK_ROWS = 10_000
@@ -143,6 +144,13 @@ class BackfillSpec:
         return f"{fingerprint}@{self.version}" if self.version else fingerprint
 
     bad_rows: RejectRows | None = None  # None: one bad row quarantines the partition
+    # The change gate (docs/bad-rows.md): None and no audits write straight to the table.
+    expect: ChangeContract | None = None
+
+    @property
+    def gated(self) -> bool:
+        """Whether a partition is staged and judged before it is published."""
+        return self.expect is not None
 
     def __post_init__(self) -> None:
         missing = [name for name in self.key if name not in self.table.columns]

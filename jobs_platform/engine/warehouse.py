@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from jobs_platform.alerts.deliveries import AlertLedger
 from jobs_platform.dead_letter.entries import DeadLetter
 from jobs_platform.dead_letter.redrive import Redrives
+from jobs_platform.gate.reviews import ChangeReviews
 from jobs_platform.outbox.queue import Outbox
 from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.handle import Store
@@ -29,6 +30,7 @@ class Warehouse(Store):
         self.redrives = Redrives(clock)
         self.outbox = Outbox(clock)
         self.alert_ledger = AlertLedger(clock)
+        self.change_reviews = ChangeReviews(clock)
 
 
 def ready_store(database_url: str | sa.URL) -> Warehouse:

@@ -37,6 +37,7 @@ from jobs_platform.engine.spec import (
     RejectRows,
 )
 from jobs_platform.errors import WarehouseNotShared
+from jobs_platform.gate.contract import ChangeContract
 from jobs_platform.orchestration.dagster_results import CRASH_RETRY_POLICY, finish_step
 from jobs_platform.orchestration.executors import retries_wait_in_the_step, runs_remotely
 from jobs_platform.orchestration.hooks import quarantine_on_failure
@@ -109,6 +110,7 @@ def backfill_asset(
     code_version: str | None = None,
     backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
     bad_rows: RejectRows | None = None,
+    expect: ChangeContract | None = None,
     retry_policy: dg.RetryPolicy | None = None,
     redrive: bool = True,
     group_name: str = "backfills",
@@ -152,6 +154,12 @@ def backfill_asset(
     rejects (`source.reject(row_number, reason, values)`) and commits the rest; past a
     limit the partition is quarantined as without it (PostgreSQL warehouses only).
 
+    `expect=ChangeContract(...)` gates each partition before it counts: its chunks are
+    staged, and the partition is published only if the diff against the table keeps
+    within the contract's bounds (rows inserted, fractions updated and swept, the row
+    count); otherwise the table is left as it was and the partition quarantined with the
+    diff (docs/bad-rows.md).
+
     By default a backfill launched from the UI or a schedule runs up to 30 partitions per
     run (`DEFAULT_BACKFILL_POLICY`), each still its own unit of checkpoint, attempt count,
     quarantine and status in the UI. Pass `backfill_policy=BackfillPolicy.multi_run(1)`
@@ -181,6 +189,7 @@ def backfill_asset(
             version=code_version or "",
             redrive=redrive,
             bad_rows=bad_rows,
+            expect=expect,
         )
         config_class = run_config_class(spec)
 

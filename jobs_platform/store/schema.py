@@ -210,6 +210,28 @@ rejected_rows = sa.Table(
     sa.Column("rejected_at", UtcDateTime, nullable=False),
 )
 
+# Each refusal of the change gate (`expect=`, `audits=`; docs/bad-rows.md): the diff the
+# partition's publish would have made, and the audits that failed, as evidence for the
+# person who reads `dead-letter show`. `accept-change` approves one refusal's diff
+# (`accepted_by`, `accepted_at`); the attempt that publishes it stamps `published_at`, so
+# an approval holds once, and only for a diff with the same `diff_hash`.
+change_reviews = sa.Table(
+    "jp_change_reviews",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("partition", sa.String(255), nullable=False),
+    sa.Column("attempt_id", sa.BigInteger),
+    sa.Column("diff_hash", sa.String(64), nullable=False),
+    # JSON: {"diff": ChangeDiff.as_json(), "broken": [...], "audits": [...]}.
+    sa.Column("evidence", sa.Text, nullable=False),
+    sa.Column("refused_at", UtcDateTime, nullable=False),
+    sa.Column("accepted_by", sa.String(64)),
+    sa.Column("accepted_at", UtcDateTime),
+    sa.Column("published_at", UtcDateTime),
+    sa.Index("ix_jp_change_reviews_partition", "asset", "partition"),
+)
+
 # What each code location serves, per backfill: what `jobs-platform status` needs to answer
 # without importing Dagster or the location (`store.catalog`). Written at deploy (`db
 # upgrade`) and by each `platform_health` materialization; keyed by the location, since

@@ -1,0 +1,8 @@
+"""Gate each partition before it counts: stage its rows, diff them, publish or refuse.
+
+Pure (SQL over SQLAlchemy, no Dagster): the expected-change contract (`contract`), the
+partition's stage (`stage`), the diff of the stage against the target (`diff`), the
+audits (`audits`), the publish (`publish`) and the refusals a person reviews
+(`reviews`). The engine's gated finalize (`engine.gated_finalize`) runs them in one
+fenced transaction; the asset checks are the orchestration's (`orchestration.gate_checks`).
+"""

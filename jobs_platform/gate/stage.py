@@ -1,0 +1,97 @@
+"""A partition's stage: a real table holding the rows an attempt read, before they count.
+
+Under `expect=` or `audits=` the chunks are written here, not to the backfill's table,
+each with its checkpoint in the same transaction. The stage is a real table, not a
+TEMPORARY one, so that it outlives a worker killed mid-stage: the next attempt resumes
+after the chunks committed here. Its name is derived from a hash of the backfill and the
+partition (`jp_stage_gate_<hash>`), never from their text, and SQLAlchemy quotes it.
+
+Each staged row carries the chunk it was read in (`CHUNK_COLUMN`). A key read again by a
+later chunk is kept twice; the later row wins (`PartitionStage.latest`), as it does in
+the direct path. When an attempt writes chunk N, the rows of chunks N and later left by
+an earlier attempt are deleted first: they came from an input that differs from N on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import sqlalchemy as sa
+
+__all__ = ["CHUNK_COLUMN", "GATE_STAGE_PREFIX", "PartitionStage", "partition_stage"]
+
+from jobs_platform.store.schema import STAGE_PREFIX
+
+# A stage's prefix marks it as no part of the warehouse's schema; "gate_" tells this real
+# table from the TEMPORARY stages of the writer.
+GATE_STAGE_PREFIX = f"{STAGE_PREFIX}gate_"
+# The chunk a staged row was read in; not a column of any backfill's table.
+CHUNK_COLUMN = "_jp_chunk"
+
+
+@dataclass(frozen=True)
+class PartitionStage:
+    """The stage of one partition of one backfill; `table` is the stage itself."""
+
+    table: sa.Table
+    target: sa.Table
+    key: tuple[str, ...]
+
+    @property
+    def write_key(self) -> tuple[str, ...]:
+        """The stage's own key: a row per key and chunk."""
+        return (CHUNK_COLUMN, *self.key)
+
+    @property
+    def columns(self) -> list[str]:
+        """The backfill's columns, as the stage holds them."""
+        return [column.name for column in self.target.columns]
+
+    def prepare(self, connection: sa.Connection) -> bool:
+        """Create the stage unless it exists; True when it was created (it is empty)."""
+        if sa.inspect(connection).has_table(self.table.name, schema=self.table.schema):
+            return False
+        self.table.create(connection)
+        return True
+
+    def rows_of(self, chunk: pd.DataFrame, chunk_index: int) -> pd.DataFrame:
+        """`chunk` as the stage takes it: labelled with its chunk."""
+        return chunk.assign(**{CHUNK_COLUMN: chunk_index})
+
+    def clear_from(self, connection: sa.Connection, chunk_index: int) -> None:
+        """Delete the rows an earlier attempt staged from `chunk_index` on."""
+        connection.execute(sa.delete(self.table).where(self.table.c[CHUNK_COLUMN] >= chunk_index))
+
+    def latest(self) -> sa.Select[tuple[object, ...]]:
+        """The staged rows, the last chunk's row of each key: what would be published."""
+        stage, later = self.table, self.table.alias("later")
+        overridden = sa.exists().where(
+            *[later.c[name] == stage.c[name] for name in self.key],
+            later.c[CHUNK_COLUMN] > stage.c[CHUNK_COLUMN],
+        )
+        return sa.select(*[stage.c[name] for name in self.columns]).where(~overridden)
+
+    def drop(self, connection: sa.Connection) -> None:
+        """Drop the stage (after its partition was published or refused)."""
+        self.table.drop(connection, checkfirst=True)
+
+
+def partition_stage(
+    target: sa.Table, key: Sequence[str], asset: str, partition: str
+) -> PartitionStage:
+    """The stage of `asset`'s `partition`, in the schema of its table `target`."""
+    digest = hashlib.sha256(f"{asset}\x1f{partition}".encode()).hexdigest()[:32]
+    columns = [sa.Column(column.name, column.type) for column in target.columns]
+    table = sa.Table(
+        f"{GATE_STAGE_PREFIX}{digest}",
+        sa.MetaData(),
+        sa.Column(CHUNK_COLUMN, sa.Integer, nullable=False),
+        *columns,
+        # The chunk first: `clear_from` deletes a range of chunks by this index.
+        sa.PrimaryKeyConstraint(CHUNK_COLUMN, *key),
+        schema=target.schema,
+    )
+    return PartitionStage(table, target, tuple(key))
