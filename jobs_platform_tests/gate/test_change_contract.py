@@ -7,21 +7,24 @@ read again by a "fan-out" reader that changes 40 % of its amounts. The contract 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from jobs_platform.dead_letter.entries import latest_entry
+from jobs_platform.dead_letter.entries import DeadLetter, latest_entry
+from jobs_platform.engine.gated_finalize import gate_stage
 from jobs_platform.engine.outcomes import Failed, Outcome
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
 from jobs_platform.engine.spec import BackfillSpec, PartitionInput
 from jobs_platform.errors import Classification
 from jobs_platform.gate.contract import ChangeContract
-from jobs_platform.gate.reviews import latest_review, review_evidence
-from jobs_platform.gate.stage import GATE_STAGE_PREFIX
+from jobs_platform.gate.reviews import ChangeReviews, latest_review, review_evidence
+from jobs_platform.gate.stage import GATE_STAGE_PREFIX, partition_stage
 from jobs_platform.settings import Settings
+from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.schema import checkpoints, create_user_tables
 
@@ -186,3 +189,101 @@ def test_a_fan_out_beyond_the_contract_leaves_the_table_as_it_was_and_quarantine
         "ChangeContract(max_updated_fraction=0.02, max_swept_fraction=0.0)"
     )
     assert evidence["accepted_by"] is None
+
+
+def refused_fan_out(settings: Settings) -> tuple[Ledger, PartitionRunner, list[tuple]]:
+    """The day loaded, then refused for a fan-out; the table's dump before the refusal."""
+    ledger = Ledger({DAY: day_rows()})
+    gated = runner(settings, ledger, STRICT)
+    assert isinstance(attempt(gated), PartitionReport)
+    before = dump(settings.database_url)
+    ledger.rows[DAY] = fanned_out(day_rows())
+    assert isinstance(attempt(gated, run_id="run-2"), Failed)
+    return ledger, gated, before
+
+
+def accept_and_release(url: str, by: str = "cli") -> None:
+    with warehouse_engine(url).begin() as connection:
+        ChangeReviews(DATABASE_CLOCK).accept(connection, ASSET, DAY, by)
+        DeadLetter(DATABASE_CLOCK).requeue_partition(connection, ASSET, DAY, reason="accepted")
+
+
+def test_an_accepted_change_publishes_that_diff_once_and_no_other(settings):
+    url = settings.database_url
+    ledger, gated, _ = refused_fan_out(settings)
+
+    accept_and_release(url)
+    published = attempt(gated, run_id="run-3")
+
+    assert isinstance(published, PartitionReport), published
+    assert (published.counts.updated, published.counts.unchanged) == (400, 600)
+    assert dump(url) == [(i, a, DAY) for i, a in fanned_out(day_rows())]
+    with warehouse_engine(url).connect() as connection:
+        review = review_evidence(latest_review(connection, ASSET, DAY))
+    assert review["accepted_by"] == "cli" and review["published_at"] is not None
+
+    # The approval is spent: the next change beyond the contract is refused again.
+    published_dump = dump(url)
+    ledger.rows[DAY] = day_rows()
+    assert isinstance(attempt(gated, run_id="run-4"), Failed)
+    assert dump(url) == published_dump
+
+
+def test_an_approval_holds_only_for_the_diff_it_was_given(settings):
+    url = settings.database_url
+    ledger, gated, before = refused_fan_out(settings)
+    accept_and_release(url)
+
+    ledger.rows[DAY] = fanned_out(day_rows())[:-1]  # another diff: one row swept too
+    refused = attempt(gated, run_id="run-3")
+
+    assert isinstance(refused, Failed), refused
+    assert dump(url) == before
+    with warehouse_engine(url).connect() as connection:
+        latest = review_evidence(latest_review(connection, ASSET, DAY))
+    assert latest["accepted_by"] is None and latest["diff"]["swept"] == 1
+
+
+def test_a_staged_day_resumes_after_a_failure_mid_stage_and_publishes_once(settings):
+    url = settings.database_url
+    ledger = Ledger({DAY: day_rows()})
+    settings = dataclasses.replace(settings, failpoints=f"after_commit@{ASSET}#4=transient*1")
+    gated = runner(settings, ledger, STRICT)
+
+    failed = attempt(gated)
+    assert isinstance(failed, Failed) and failed.verdict.classification == "retryable"
+    assert dump(url) == []  # five chunks staged, none published
+    with warehouse_engine(url).connect() as connection:
+        stage = gate_stage(gated.place, DAY)
+        assert stage is not None
+        staged = connection.execute(sa.select(sa.func.count()).select_from(stage.table))
+        assert staged.scalar_one() == 5 * CHUNK_ROWS
+
+    resumed = attempt(gated, run_id="run-2")
+
+    assert isinstance(resumed, PartitionReport), resumed
+    assert (resumed.chunks_resumed, resumed.chunks_written) == (5, 5)
+    assert (resumed.counts.inserted, resumed.counts.updated) == (ROWS, 0)
+    assert dump(url) == [(i, a, DAY) for i, a in day_rows()]
+    assert stages_left(url) == []
+
+
+def test_a_stage_left_by_another_input_is_not_published(settings):
+    """Chunks staged from an input that changed since are deleted before they could count."""
+    url = settings.database_url
+    ledger = Ledger({DAY: day_rows()})
+    crashing = dataclasses.replace(settings, failpoints=f"after_commit@{ASSET}#4=transient*1")
+    assert isinstance(attempt(runner(crashing, ledger, STRICT)), Failed)
+
+    ledger.rows[DAY] = day_rows()[:250]  # shorter: chunks 3 and 4 staged before are stale
+    report = attempt(runner(settings, ledger, STRICT), run_id="run-2")
+
+    assert isinstance(report, PartitionReport), report
+    assert report.chunks_resumed == 2
+    assert dump(url) == [(i, a, DAY) for i, a in day_rows()[:250]]
+
+
+def test_the_stage_is_named_from_a_hash_never_from_the_partition_text():
+    stage = partition_stage(ledger_table(), ("id",), 'evil"; DROP TABLE ledger; --', DAY)
+    assert stage.table.name.startswith(GATE_STAGE_PREFIX)
+    assert all(c.isalnum() or c == "_" for c in stage.table.name)
