@@ -18,6 +18,7 @@ __all__ = [
     "RetryableError",
     "TerminalError",
     "UtcDateTime",
+    "audits",
     "backfill_asset",
     "backfill_chains",
     "create_user_tables",
@@ -31,6 +32,7 @@ __all__ = [
 # needs neither).
 _HOMES = {
     "ChangeContract": "jobs_platform.gate.contract",
+    "audits": "jobs_platform.gate",
     "PartitionInput": "jobs_platform.engine.spec",
     "RejectRows": "jobs_platform.engine.spec",
     "InputValidationError": "jobs_platform.errors",
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from jobs_platform.alerts.resource import AlertsResource
     from jobs_platform.engine.spec import PartitionInput, RejectRows
     from jobs_platform.errors import InputValidationError, RetryableError, TerminalError
+    from jobs_platform.gate import audits
     from jobs_platform.gate.contract import ChangeContract
     from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY, backfill_asset
     from jobs_platform.orchestration.chains import backfill_chains

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
+from jobs_platform.gate.audits import AuditResult
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import PartitionStatus, done_record
@@ -42,6 +43,7 @@ class Finished:
     swept: int
     duration_seconds: float
     unchanged_input: bool = False  # finished without reading: the input's fingerprint held
+    audits: tuple[AuditResult, ...] = ()  # a gated partition's audits, all passed or warnings
 
 
 def finalize(

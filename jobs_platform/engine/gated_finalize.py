@@ -1,9 +1,10 @@
-"""The end of a gated attempt (`expect=`): diff the stage, then publish or refuse.
+"""The end of a gated attempt (`expect=`, `audits=`): diff the stage, publish or refuse.
 
 Safety argument: the attempt's chunks went to the partition's stage (`gate.stage`), so
 the table is untouched until here. ONE fenced transaction diffs the stage against the
-table (`gate.diff.change_diff`), judges the diff by the contract, and, if it holds (or a
-person approved exactly this diff), merges the stage, sweeps the partition's unstaged
+table (`gate.diff.change_diff`), judges the diff by the contract and the staged rows by
+the audits (`gate.audits`), and, if the contract holds (or a person approved exactly this
+diff) and no blocking audit failed, merges the stage, sweeps the partition's unstaged
 rows, marks it done, drops the stage and releases the lease. A worker that lost its
 lease rolls all of it back. A refusal publishes nothing: the stage is dropped with the
 partition's checkpoints (the next attempt stages it whole again), the diff is kept as
@@ -23,6 +24,7 @@ import sqlalchemy as sa
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.finalize import ChunkTally, Finished, succeed
 from jobs_platform.errors import TerminalError
+from jobs_platform.gate.audits import AuditResult, evaluate_audits
 from jobs_platform.gate.diff import ChangeDiff, change_diff
 from jobs_platform.gate.publish import publish_stage
 from jobs_platform.gate.stage import PartitionStage, partition_stage
@@ -40,9 +42,12 @@ class ChangeRefused(TerminalError):
     input, a new code_version (redriven) or `dead-letter accept-change` moves it on.
     """
 
-    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+    def __init__(
+        self, message: str, evidence: dict[str, Any], audits: tuple[AuditResult, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.evidence = evidence
+        self.audits = audits  # every audit's result, reported as asset checks
 
 
 def gate_stage(place: Workplace, partition: str) -> PartitionStage | None:
@@ -81,12 +86,15 @@ def finalize_gated(
     with connection.begin():
         diff = change_diff(connection, spec, partition, stage)
         broken = spec.expect.broken_bounds(diff) if spec.expect is not None else []
+        audits = tuple(evaluate_audits(connection, spec.audits, stage))
         approval = (
             reviews.approval_of(connection, spec.asset, partition, diff.digest())
             if broken
             else None
         )
-        if not broken or approval is not None:
+        # An approval is of the diff; a blocking audit's failure is fixed in the data.
+        refused = any(audit.refuses for audit in audits)
+        if not refused and (not broken or approval is not None):
             swept = publish_stage(connection, spec, partition, stage)
             if approval is not None:
                 reviews.mark_published(connection, approval)
@@ -105,8 +113,9 @@ def finalize_gated(
             )
             succeed(place, attempt, connection, before_commit)
             counts = UpsertCounts(diff.inserted, diff.updated, diff.unchanged)
-            return Finished(dataclasses.replace(tally, counts=counts), swept, duration)
-    raise _refuse(place, attempt, connection, stage, diff, broken)
+            tally = dataclasses.replace(tally, counts=counts)
+            return Finished(tally, swept, duration, audits=audits)
+    raise _refuse(place, attempt, connection, stage, diff, broken, audits)
 
 
 def _refuse(
@@ -116,11 +125,22 @@ def _refuse(
     stage: PartitionStage,
     diff: ChangeDiff,
     broken: list[str],
+    audits: tuple[AuditResult, ...],
 ) -> ChangeRefused:
     """Keep the evidence and drop the stage, fenced; the error that quarantines the partition."""
     spec, partition = place.spec, attempt.partition
     contract = spec.expect.describe() if spec.expect is not None else None
-    evidence = {"contract": contract, "broken": broken, "diff": diff.as_json()}
+    failed = [audit for audit in audits if audit.refuses]
+    broken = [
+        *broken,
+        *(f"audit {a.name} ({a.description}) found {a.offending} offending row(s)" for a in failed),
+    ]
+    evidence = {
+        "contract": contract,
+        "broken": broken,
+        "diff": diff.as_json(),
+        "audits": [audit.as_json() for audit in audits],
+    }
     with connection.begin():
         place.store.change_reviews.record_refusal(
             connection,
@@ -133,9 +153,12 @@ def _refuse(
         checkpoint_store.forget_chunks_from(connection, spec.asset, partition, 0)
         stage.drop(connection)
         place.store.leases.fence(connection, attempt.lease, place.settings.lease_seconds)
+    gate = contract or "the backfill's audits"
     return ChangeRefused(
-        f"change refused by {contract}: {'; '.join(broken)}. Its diff: {diff.summary()}. "
-        "The table is as it was; the diff and a sample of its keys are in `dead-letter "
-        "show`, and `dead-letter accept-change` approves this diff once",
+        f"change refused by {gate}: {'; '.join(broken)}. Its diff: {diff.summary()}. "
+        "The table is as it was; the diff, a sample of its keys and the audits' offending "
+        "rows are in `dead-letter show`"
+        + ("; `dead-letter accept-change` approves this diff once" if not failed else ""),
         evidence,
+        audits,
     )

@@ -251,7 +251,7 @@ class PartitionRunner:
             unchanged = finish_if_unchanged(self.place, attempt, fingerprint, at_finalize)
             if unchanged is not None:
                 return self._report(attempt, fingerprint, unchanged, bad_rows)
-        # Under `expect=` the chunks are staged, and finalize publishes or refuses them.
+        # Under `expect=` or `audits=` the chunks are staged; finalize publishes or refuses.
         stage = gate_stage(self.place, attempt.partition)
         if stage is not None:
             prepare_stage(self.place, stage, attempt.partition)
@@ -392,6 +392,7 @@ class PartitionRunner:
             unchanged_input=finished.unchanged_input,
             rows_rejected=rows_rejected,
             rejected_sample=tuple(rejected),
+            audits=finished.audits,
         )
 
     def _chunks(self, source: PartitionInput, attempt: StartedAttempt) -> Iterator[pd.DataFrame]:

@@ -5,4 +5,10 @@ partition's stage (`stage`), the diff of the stage against the target (`diff`), 
 audits (`audits`), the publish (`publish`) and the refusals a person reviews
 (`reviews`). The engine's gated finalize (`engine.gated_finalize`) runs them in one
 fenced transaction; the asset checks are the orchestration's (`orchestration.gate_checks`).
+
+`from jobs_platform import audits` is the `audits` module: `audits.not_null("amount")`.
 """
+
+from jobs_platform.gate import audits
+
+__all__ = ["audits"]

@@ -17,13 +17,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import sqlalchemy as sa
 
 __all__ = ["CHUNK_COLUMN", "GATE_STAGE_PREFIX", "PartitionStage", "partition_stage"]
 
 from jobs_platform.store.schema import STAGE_PREFIX
+
+if TYPE_CHECKING:  # the CLI reads refusals without importing pandas
+    import pandas as pd
 
 # A stage's prefix marks it as no part of the warehouse's schema; "gate_" tells this real
 # table from the TEMPORARY stages of the writer.

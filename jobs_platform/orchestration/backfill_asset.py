@@ -37,9 +37,11 @@ from jobs_platform.engine.spec import (
     RejectRows,
 )
 from jobs_platform.errors import WarehouseNotShared
+from jobs_platform.gate.audits import Audit
 from jobs_platform.gate.contract import ChangeContract
 from jobs_platform.orchestration.dagster_results import CRASH_RETRY_POLICY, finish_step
 from jobs_platform.orchestration.executors import retries_wait_in_the_step, runs_remotely
+from jobs_platform.orchestration.gate_checks import audit_check_results, audit_check_specs
 from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.specs import attach_specs
@@ -111,6 +113,7 @@ def backfill_asset(
     backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
     bad_rows: RejectRows | None = None,
     expect: ChangeContract | None = None,
+    audits: Sequence[Audit] = (),
     retry_policy: dg.RetryPolicy | None = None,
     redrive: bool = True,
     group_name: str = "backfills",
@@ -158,7 +161,10 @@ def backfill_asset(
     staged, and the partition is published only if the diff against the table keeps
     within the contract's bounds (rows inserted, fractions updated and swept, the row
     count); otherwise the table is left as it was and the partition quarantined with the
-    diff (docs/bad-rows.md).
+    diff (docs/bad-rows.md). `audits=[audits.not_null("amount"), …]` (`from jobs_platform
+    import audits`) checks the staged rows before the publish: a blocking audit that fails
+    refuses the partition alike, a non-blocking one is recorded. Each audit is an asset
+    check of the backfill, evaluated per partition.
 
     By default a backfill launched from the UI or a schedule runs up to 30 partitions per
     run (`DEFAULT_BACKFILL_POLICY`), each still its own unit of checkpoint, attempt count,
@@ -190,8 +196,16 @@ def backfill_asset(
             redrive=redrive,
             bad_rows=bad_rows,
             expect=expect,
+            audits=tuple(audits),
         )
         config_class = run_config_class(spec)
+        arguments: AssetArguments = {**asset_kwargs}
+        if spec.audits:
+            # Each audit is an asset check of the backfill, beside the user's own.
+            arguments["check_specs"] = [
+                *asset_kwargs.get("check_specs", ()),
+                *audit_check_specs(asset_key, spec.audits, partitions_def),
+            ]
 
         # Dagster reads the step's config class from this annotation (a class per reader).
         def _backfill(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
@@ -220,7 +234,7 @@ def backfill_asset(
                 required_resource_keys={RESOURCE_KEY, *resource_keys},
                 backfill_policy=backfill_policy,
                 op_tags={STEP_ASSETS_TAG: asset_name},
-                **asset_kwargs,
+                **arguments,
             )(_backfill)
         return attach_specs(asset, [spec])
 
@@ -393,7 +407,7 @@ def run_backfill_step(
     context: dg.AssetExecutionContext,
     specs: Sequence[BackfillSpec],
     configs: Mapping[str, BackfillConfig],
-) -> Iterator[dg.MaterializeResult]:
+) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """One step = one attempt at each partition of each selected asset, upstream first.
 
     `specs` are the step's backfills in dependency order (one, or a chain of backfills
@@ -492,4 +506,12 @@ def run_backfill_step(
                 unfinished[spec.asset, partition] = _why_unfinished(result)
             step.ended(result, due)
             results.append(result)
-    yield from finish_step(context, [spec.asset for spec in chosen], results, step)
+    # The audits' checks follow the materialization they judge, or precede the failure.
+    # Only the checks the step's asset declares (a chain's members declare none).
+    checks = list(audit_check_results(chosen, results, context.assets_def.check_keys))
+    try:
+        yield from finish_step(context, [spec.asset for spec in chosen], results, step)
+    except (dg.Failure, dg.RetryRequested):
+        yield from checks
+        raise
+    yield from checks
