@@ -80,17 +80,21 @@ def commit_chunk(
     chunk is then written without the rows it rejects (`bad_rows.upsert_rejecting`).
     """
     spec, connection, attempt = place.spec, write.seen_keys.connection, write.attempt
-    table, key, chunk = spec.table, spec.key, write.chunk
+    chunk, stage = write.chunk, write.stage
     with connection.begin():
-        if write.stage is not None:
-            # Staged, not published: what an earlier attempt staged from here on goes first.
-            write.stage.clear_from(connection, write.index)
-            table, key = write.stage.table, write.stage.write_key
-            chunk = write.stage.rows_of(chunk, write.index)
         if rejected is None:
             write.seen_keys.add(chunk)
-            counts = upsert_frame(connection, table, key, chunk)
+            if stage is None:
+                counts = upsert_frame(connection, spec.table, spec.key, chunk)
+            else:
+                # Staged, not published (`expect=`, `audits=`): the gate's finalize publishes.
+                counts = UpsertCounts(inserted=stage.write(connection, chunk, write.index))
         else:
+            table, key = spec.table, spec.key
+            if stage is not None:
+                stage.clear_from(connection, write.index)
+                table, key = stage.table, stage.write_key
+                chunk = stage.rows_of(chunk, write.index)
             counts = bad_rows.upsert_rejecting(
                 connection,
                 table,

@@ -84,6 +84,7 @@ def finalize_gated(
     duration = time.monotonic() - attempt.began
     reviews = place.store.change_reviews
     with connection.begin():
+        stage.analyze(connection)
         diff = change_diff(connection, spec, partition, stage)
         broken = spec.expect.broken_bounds(diff) if spec.expect is not None else []
         audits = tuple(evaluate_audits(connection, spec.audits, stage))

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 __all__ = ["CHUNK_COLUMN", "GATE_STAGE_PREFIX", "PartitionStage", "partition_stage"]
 
 from jobs_platform.store.schema import STAGE_PREFIX
+from jobs_platform.writer.upsert import insert_frame
 
 if TYPE_CHECKING:  # the CLI reads refusals without importing pandas
     import pandas as pd
@@ -46,7 +47,7 @@ class PartitionStage:
     @property
     def write_key(self) -> tuple[str, ...]:
         """The stage's own key: a row per key and chunk."""
-        return (CHUNK_COLUMN, *self.key)
+        return (*self.key, CHUNK_COLUMN)
 
     @property
     def columns(self) -> list[str]:
@@ -64,9 +65,29 @@ class PartitionStage:
         """`chunk` as the stage takes it: labelled with its chunk."""
         return chunk.assign(**{CHUNK_COLUMN: chunk_index})
 
+    def write(self, connection: sa.Connection, chunk: pd.DataFrame, chunk_index: int) -> int:
+        """Stage one chunk (its keys unique), after what an earlier attempt staged from it on.
+
+        A plain COPY, no merge: once those rows are deleted, no staged row has this chunk's
+        index, so none of its (key, chunk) pairs can exist. Returns the rows staged.
+        """
+        self.clear_from(connection, chunk_index)
+        insert_frame(connection, self.table, self.rows_of(chunk, chunk_index))
+        return len(chunk)
+
     def clear_from(self, connection: sa.Connection, chunk_index: int) -> None:
         """Delete the rows an earlier attempt staged from `chunk_index` on."""
         connection.execute(sa.delete(self.table).where(self.table.c[CHUNK_COLUMN] >= chunk_index))
+
+    def analyze(self, connection: sa.Connection) -> None:
+        """Give the planner the stage's statistics before it is diffed and published.
+
+        A table just filled has none until autovacuum gets to it; without them PostgreSQL
+        may probe the stage once per row of the partition instead of hashing it once.
+        """
+        if connection.dialect.name == "postgresql":
+            name = connection.dialect.identifier_preparer.format_table(self.table)
+            connection.execute(sa.text(f"ANALYZE {name}"))
 
     def latest(self) -> sa.Select[tuple[object, ...]]:
         """The staged rows, the last chunk's row of each key: what would be published."""
@@ -93,8 +114,10 @@ def partition_stage(
         sa.MetaData(),
         sa.Column(CHUNK_COLUMN, sa.Integer, nullable=False),
         *columns,
-        # The chunk first: `clear_from` deletes a range of chunks by this index.
-        sa.PrimaryKeyConstraint(CHUNK_COLUMN, *key),
+        # The key first: the diff, the audits and the publish look staged rows up by key.
+        sa.PrimaryKeyConstraint(*key, CHUNK_COLUMN),
+        # `clear_from` deletes a range of chunks by this one.
+        sa.Index(f"{GATE_STAGE_PREFIX}{digest}_chunk", CHUNK_COLUMN),
         schema=target.schema,
     )
     return PartitionStage(table, target, tuple(key))
