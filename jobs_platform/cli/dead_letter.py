@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.cli.accept_change import register_accept_change
+from jobs_platform.cli.dead_letter_rows import register_rows
 from jobs_platform.cli.requeue import add_requeue_options
 from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_warehouse
 from jobs_platform.dead_letter.entries import UnknownEntry, latest_entry, list_entries
@@ -35,7 +36,6 @@ from jobs_platform.suggested_commands import (
     requeue_command,
     show_command,
 )
-from jobs_platform.writer import rejects as reject_store
 
 
 def register(commands) -> None:
@@ -83,35 +83,6 @@ def register(commands) -> None:
     requeue.set_defaults(handler=run_requeue, parser=requeue)
     register_rows(actions)
     register_accept_change(actions)
-
-
-def register_rows(actions) -> None:
-    add_reading_command(
-        actions,
-        "rows",
-        "rows a partition rejected under bad_rows=RejectRows(...)",
-        run_rows,
-        one_partition=True,
-    )
-
-
-def run_rows(args: argparse.Namespace) -> int:
-    """The rows a partition rejected, in input order: row, column, SQLSTATE, reason, values."""
-    named_location(args.module)
-    with open_warehouse(command_settings(args.module)).connect() as connection:
-        rejected = reject_store.partition_rejects(connection, args.asset, args.partition)
-    if args.json:
-        print(json.dumps([row.as_json() for row in rejected], indent=2))
-        return 0
-    if not rejected:
-        print(f"{args.asset}/{args.partition}: no row rejected")
-        return 0
-    for row in rejected:
-        print(f"  {one_line(row.summary())}")
-        if row.values is not None:
-            print(f"      {one_line(json.dumps(row.values))}")
-    print(f"\n{args.asset}/{args.partition}: {len(rejected)} row(s) rejected")
-    return 0
 
 
 def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[dict]:

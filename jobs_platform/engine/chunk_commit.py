@@ -62,6 +62,7 @@ def bad_rows_for(place: Workplace, source: PartitionInput) -> BadRows:
         asset=spec.asset,
         partition=source.partition_key,
         log=place.log,
+        version=spec.version,
     )
 
 

@@ -9,6 +9,16 @@ fenced transaction; the asset checks are the orchestration's (`orchestration.gat
 `from jobs_platform import audits` is the `audits` module: `audits.not_null("amount")`.
 """
 
-from jobs_platform.gate import audits
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
 
 __all__ = ["audits"]
+
+
+def __getattr__(name: str) -> ModuleType:
+    # Imported on first use: the CLI reads refusals (`gate.reviews`) without pandas.
+    if name == "audits":
+        return importlib.import_module("jobs_platform.gate.audits")
+    raise AttributeError(f"module 'jobs_platform.gate' has no attribute {name!r}")

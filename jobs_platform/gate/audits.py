@@ -24,12 +24,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from jobs_platform.gate.diff import plain
-from jobs_platform.gate.stage import PartitionStage
+
+if TYPE_CHECKING:
+    from jobs_platform.gate.stage import PartitionStage
 
 __all__ = [
     "Audit",

@@ -16,11 +16,12 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 
-from jobs_platform.gate.stage import PartitionStage
+if TYPE_CHECKING:
+    from jobs_platform.gate.stage import PartitionStage
 
 __all__ = ["SAMPLE_KEYS", "ChangeDiff", "change_diff"]
 

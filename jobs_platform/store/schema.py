@@ -208,6 +208,26 @@ rejected_rows = sa.Table(
     # A JSON object of the row's values, each truncated (never a whole payload).
     sa.Column("row_values", sa.Text),
     sa.Column("rejected_at", UtcDateTime, nullable=False),
+    # The backfill's code_version when it was rejected: a new one replays it (`rejects_replayed`).
+    sa.Column("code_version", sa.String(255)),
+)
+
+# Each reject a later write of its chunk cleared: the row's journey, kept once it leaves
+# `jp_rejected_rows` (rejected under `rejected_version`, written under `cleared_version`).
+# A row rejected again is open again in `jp_rejected_rows`, under the new version.
+reject_history = sa.Table(
+    "jp_reject_history",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("partition", sa.String(255), nullable=False),
+    sa.Column("row_number", sa.BigInteger, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("rejected_version", sa.String(255)),
+    sa.Column("rejected_at", UtcDateTime, nullable=False),
+    sa.Column("cleared_version", sa.String(255)),
+    sa.Column("cleared_at", UtcDateTime, nullable=False),
+    sa.Index("ix_jp_reject_history_partition", "asset", "partition", "row_number"),
 )
 
 # Each refusal of the change gate (`expect=`, `audits=`; docs/bad-rows.md): the diff the
