@@ -74,9 +74,19 @@ def fanned_out(rows: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 @pytest.fixture
 def settings(upgraded_pg_url, tmp_path) -> Settings:
-    create_user_tables(warehouse_engine(upgraded_pg_url), ledger_table())
+    return ledger_settings(upgraded_pg_url, tmp_path)
+
+
+@pytest.fixture
+def settings_on_either(upgraded_url, tmp_path) -> Settings:
+    """PostgreSQL, and SQLite (the embedded default's backend)."""
+    return ledger_settings(upgraded_url, tmp_path)
+
+
+def ledger_settings(url: str, tmp_path) -> Settings:
+    create_user_tables(warehouse_engine(url), ledger_table())
     return Settings(
-        database_url=upgraded_pg_url,
+        database_url=url,
         landing_root=str(tmp_path),
         max_attempts=3,
         retry_delay_seconds=0.01,
@@ -151,8 +161,9 @@ def test_a_first_load_within_the_contract_is_published_and_its_stage_dropped(set
 
 
 def test_a_fan_out_beyond_the_contract_leaves_the_table_as_it_was_and_quarantines_the_day(
-    settings,
+    settings_on_either,
 ):
+    settings = settings_on_either
     url = settings.database_url
     ledger = Ledger({DAY: day_rows(), OTHER_DAY: day_rows(first_id=10_001)})
     gated = runner(settings, ledger, STRICT)
