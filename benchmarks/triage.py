@@ -5,8 +5,8 @@ It builds, in a fresh schema, the dead letter a bad week leaves: `entries` open
 few large, many small: entry n's cause is drawn with weight 1/rank), each message with its
 own variable parts (line numbers, refused values, paths, URLs, SQLAlchemy's statement
 and parameters), signed by `dead_letter.signature` as `quarantine_partition` signs them; plus a
-fifth as many resolved entries, which the grouping must skip. It then times, `repeats`
-times each:
+fifth as many resolved entries, which the grouping must skip; and the attempts each entry
+spent, which the hints read. It then times, `repeats` times each:
 
 - `signature_groups` in this process (the queries and the grouping);
 - `jobs-platform dead-letter groups --json` as a person runs it: a new process each.
@@ -36,7 +36,7 @@ from benchmarks.timing import run_command, wall_seconds
 from jobs_platform.dead_letter.signature import failure_signature
 from jobs_platform.store.db import normalize_url, warehouse_engine
 from jobs_platform.store.migrate import upgrade_warehouse
-from jobs_platform.store.schema import quarantine
+from jobs_platform.store.schema import attempts, quarantine
 
 ASSETS = ("orders", "daily_revenue", "acme/events")
 FIRST_DAY = dt.date(2015, 1, 1)
@@ -260,14 +260,30 @@ def _build(url: str, entries: int) -> int:
             yield draw.entry(asset, partition, at, resolved=n >= entries)
 
     engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+    seeded = list(rows())
     try:
         upgrade_warehouse(engine)
         with engine.begin() as connection:
-            copy_rows(connection, quarantine, rows())
+            copy_rows(connection, quarantine, seeded)
+            copy_rows(connection, attempts, _failed_attempts(seeded))
             connection.execute(sa.text("ANALYZE jp_quarantine"))
+            connection.execute(sa.text("ANALYZE jp_attempts"))
     finally:
         engine.dispose()
     return resolved
+
+
+def _failed_attempts(entries: list[dict]) -> Iterator[dict]:
+    """The attempts each entry spent, all failing as its last did: what the hints
+    (`dead_letter.hints`) read to tell a cause that failed identically every time."""
+    for entry in entries:
+        for number in range(1, entry["attempts"] + 1):
+            yield {
+                "asset": entry["asset"], "partition": entry["partition"], "episode": 1,
+                "attempt": number, "outcome": "failed", "error_class": entry["error_class"],
+                "error_type": entry["error_type"], "message": entry["last_error"],
+                "started_at": entry["last_failed_at"], "ended_at": entry["last_failed_at"],
+            }  # fmt: skip
 
 
 def _without_results(figures: dict) -> dict:

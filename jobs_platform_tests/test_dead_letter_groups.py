@@ -25,7 +25,7 @@ CURRENCY_DAYS = [FIRST + dt.timedelta(days=n) for n in range(5, 9)]
 MISSING_DAYS = [FIRST + dt.timedelta(days=n) for n in range(9, 12)]
 GROUP_FIELDS = {
     "signature", "error_class", "error_type", "count", "assets", "first_failed_at",
-    "last_failed_at", "sample_partitions", "sample_message",
+    "last_failed_at", "sample_partitions", "sample_message", "hint", "teach", "rule",
 }  # fmt: skip
 
 

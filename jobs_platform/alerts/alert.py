@@ -29,6 +29,7 @@ class AttemptRecord:
     error_type: str | None
     message: str | None
     at: dt.datetime | None
+    rule: str | None = None  # the signature of the taught rule that decided the class
 
     @classmethod
     def from_row(cls, row: TableRow) -> AttemptRecord:
@@ -41,6 +42,7 @@ class AttemptRecord:
             error_type=row.error_type,
             message=row.message,
             at=row.ended_at or row.started_at,
+            rule=row.rule,
         )
 
 

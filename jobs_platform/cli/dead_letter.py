@@ -10,6 +10,7 @@ from dataclasses import asdict
 import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
+from jobs_platform.cli import classify
 from jobs_platform.cli.accept_change import register_accept_change
 from jobs_platform.cli.dead_letter_rows import register_rows
 from jobs_platform.cli.requeue import add_requeue_options
@@ -83,6 +84,7 @@ def register(commands) -> None:
     requeue.set_defaults(handler=run_requeue, parser=requeue)
     register_rows(actions)
     register_accept_change(actions)
+    classify.register(actions)
 
 
 def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[dict]:
@@ -158,7 +160,7 @@ def run_groups(args: argparse.Namespace) -> int:
     with open_warehouse(command_settings(args.module)).connect() as connection:
         groups = signature_groups(connection, asset=args.asset)
     if args.json:
-        print(json.dumps([group_summary(group) for group in groups], indent=2))
+        print(json.dumps([group_summary(group, module) for group in groups], indent=2))
         return 0
     if not groups:
         where = f" of {args.asset}" if args.asset else ""
@@ -180,6 +182,9 @@ def run_groups(args: argparse.Namespace) -> int:
             f"         assets: {assets}; e.g. {samples}\n"
             f"         requeue: {group_requeue_command(group, module)}"
         )
+        taught = classify.taught_line(group, module)
+        if taught:
+            print(f"         {taught}")
     details = show_command("ASSET", "PARTITION", module)
     print(f"\nAn entry's history: {details}")
     return 0
@@ -242,9 +247,12 @@ def run_show(args: argparse.Namespace) -> int:
                 f"entry {record['entry_id']}"
             )
             continue
+        # The rule a person taught, where one decided the attempt's class.
+        by_rule = f"  by rule {record['rule']}" if record["rule"] else ""
         print(
             f"  episode {record['episode']} attempt {record['attempt']}  {record['at']}  "
             f"{record['error_class']:<11} {record['error_type'] or ''}  run {record['run_id']}"
+            f"{by_rule}"
         )
         if record["message"]:
             print(f"      {one_line(record['message'])}")

@@ -40,6 +40,8 @@ HISTORY_SCHEMA = dg.TableSchema(
         dg.TableColumn("error_type", "string"),
         dg.TableColumn("message", "string"),
         dg.TableColumn("at", "string"),
+        # The taught rule that decided the attempt's class (`dead-letter rules`), if any.
+        dg.TableColumn("rule", "string"),
     ]
 )
 
@@ -68,6 +70,7 @@ def dead_letter_metadata(alert: QuarantineAlert) -> dict:
                         "error_type": attempt.error_type,
                         "message": attempt.message,
                         "at": attempt.at.isoformat() if attempt.at else None,
+                        "rule": attempt.rule,
                     }
                 )
                 for attempt in alert.history

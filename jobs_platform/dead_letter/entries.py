@@ -67,7 +67,10 @@ class DeadLetter(Releases):
                 "first_failed_at": history[0].ended_at if history else now,
                 "last_failed_at": last.ended_at if last else now,
                 "quarantined_at": now,
-                "signature": failure_signature(
+                # A failure a taught rule decided keeps its cause's signature (signed with
+                # the table's class, `dead_letter.rules`): it stays in the group it taught.
+                "signature": (last.rule if last is not None and last.rule else None)
+                or failure_signature(
                     error_class, error_type, last_error, asset=asset, partition=partition
                 ),
                 "code_version": last.code_version if last else None,

@@ -3,7 +3,9 @@
 A dead letter of thousands of entries is read a cause at a time (`dead-letter groups`, the
 `platform_health` table, `jobs_platform_quarantine_groups`). Two set-based queries, served
 by `ix_jp_quarantine_signature`: the counts per cause and asset, then at most
-`SAMPLES_PER_GROUP` sample entries per cause; never a scan of the entries in Python.
+`SAMPLES_PER_GROUP` sample entries per cause; never a scan of the entries in Python. Each
+cause also carries its taught rule (`dead_letter.rules`) or, without one, the hint its
+history gives (`dead_letter.hints`): two more grouped queries and one of the rules.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.hints import Hint, cause_hints
+from jobs_platform.dead_letter.rules import Rule, list_rules
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import EntryStatus, quarantine
 
@@ -39,6 +43,9 @@ class SignatureGroup:
     last_failed_at: dt.datetime | None
     samples: tuple[tuple[str, str], ...]  # (asset, partition), the latest failures first
     sample_message: str | None  # the latest failure's message, as recorded
+    # What its history suggests teaching (`dead_letter.hints`); None once a rule covers it.
+    hint: Hint | None = None
+    rule: Rule | None = None  # the taught rule of the cause in the group's backfills
 
     @property
     def sample_partitions(self) -> list[str]:
@@ -58,6 +65,7 @@ def signature_groups(
     """
     counts = _counts_by_cause_and_asset(connection, asset, assets)
     samples = _samples_by_cause(connection, asset, assets)
+    hints = cause_hints(connection, asset=asset, assets=assets)
     groups: dict[Cause, dict[str, Any]] = {}
     for row in counts:
         cause = (row.signature, row.error_class, row.error_type)
@@ -66,9 +74,11 @@ def signature_groups(
         group["assets"][row.asset] = row.entries
         group["first"] = _earliest(group["first"], row.first_failed_at)
         group["last"] = _latest(group["last"], row.last_failed_at)
+    taught = list_rules(connection, signatures={cause[0] for cause in groups if cause[0]})
     result = []
     for cause, group in groups.items():
         sampled = samples.get(cause, [])
+        rule = _rule_of(taught, cause[0], group["assets"])
         result.append(
             SignatureGroup(
                 signature=cause[0],
@@ -80,12 +90,24 @@ def signature_groups(
                 last_failed_at=group["last"],
                 samples=tuple((row.asset, row.partition) for row in sampled),
                 sample_message=sampled[0].last_error if sampled else None,
+                hint=None if rule is not None else hints.get(cause),
+                rule=rule,
             )
         )
     never = dt.datetime.min.replace(tzinfo=dt.UTC)
     result.sort(key=lambda g: (g.signature or "", g.error_class, g.error_type or ""))
     result.sort(key=lambda g: (g.count, g.last_failed_at or never), reverse=True)
     return result
+
+
+def _rule_of(
+    rules: Sequence[Rule], signature: str | None, assets: Mapping[str, int]
+) -> Rule | None:
+    """The rule of `signature` set in the location of one of the group's backfills."""
+    return next(
+        (rule for rule in rules if rule.signature == signature and set(rule.assets) & set(assets)),
+        None,
+    )
 
 
 def _open(asset: str | None, assets: Sequence[str] | None) -> list[sa.ColumnElement[bool]]:

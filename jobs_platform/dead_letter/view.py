@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from jobs_platform.dead_letter.rules import Rule
 from jobs_platform.dead_letter.triage import SignatureGroup
 from jobs_platform.store.rows import TableRow
 from jobs_platform.suggested_commands import suggested_command
@@ -20,7 +21,11 @@ LIST_FIELDS = (
 )  # fmt: skip
 GROUP_FIELDS = (
     "signature", "error_class", "error_type", "count", "assets", "first_failed_at",
-    "last_failed_at", "sample_partitions", "sample_message",
+    "last_failed_at", "sample_partitions", "sample_message", "hint",
+)  # fmt: skip
+RULE_FIELDS = (
+    "signature", "classification", "reason", "set_by", "set_at", "location", "assets",
+    "error_class", "error_type", "sample_message",
 )  # fmt: skip
 
 
@@ -34,11 +39,31 @@ def plain(value: Any) -> Any:
     return value.isoformat() if hasattr(value, "isoformat") else value
 
 
-def group_summary(group: SignatureGroup) -> dict[str, Any]:
-    """A cause of the dead letter as `dead-letter groups --json` shows it."""
+def group_summary(group: SignatureGroup, module: str | None = None) -> dict[str, Any]:
+    """A cause of the dead letter as `dead-letter groups --json` shows it: with its hint,
+    the command that teaches it (`teach`) and its rule, each null when there is none."""
     summary = {name: plain(getattr(group, name)) for name in GROUP_FIELDS}
     summary["assets"] = dict(group.assets)
+    summary["teach"] = group_teach_command(group, module)
+    summary["rule"] = None if group.rule is None else rule_summary(group.rule)
     return summary
+
+
+def rule_summary(rule: Rule) -> dict[str, Any]:
+    """A taught rule as `dead-letter rules --json` shows it, times as ISO 8601 text."""
+    summary = {name: plain(getattr(rule, name)) for name in RULE_FIELDS}
+    summary["assets"] = list(rule.assets)
+    return summary
+
+
+def group_teach_command(group: SignatureGroup, module: str | None) -> str | None:
+    """The command that teaches the class the group's hint suggests; None without a hint."""
+    if group.hint is None or group.signature is None:
+        return None
+    return suggested_command(
+        "dead-letter", "classify", *_location(module), "--group", group.signature,
+        str(group.hint.teaches),
+    )  # fmt: skip
 
 
 def group_requeue_command(group: SignatureGroup, module: str | None) -> str:
@@ -61,8 +86,8 @@ def groups_markdown(
     if not groups:
         return "The dead letter is empty: no quarantined partitions."
     lines = [
-        "| entries | signature | class | type | assets | last failed | sample | requeue |",
-        "|---:|---|---|---|---|---|---|---|",
+        "| entries | signature | class | type | assets | last failed | sample | requeue | hint |",
+        "|---:|---|---|---|---|---|---|---|---|",
     ]
     for group in groups[:limit]:
         assets = ", ".join(f"{asset} {count}" for asset, count in group.assets.items())
@@ -75,6 +100,7 @@ def groups_markdown(
             plain(group.last_failed_at) or "",
             one_line(group.sample_message, 160),
             f"`{group_requeue_command(group, module)}`",
+            _hint_cell(group, module),
         )
         lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     hidden = len(groups) - limit
@@ -82,6 +108,13 @@ def groups_markdown(
         every = suggested_command("dead-letter", "groups", *_location(module))
         lines.append(f"\n{hidden} smaller cause(s) not shown here: `{every}`")
     return "\n".join(lines)
+
+
+def _hint_cell(group: SignatureGroup, module: str | None) -> str:
+    if group.rule is not None:
+        return f"taught {group.rule.classification} by {group.rule.set_by}"
+    teach = group_teach_command(group, module)
+    return f"{group.hint}: `{teach}`" if teach is not None else ""
 
 
 def one_line(text: str | None, limit: int = 300) -> str:

@@ -3,6 +3,8 @@
 - The owner of the lease (its token is still the current one) records its attempt, then
   settles it (`settle.settle`: quarantine, or mark the partition failed) and releases
   the lease: one transaction, with the lease row locked so no takeover slips in between.
+  A rule a person taught for the failure's cause (`dead_letter.rules`) decides its class
+  before the table does, and the history names it.
 - A worker that lost its lease records its own attempt and nothing else: the partition
   belongs to whoever holds the lease now (it may have finished it already).
 - A failure before any attempt began is classified like any other, but nothing about the
@@ -16,6 +18,7 @@ import traceback
 
 import sqlalchemy as sa
 
+from jobs_platform.dead_letter.rules import taught_verdict
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.decisions import RetryBudget
 from jobs_platform.engine.outcomes import Failed
@@ -59,7 +62,16 @@ def record_failure(
             if not owner and verdict.classification is not Classification.INTERRUPTED:
                 exc = _error_of_a_lost_attempt(exc, past_deadline, attempt)
                 verdict = classify(exc)
-            place.store.attempts.finish(connection, attempt.history_id, _failure(exc, verdict))
+            rule = None
+            if owner:
+                # A rule a person taught for this cause decides before the table.
+                taught = taught_verdict(
+                    connection, asset, partition, verdict, type(exc).__name__, _message(exc)
+                )
+                verdict, rule = taught.verdict, taught.rule
+            place.store.attempts.finish(
+                connection, attempt.history_id, _failure(exc, verdict, rule)
+            )
             settled = settle(
                 connection,
                 place.budget,
@@ -160,10 +172,18 @@ def quarantine_if_spent(
     return settled.entry_id if settled is not None else None
 
 
-def _failure(exc: BaseException, verdict: Verdict) -> history.AttemptFailure:
+def _failure(
+    exc: BaseException, verdict: Verdict, rule: str | None = None
+) -> history.AttemptFailure:
     return history.AttemptFailure(
         error_class=verdict.classification,
         error_type=type(exc).__name__,
-        message=str(exc)[:4000] or type(exc).__name__,
+        message=_message(exc),
         traceback="".join(traceback.format_exception(exc))[-16000:],
+        rule=rule,
     )
+
+
+def _message(exc: BaseException) -> str:
+    """The message the history records (and the dead letter signs)."""
+    return str(exc)[:4000] or type(exc).__name__

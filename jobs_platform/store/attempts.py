@@ -44,6 +44,7 @@ class AttemptFailure:
     error_type: str
     message: str
     traceback: str | None = None
+    rule: str | None = None  # the signature of the taught rule that decided the class
 
 
 class Attempts:
@@ -105,6 +106,7 @@ class Attempts:
                 error_type=None,
                 message=None,
                 traceback=None,
+                rule=None,
             )
         else:
             values.update(
@@ -113,6 +115,7 @@ class Attempts:
                 error_type=failure.error_type,
                 message=failure.message,
                 traceback=failure.traceback,
+                rule=failure.rule,
             )
         connection.execute(sa.update(attempts).where(attempts.c.id == attempt_id).values(**values))
 

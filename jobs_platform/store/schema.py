@@ -128,6 +128,9 @@ attempts = sa.Table(
     # the input corrected). The fingerprint is set once the attempt computed it.
     sa.Column("code_version", sa.String(255)),
     sa.Column("fingerprint", sa.String(128)),
+    # The signature of the taught rule that decided the attempt's class
+    # (`jp_classification_rules`); NULL when the built-in table decided it.
+    sa.Column("rule", sa.String(16)),
     sa.Index("ix_jp_attempts_partition", "asset", "partition", "episode"),
 )
 
@@ -276,6 +279,31 @@ backfill_catalog = sa.Table(
     sa.Column("max_partitions_per_run", sa.Integer),
     sa.Column("target_table", sa.String(255)),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+# Classification rules a person taught (`jobs-platform dead-letter classify`), read by
+# `dead_letter.rules` where a failure is recorded. One row per backfill the code location
+# served when the rule was set: an attempt knows its asset, not its location, and several
+# locations may share a warehouse, each with backfills of its own.
+classification_rules = sa.Table(
+    "jp_classification_rules",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("location", sa.String(255), nullable=False),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("signature", sa.String(16), nullable=False),
+    # `terminal` or `retryable`: the class a failure of this signature is recorded with.
+    sa.Column("classification", sa.String(32), nullable=False),
+    sa.Column("reason", sa.Text),
+    sa.Column("set_by", sa.String(255), nullable=False),
+    sa.Column("set_at", UtcDateTime, nullable=False),
+    # The group as it was when the rule was set: its class by the table, type and a message.
+    sa.Column("error_class", sa.String(32)),
+    sa.Column("error_type", sa.String(255)),
+    sa.Column("sample_message", sa.Text),
+    # One rule per cause and backfill; the lookup of a failure goes by this key.
+    sa.UniqueConstraint("asset", "signature", name="uq_jp_classification_rules_asset"),
+    sa.Index("ix_jp_classification_rules_location", "location", "signature"),
 )
 
 alert_ledger = sa.Table(

@@ -298,8 +298,10 @@ def test_dead_letter_partition_shows_the_whole_history_in_the_ui(engine, instanc
         "error_type",
         "message",
         "at",
+        "rule",
     ]
     assert [record.data["attempt"] for record in history.records] == [1, 2, 3]
+    assert [record.data["rule"] for record in history.records] == [None, None, None]
     assert history.records[-1].data["message"] == "HTTP 503 from the source API"
 
 
