@@ -108,12 +108,12 @@ def partition_stage(
 ) -> PartitionStage:
     """The stage of `asset`'s `partition`, in the schema of its table `target`."""
     digest = hashlib.sha256(f"{asset}\x1f{partition}".encode()).hexdigest()[:32]
-    columns = [sa.Column(column.name, column.type) for column in target.columns]
     table = sa.Table(
         f"{GATE_STAGE_PREFIX}{digest}",
         sa.MetaData(),
         sa.Column(CHUNK_COLUMN, sa.Integer, nullable=False),
-        *columns,
+        *[_staged_column(column) for column in target.columns],
+        *_checks_of(target),
         # The key first: the diff, the audits and the publish look staged rows up by key.
         sa.PrimaryKeyConstraint(*key, CHUNK_COLUMN),
         # `clear_from` deletes a range of chunks by this one.
@@ -121,3 +121,31 @@ def partition_stage(
         schema=target.schema,
     )
     return PartitionStage(table, target, tuple(key))
+
+
+def _staged_column(column: sa.Column[object]) -> sa.Column[object]:
+    """The column as the stage holds it: its type, NOT NULL and server default, so that a
+    row the table would reject is rejected as it is staged, by row (`bad_rows=`)."""
+    default = column.server_default
+    return sa.Column(
+        column.name,
+        column.type,
+        nullable=column.nullable,
+        server_default=(
+            sa.DefaultClause(default.arg) if isinstance(default, sa.DefaultClause) else None
+        ),
+    )
+
+
+def _checks_of(target: sa.Table) -> list[sa.CheckConstraint]:
+    """The table's CHECK constraints written as SQL text, under their names (a reject's
+    reason names the same constraint as in the direct path). One written as an expression
+    names the table's columns through the table: it is left to the publish."""
+    found = [c for c in target.constraints if isinstance(c, sa.CheckConstraint)]
+    for column in target.columns:
+        found += [c for c in column.constraints if isinstance(c, sa.CheckConstraint)]
+    return [
+        sa.CheckConstraint(check.sqltext.text, name=check.name)
+        for check in found
+        if isinstance(check.sqltext, sa.TextClause)
+    ]

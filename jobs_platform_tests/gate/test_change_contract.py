@@ -18,7 +18,7 @@ from jobs_platform.dead_letter.entries import DeadLetter, latest_entry
 from jobs_platform.engine.gated_finalize import gate_stage
 from jobs_platform.engine.outcomes import Failed, Outcome
 from jobs_platform.engine.runner import Attempter, PartitionReport, PartitionRunner
-from jobs_platform.engine.spec import BackfillSpec, PartitionInput
+from jobs_platform.engine.spec import BackfillSpec, PartitionInput, RejectRows
 from jobs_platform.errors import Classification
 from jobs_platform.gate.contract import ChangeContract
 from jobs_platform.gate.reviews import ChangeReviews, latest_review, review_evidence
@@ -298,3 +298,46 @@ def test_the_stage_is_named_from_a_hash_never_from_the_partition_text():
     stage = partition_stage(ledger_table(), ("id",), 'evil"; DROP TABLE ledger; --', DAY)
     assert stage.table.name.startswith(GATE_STAGE_PREFIX)
     assert all(c.isalnum() or c == "_" for c in stage.table.name)
+
+
+def test_a_row_the_table_would_reject_is_rejected_by_row_as_it_is_staged(upgraded_pg_url, tmp_path):
+    """Under `bad_rows=RejectRows(...)` the gate keeps the direct path's rejects: the stage
+    has the table's NOT NULL and CHECK constraints, so the bad row is set aside, not the day."""
+    table = sa.Table(
+        "checked_ledger",
+        sa.MetaData(),
+        sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("amount", sa.BigInteger, sa.CheckConstraint("amount >= 0"), nullable=False),
+        sa.Column("part", sa.Text, nullable=False),
+        sa.CheckConstraint("amount < 1000000", name="checked_ledger_under_a_million"),
+    )
+    create_user_tables(warehouse_engine(upgraded_pg_url), table)
+    rows = [(1, 10), (2, -1), (3, 2_000_000), (4, 40)]
+
+    def read(source: PartitionInput):
+        yield pd.DataFrame(
+            {
+                "id": [i for i, _ in rows],
+                "amount": [a for _, a in rows],
+                "part": source.partition_key,
+            }
+        )
+
+    spec = BackfillSpec(
+        asset="checked",
+        table=table,
+        key=("id",),
+        read_chunks=read,
+        partition_scope=lambda t, partition: t.c.part == partition,
+        bad_rows=RejectRows(max_rows=5),
+        expect=ChangeContract(max_inserted=10),
+    )
+    settings = ledger_settings(upgraded_pg_url, tmp_path)
+    report = PartitionRunner(spec, settings).attempt(DAY, Attempter(run_id="run-1"))
+
+    assert isinstance(report, PartitionReport), report
+    assert (report.counts.inserted, report.rows_rejected) == (2, 2)
+    assert "checked_ledger_under_a_million" in report.rejected_sample[1].reason
+    with warehouse_engine(upgraded_pg_url).connect() as connection:
+        stored = connection.execute(sa.text("SELECT id FROM checked_ledger ORDER BY id"))
+        assert list(stored.scalars()) == [1, 4]
