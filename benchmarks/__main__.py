@@ -1,4 +1,4 @@
-"""`bin/bench upsert|merge|staging|rerun|backfill|memory|status|triage|holds|scale|plan`:
+"""`bin/bench upsert|merge|staging|gate|rerun|backfill|memory|status|triage|holds|scale|plan`:
 measure the writer, a backfill and the operator commands on PostgreSQL."""
 
 from __future__ import annotations
@@ -92,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
     staging.add_argument("--rows", type=int, default=200_000, metavar="N")
     _repeats_argument(staging)
     _common_arguments(staging, run_staging)
+
+    gate = kinds.add_parser(
+        "gate", help="a partition staged, diffed and published (expect=) vs the direct path"
+    )
+    gate.add_argument("--rows", type=int, default=1_000_000, metavar="N")
+    _repeats_argument(gate)
+    _common_arguments(gate, run_gate)
 
     rerun = kinds.add_parser(
         "rerun", help="a corrected day re-run with dagster asset materialize vs a script"
@@ -278,6 +285,14 @@ def run_merge(args: argparse.Namespace) -> int:
         args,
         lambda url: run_merge_bench(url, args.rows, args.changed, args.repeats, args.warmup),
         _print_merge,
+    )
+
+
+def run_gate(args: argparse.Namespace) -> int:
+    from benchmarks.gate import run_gate_bench, show_gate
+
+    return _run(
+        args, lambda url: run_gate_bench(url, args.rows, args.repeats, args.warmup), show_gate
     )
 
 

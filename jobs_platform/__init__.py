@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 __all__ = [
     "DEFAULT_BACKFILL_POLICY",
     "AlertsResource",
+    "ChangeContract",
     "InputValidationError",
     "JobsPlatformResource",
     "PartitionInput",
@@ -17,6 +18,7 @@ __all__ = [
     "RetryableError",
     "TerminalError",
     "UtcDateTime",
+    "audits",
     "backfill_asset",
     "backfill_chains",
     "create_user_tables",
@@ -29,6 +31,8 @@ __all__ = [
 # (pandas and Dagster cost seconds of CPU to import, and `jobs-platform dead-letter list`
 # needs neither).
 _HOMES = {
+    "ChangeContract": "jobs_platform.gate.contract",
+    "audits": "jobs_platform.gate",
     "PartitionInput": "jobs_platform.engine.spec",
     "RejectRows": "jobs_platform.engine.spec",
     "InputValidationError": "jobs_platform.errors",
@@ -52,6 +56,8 @@ if TYPE_CHECKING:
     from jobs_platform.alerts.resource import AlertsResource
     from jobs_platform.engine.spec import PartitionInput, RejectRows
     from jobs_platform.errors import InputValidationError, RetryableError, TerminalError
+    from jobs_platform.gate import audits
+    from jobs_platform.gate.contract import ChangeContract
     from jobs_platform.orchestration.backfill_asset import DEFAULT_BACKFILL_POLICY, backfill_asset
     from jobs_platform.orchestration.chains import backfill_chains
     from jobs_platform.orchestration.platform import platform_definitions

@@ -31,6 +31,11 @@ def show_command(asset: str, partition: str, module: str | None) -> str:
     return _about_a_partition("show", asset, partition, module)
 
 
+def accept_change_command(asset: str, partition: str, module: str | None) -> str:
+    """The command that approves a partition's refused change once and releases it."""
+    return _about_a_partition("accept-change", asset, partition, module)
+
+
 def _about_a_partition(action: str, asset: str, partition: str, module: str | None) -> str:
     location = ["-m", module] if module else []
     # A key that starts with "-" would be read as an option: "--" ends the options.

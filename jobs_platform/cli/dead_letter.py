@@ -1,5 +1,5 @@
-"""`jobs-platform dead-letter list|show|groups|requeue`: find, read and release quarantined
-work."""
+"""`jobs-platform dead-letter list|show|groups|requeue|rows|accept-change`: find, read and
+release quarantined work."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import sqlalchemy as sa
 
 from jobs_platform.alerts.alert import AttemptRecord
 from jobs_platform.cli import classify
+from jobs_platform.cli.accept_change import register_accept_change
+from jobs_platform.cli.dead_letter_rows import register_rows
 from jobs_platform.cli.requeue import add_requeue_options
 from jobs_platform.cli.warehouse import add_reading_command, command_settings, open_warehouse
 from jobs_platform.dead_letter.entries import UnknownEntry, latest_entry, list_entries
@@ -25,14 +27,18 @@ from jobs_platform.dead_letter.view import (
     plain,
 )
 from jobs_platform.errors import Classification
+from jobs_platform.gate.reviews import latest_review, review_evidence
 from jobs_platform.location import add_module_option, named_location
 from jobs_platform.steering.circuit_report import open_circuits
 from jobs_platform.store.attempts import attempt_history
 from jobs_platform.store.partitions import partition_status
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import EntryStatus
-from jobs_platform.suggested_commands import requeue_command, show_command
-from jobs_platform.writer import rejects as reject_store
+from jobs_platform.suggested_commands import (
+    accept_change_command,
+    requeue_command,
+    show_command,
+)
 
 
 def register(commands) -> None:
@@ -79,36 +85,8 @@ def register(commands) -> None:
     add_requeue_options(requeue)
     requeue.set_defaults(handler=run_requeue, parser=requeue)
     register_rows(actions)
+    register_accept_change(actions)
     classify.register(actions)
-
-
-def register_rows(actions) -> None:
-    add_reading_command(
-        actions,
-        "rows",
-        "rows a partition rejected under bad_rows=RejectRows(...)",
-        run_rows,
-        one_partition=True,
-    )
-
-
-def run_rows(args: argparse.Namespace) -> int:
-    """The rows a partition rejected, in input order: row, column, SQLSTATE, reason, values."""
-    named_location(args.module)
-    with open_warehouse(command_settings(args.module)).connect() as connection:
-        rejected = reject_store.partition_rejects(connection, args.asset, args.partition)
-    if args.json:
-        print(json.dumps([row.as_json() for row in rejected], indent=2))
-        return 0
-    if not rejected:
-        print(f"{args.asset}/{args.partition}: no row rejected")
-        return 0
-    for row in rejected:
-        print(f"  {one_line(row.summary())}")
-        if row.values is not None:
-            print(f"      {one_line(json.dumps(row.values))}")
-    print(f"\n{args.asset}/{args.partition}: {len(rejected)} row(s) rejected")
-    return 0
 
 
 def history_rows(connection: sa.Connection, asset: str, partition: str) -> list[dict]:
@@ -252,6 +230,7 @@ def run_show(args: argparse.Namespace) -> int:
             row = None
         # `missing` while no attempt of it has ended.
         status = partition_status(connection, asset, partition) or "missing"
+        review = latest_review(connection, asset, partition)
     if row is None and not history:
         raise LookupError(
             f"{asset}/{partition} has no attempt and no quarantine entry: it has never run "
@@ -267,6 +246,8 @@ def run_show(args: argparse.Namespace) -> int:
         "status": status,
         "quarantined": entry is not None and entry["status"] == EntryStatus.QUARANTINED,
         "entry": entry,
+        # The gate's latest refusal (`expect=`): its diff, the bounds it broke, who accepted it.
+        "change": None if review is None else review_evidence(review),
         "history": history,
     }
     if args.json:
@@ -283,6 +264,8 @@ def run_show(args: argparse.Namespace) -> int:
         )
         print(f"first failed {entry['first_failed_at']}, last failed {entry['last_failed_at']}")
         print(f"last error ({entry['error_class']}): {one_line(entry['last_error'])}\n")
+    if shown["change"] is not None:
+        print_change(shown["change"])
     for record in history:
         if record["kind"] == "requeue":
             print(
@@ -301,7 +284,31 @@ def run_show(args: argparse.Namespace) -> int:
             print(f"      {one_line(record['message'])}")
     if shown["quarantined"]:
         print(f"\nrequeue with: {requeue_command(asset, partition, module)}")
+        change = shown["change"]
+        if change is not None and change["accepted_at"] is None:
+            print(
+                f"accept the refused change once: {accept_change_command(asset, partition, module)}"
+            )
     return 0
+
+
+def print_change(change: dict) -> None:
+    """The gate's latest refusal of the partition: the diff, a sample of keys, its review."""
+    diff = change["diff"]
+    print(
+        f"change refused {change['refused_at']} by {change['contract']}: inserted "
+        f"{diff['inserted']}, updated {diff['updated']}, unchanged {diff['unchanged']}, "
+        f"swept {diff['swept']} (of {diff['rows_before']} rows; {diff['rows_after']} after)"
+    )
+    for broken in change["broken"]:
+        print(f"  broken: {broken}")
+    for kind, keys in diff["samples"].items():
+        if keys:
+            print(f"  {kind}, e.g.: {one_line(json.dumps(keys))}")
+    if change["accepted_at"] is not None:
+        published = change["published_at"] or "not yet published"
+        print(f"  accepted by {change['accepted_by']} at {change['accepted_at']}; {published}")
+    print()
 
 
 def run_requeue(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from jobs_platform.alerts.ledger import deliver_all, is_settled
 from jobs_platform.alerts.notices import due_notices
 from jobs_platform.alerts.resource import AlertsResource
 from jobs_platform.dead_letter.entries import UnknownEntry, entries_after
+from jobs_platform.gate.reviews import latest_review, review_evidence
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
 from jobs_platform.orchestration.origins import location_of_run, location_of_sensor
 from jobs_platform.orchestration.resources import JobsPlatformResource
@@ -166,7 +167,12 @@ def _dead_letter_asset(
                     f"dead_letter partition {context.partition_key!r}: {error}",
                     allow_retries=False,
                 ) from None
-        return dg.MaterializeResult(metadata=dead_letter_metadata(alert))
+            review = latest_review(connection, alert.asset, alert.partition)
+        metadata = dead_letter_metadata(alert)
+        if review is not None:
+            # The gate's refusal (`expect=`): the diff and a sample of its keys, as evidence.
+            metadata["change"] = dg.MetadataValue.json(review_evidence(review))
+        return dg.MaterializeResult(metadata=metadata)
 
     return dead_letter
 

@@ -50,6 +50,7 @@ from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.orchestration._compat import RUN_QUEUE_DAEMON, SENSOR_DAEMON, daemon_heartbeats
 from jobs_platform.orchestration.launch_sensors import backfill_launching_sensor
 from jobs_platform.orchestration.naming import BARE, FrameworkNames
+from jobs_platform.orchestration.rejects_replay import replay_requests
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.run_keys import launched_runs
 from jobs_platform.orchestration.selections import served_backfills, with_downstream_backfills
@@ -127,6 +128,8 @@ def _requeue_tick(
         context.log.info(f"launching {run.describe()}")
         requests.append(run.run_request())
     requests += downstream_requests(graph, context.instance, resolved)
+    # Done partitions whose rejects an earlier code_version set aside (`rejects_replayed`).
+    requests += replay_requests(repository, context.instance, store)
     cursor = resolved[-1].resolved_at.isoformat() if resolved else context.cursor
     return dg.SensorResult(
         run_requests=requests,

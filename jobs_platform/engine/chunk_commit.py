@@ -19,6 +19,7 @@ import pandas as pd
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.engine.spec import PartitionInput
 from jobs_platform.errors import TerminalError
+from jobs_platform.gate.stage import PartitionStage
 from jobs_platform.writer.bad_rows import FAIL_ON_BAD_ROW, BadRows
 from jobs_platform.writer.rejected_value import RejectedValue
 from jobs_platform.writer.rejecting import RejectingRows
@@ -38,6 +39,7 @@ class ChunkWrite:
     chunk: pd.DataFrame
     chunk_hash: str
     seen_keys: SeenKeys
+    stage: PartitionStage | None = None  # a gated backfill's: the chunk goes there
 
 
 def bad_rows_for(place: Workplace, source: PartitionInput) -> BadRows:
@@ -60,6 +62,7 @@ def bad_rows_for(place: Workplace, source: PartitionInput) -> BadRows:
         asset=spec.asset,
         partition=source.partition_key,
         log=place.log,
+        version=spec.version,
     )
 
 
@@ -78,16 +81,25 @@ def commit_chunk(
     chunk is then written without the rows it rejects (`bad_rows.upsert_rejecting`).
     """
     spec, connection, attempt = place.spec, write.seen_keys.connection, write.attempt
-    chunk = write.chunk
+    chunk, stage = write.chunk, write.stage
     with connection.begin():
         if rejected is None:
             write.seen_keys.add(chunk)
-            counts = upsert_frame(connection, spec.table, spec.key, chunk)
+            if stage is None:
+                counts = upsert_frame(connection, spec.table, spec.key, chunk)
+            else:
+                # Staged, not published (`expect=`, `audits=`): the gate's finalize publishes.
+                counts = UpsertCounts(inserted=stage.write(connection, chunk, write.index))
         else:
+            table, key = spec.table, spec.key
+            if stage is not None:
+                stage.clear_from(connection, write.index)
+                table, key = stage.table, stage.write_key
+                chunk = stage.rows_of(chunk, write.index)
             counts = bad_rows.upsert_rejecting(
                 connection,
-                spec.table,
-                spec.key,
+                table,
+                key,
                 chunk,
                 chunk_index=write.index,
                 rejected=rejected,

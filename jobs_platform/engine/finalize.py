@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
+from jobs_platform.gate.audits import AuditResult
 from jobs_platform.store import checkpoints as checkpoint_store
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import PartitionStatus, done_record
@@ -42,6 +43,7 @@ class Finished:
     swept: int
     duration_seconds: float
     unchanged_input: bool = False  # finished without reading: the input's fingerprint held
+    audits: tuple[AuditResult, ...] = ()  # a gated partition's audits, all passed or warnings
 
 
 def finalize(
@@ -79,7 +81,7 @@ def finalize(
             duration_seconds=duration,
             run_id=attempt.attempter.run_id,
         )
-        _succeed(place, attempt, connection, before_commit)
+        succeed(place, attempt, connection, before_commit)
     return Finished(tally, swept, duration)
 
 
@@ -111,7 +113,7 @@ def finish_if_unchanged(
             PartitionStatus.DONE,
             run_id=attempt.attempter.run_id,
         )
-        _succeed(place, attempt, connection, before_commit)
+        succeed(place, attempt, connection, before_commit)
     rows = done.row_count or 0
     tally = ChunkTally(input_rows=rows, counts=UpsertCounts(unchanged=rows), resumed=chunks)
     return Finished(tally, 0, time.monotonic() - began, unchanged_input=True)
@@ -127,12 +129,14 @@ def unchanged_since_done(done_fingerprint: str | None, fingerprint: str) -> bool
     return done_fingerprint is not None and done_fingerprint == fingerprint
 
 
-def _succeed(
+def succeed(
     place: Workplace,
     attempt: StartedAttempt,
     connection: sa.Connection,
     before_commit: Callable[[], None],
 ) -> None:
+    """The attempt's end, in the caller's finalize transaction: its requeued entry
+    resolved, the attempt succeeded, then the fence and the lease released."""
     place.store.dead_letter.resolve_requeued(connection, place.spec.asset, attempt.partition)
     # A probe's success: the cause is gone, its circuit closes (`steering.circuits`).
     place.store.circuits.probe_succeeded(

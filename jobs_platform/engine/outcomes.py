@@ -18,6 +18,7 @@ from typing import TypeAlias, assert_never
 
 from jobs_platform.engine.decisions import Decision
 from jobs_platform.errors import Verdict
+from jobs_platform.gate.audits import AuditResult
 from jobs_platform.steering.holds import HoldReason
 from jobs_platform.writer.rejects import RejectedRow
 from jobs_platform.writer.upsert import UpsertCounts
@@ -40,6 +41,7 @@ class PartitionReport:
     unchanged_input: bool = False  # done before with this input: nothing read or written
     rows_rejected: int = 0  # input rows rejected under `bad_rows=RejectRows(...)`
     rejected_sample: tuple[RejectedRow, ...] = ()  # the first of them, in input order
+    audits: tuple[AuditResult, ...] = ()  # each audit's result on the staged rows (`audits=`)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
 from jobs_platform.engine.failure import record_error_before_attempt, record_failure
 from jobs_platform.engine.finalize import ChunkTally, Finished, finalize, finish_if_unchanged
+from jobs_platform.engine.gated_finalize import finalize_gated, gate_stage, prepare_stage
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.interrupts import InterruptShield
 from jobs_platform.engine.outcome_events import emit_outcome
@@ -62,6 +63,7 @@ from jobs_platform.engine.spec import (
 from jobs_platform.engine.tracing import traced_attempt
 from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import AttemptInterrupted, AttemptTimedOut, LeaseLostError
+from jobs_platform.gate.stage import PartitionStage
 from jobs_platform.settings import Settings
 from jobs_platform.store import attempts as history
 from jobs_platform.store import checkpoints as checkpoint_store
@@ -249,6 +251,10 @@ class PartitionRunner:
             unchanged = finish_if_unchanged(self.place, attempt, fingerprint, at_finalize)
             if unchanged is not None:
                 return self._report(attempt, fingerprint, unchanged, bad_rows)
+        # Under `expect=` or `audits=` the chunks are staged; finalize publishes or refuses.
+        stage = gate_stage(self.place, attempt.partition)
+        if stage is not None:
+            prepare_stage(self.place, stage, attempt.partition)
         committed = self._committed_chunks(attempt, fingerprint)
         # One connection for the chunks and the finalize: the seen keys are a temporary
         # table of it, so the worker holds one chunk at a time, never the partition's keys.
@@ -258,9 +264,20 @@ class PartitionRunner:
         ):
             with shield.delivering():
                 tally = self._write_chunks(
-                    source, attempt, fingerprint, committed, seen_keys, heartbeat, bad_rows
+                    source, attempt, fingerprint, committed, seen_keys, heartbeat, bad_rows, stage
                 )
             _check_still_owner(heartbeat, lease=attempt.lease)
+            if stage is not None:
+                finished = finalize_gated(
+                    self.place,
+                    attempt,
+                    connection=connection,
+                    stage=stage,
+                    fingerprint=fingerprint,
+                    tally=tally,
+                    before_commit=at_finalize,
+                )
+                return self._report(attempt, fingerprint, finished, bad_rows)
             finished = finalize(
                 self.place,
                 attempt,
@@ -287,7 +304,8 @@ class PartitionRunner:
             checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
             committed = checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
             # The chunks this attempt writes reject their rows again (or none, fixed).
-            reject_store.forget_unkept(connection, asset, partition, committed.keys())
+            clearing = reject_store.Clearing(self.spec.version, self.store.now(connection))
+            reject_store.forget_unkept(connection, asset, partition, committed.keys(), clearing)
             return committed
 
     def _write_chunks(
@@ -299,6 +317,7 @@ class PartitionRunner:
         seen_keys: SeenKeys,
         heartbeat: Heartbeat,
         bad_rows: BadRows,
+        stage: PartitionStage | None = None,
     ) -> ChunkTally:
         """Each chunk's rows, checkpoint and fence in ONE transaction; resumed ones skipped.
 
@@ -321,7 +340,7 @@ class PartitionRunner:
                     seen_keys.add(bad_rows.resumed(connection, index, chunk))
                 resumed += 1
                 continue
-            write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys)
+            write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys, stage)
             before_commit = functools.partial(self._failpoint, Point.BEFORE_COMMIT, attempt, index)
             again = index in committed
             try:
@@ -374,6 +393,7 @@ class PartitionRunner:
             unchanged_input=finished.unchanged_input,
             rows_rejected=rows_rejected,
             rejected_sample=tuple(rejected),
+            audits=finished.audits,
         )
 
     def _chunks(self, source: PartitionInput, attempt: StartedAttempt) -> Iterator[pd.DataFrame]:

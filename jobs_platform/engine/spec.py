@@ -12,6 +12,8 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform.errors import InputValidationError
+from jobs_platform.gate.audits import Audit
+from jobs_platform.gate.contract import ChangeContract
 from jobs_platform.writer.rejects import RejectedRow, shown_values
 
 DEFAULT_CHUNK_ROWS = 10_000
@@ -150,6 +152,14 @@ class BackfillSpec:
         return f"{fingerprint}@{self.version}" if self.version else fingerprint
 
     bad_rows: RejectRows | None = None  # None: one bad row quarantines the partition
+    # The change gate (docs/bad-rows.md): None and no audits write straight to the table.
+    expect: ChangeContract | None = None
+    audits: tuple[Audit, ...] = ()
+
+    @property
+    def gated(self) -> bool:
+        """Whether a partition is staged and judged before it is published."""
+        return self.expect is not None or bool(self.audits)
 
     def __post_init__(self) -> None:
         missing = [name for name in self.key if name not in self.table.columns]
@@ -157,4 +167,10 @@ class BackfillSpec:
             raise ValueError(
                 f"backfill {self.asset!r}: key {list(self.key)} must name columns of "
                 f"table {self.table.name!r} (missing: {missing})"
+            )
+        names = [audit.name for audit in self.audits]
+        if len(set(names)) != len(names):
+            raise ValueError(
+                f"backfill {self.asset!r}: two audits share a name ({sorted(names)}); "
+                "give a `sql` audit a name of its own"
             )

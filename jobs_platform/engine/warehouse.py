@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from jobs_platform.alerts.deliveries import AlertLedger
 from jobs_platform.dead_letter.entries import DeadLetter
 from jobs_platform.dead_letter.redrive import Redrives
+from jobs_platform.gate.reviews import ChangeReviews
 from jobs_platform.outbox.queue import Outbox
 from jobs_platform.steering.circuits import Circuits
 from jobs_platform.steering.holds import Holds
@@ -36,6 +37,7 @@ class Warehouse(Store):
         self.notice_ledger = AlertLedger.of_notices(clock)
         self.pauses = Pauses(clock)
         self.holds = Holds(clock)
+        self.change_reviews = ChangeReviews(clock)
 
 
 def ready_store(database_url: str | sa.URL) -> Warehouse:

@@ -40,8 +40,11 @@ from jobs_platform.engine.spec import (
     RejectRows,
 )
 from jobs_platform.errors import WarehouseNotShared
+from jobs_platform.gate.audits import Audit
+from jobs_platform.gate.contract import ChangeContract
 from jobs_platform.orchestration.dagster_results import CRASH_RETRY_POLICY, finish_step
 from jobs_platform.orchestration.executors import retries_wait_in_the_step, runs_remotely
+from jobs_platform.orchestration.gate_checks import audit_check_results, audit_check_specs
 from jobs_platform.orchestration.hooks import quarantine_on_failure
 from jobs_platform.orchestration.resources import JobsPlatformResource
 from jobs_platform.orchestration.specs import attach_specs
@@ -114,6 +117,8 @@ def backfill_asset(
     code_version: str | None = None,
     backfill_policy: dg.BackfillPolicy | None = DEFAULT_BACKFILL_POLICY,
     bad_rows: RejectRows | None = None,
+    expect: ChangeContract | None = None,
+    audits: Sequence[Audit] = (),
     retry_policy: dg.RetryPolicy | None = None,
     redrive: bool = True,
     group_name: str = "backfills",
@@ -163,6 +168,15 @@ def backfill_asset(
     rejects (`source.reject(row_number, reason, values)`) and commits the rest; past a
     limit the partition is quarantined as without it (PostgreSQL warehouses only).
 
+    `expect=ChangeContract(...)` gates each partition before it counts: its chunks are
+    staged, and the partition is published only if the diff against the table keeps
+    within the contract's bounds (rows inserted, fractions updated and swept, the row
+    count); otherwise the table is left as it was and the partition quarantined with the
+    diff (docs/bad-rows.md). `audits=[audits.not_null("amount"), …]` (`from jobs_platform
+    import audits`) checks the staged rows before the publish: a blocking audit that fails
+    refuses the partition alike, a non-blocking one is recorded. Each audit is an asset
+    check of the backfill, evaluated per partition.
+
     By default a backfill launched from the UI or a schedule runs up to 30 partitions per
     run (`DEFAULT_BACKFILL_POLICY`), each still its own unit of checkpoint, attempt count,
     quarantine and status in the UI. Pass `backfill_policy=BackfillPolicy.multi_run(1)`
@@ -194,8 +208,17 @@ def backfill_asset(
             bad_rows=bad_rows,
             ready=ready,
             max_wait=max_wait,
+            expect=expect,
+            audits=tuple(audits),
         )
         config_class = run_config_class(spec)
+        arguments: AssetArguments = {**asset_kwargs}
+        if spec.audits:
+            # Each audit is an asset check of the backfill, beside the user's own.
+            arguments["check_specs"] = [
+                *asset_kwargs.get("check_specs", ()),
+                *audit_check_specs(asset_key, spec.audits, partitions_def),
+            ]
 
         # Dagster reads the step's config class from this annotation (a class per reader).
         def _backfill(context: dg.AssetExecutionContext, config: config_class):  # type: ignore[valid-type]
@@ -224,7 +247,7 @@ def backfill_asset(
                 required_resource_keys={RESOURCE_KEY, *resource_keys},
                 backfill_policy=backfill_policy,
                 op_tags={STEP_ASSETS_TAG: asset_name},
-                **asset_kwargs,
+                **arguments,
             )(_backfill)
         return attach_specs(asset, [spec])
 
@@ -416,7 +439,7 @@ def run_backfill_step(
     context: dg.AssetExecutionContext,
     specs: Sequence[BackfillSpec],
     configs: Mapping[str, BackfillConfig],
-) -> Iterator[dg.MaterializeResult]:
+) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """One step = one attempt at each partition of each selected asset, upstream first.
 
     `specs` are the step's backfills in dependency order (one, or a chain of backfills
@@ -515,4 +538,12 @@ def run_backfill_step(
                 unfinished[spec.asset, partition] = _why_unfinished(result)
             step.ended(result, due)
             results.append(result)
-    yield from finish_step(context, [spec.asset for spec in chosen], results, step)
+    # The audits' checks follow the materialization they judge, or precede the failure.
+    # Only the checks the step's asset declares (a chain's members declare none).
+    checks = list(audit_check_results(chosen, results, context.assets_def.check_keys))
+    try:
+        yield from finish_step(context, [spec.asset for spec in chosen], results, step)
+    except (dg.Failure, dg.RetryRequested):
+        yield from checks
+        raise
+    yield from checks

@@ -198,7 +198,9 @@ def _chain(chain: Chain, members: list[dg.AssetsDefinition]) -> dg.AssetsDefinit
         for member_op, spec in zip(chain.member_ops, specs, strict=True)
     }
 
-    def _backfill_chain(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
+    def _backfill_chain(
+        context: dg.AssetExecutionContext,
+    ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         _refuse_config_under_member_names(context, chain)
         op_config = context.op_execution_context.op_config
         configs = {

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # reads the version table with one query, and importing Alembic (and Mako, Pygments) would
 # cost it more than that, on every command.
 
-HEAD_REVISION = "0011_alert_notices"
+HEAD_REVISION = "0012_change_gate"
 """The packaged migrations' head, known without reading them (`check_schema`'s one query).
 A new migration changes it: a test compares it with Alembic's head."""
 

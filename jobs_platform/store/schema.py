@@ -211,6 +211,48 @@ rejected_rows = sa.Table(
     # A JSON object of the row's values, each truncated (never a whole payload).
     sa.Column("row_values", sa.Text),
     sa.Column("rejected_at", UtcDateTime, nullable=False),
+    # The backfill's code_version when it was rejected: a new one replays it (`rejects_replayed`).
+    sa.Column("code_version", sa.String(255)),
+)
+
+# Each reject a later write of its chunk cleared: the row's journey, kept once it leaves
+# `jp_rejected_rows` (rejected under `rejected_version`, written under `cleared_version`).
+# A row rejected again is open again in `jp_rejected_rows`, under the new version.
+reject_history = sa.Table(
+    "jp_reject_history",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("partition", sa.String(255), nullable=False),
+    sa.Column("row_number", sa.BigInteger, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("rejected_version", sa.String(255)),
+    sa.Column("rejected_at", UtcDateTime, nullable=False),
+    sa.Column("cleared_version", sa.String(255)),
+    sa.Column("cleared_at", UtcDateTime, nullable=False),
+    sa.Index("ix_jp_reject_history_partition", "asset", "partition", "row_number"),
+)
+
+# Each refusal of the change gate (`expect=`, `audits=`; docs/bad-rows.md): the diff the
+# partition's publish would have made, and the audits that failed, as evidence for the
+# person who reads `dead-letter show`. `accept-change` approves one refusal's diff
+# (`accepted_by`, `accepted_at`); the attempt that publishes it stamps `published_at`, so
+# an approval holds once, and only for a diff with the same `diff_hash`.
+change_reviews = sa.Table(
+    "jp_change_reviews",
+    framework_metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("asset", sa.String(255), nullable=False),
+    sa.Column("partition", sa.String(255), nullable=False),
+    sa.Column("attempt_id", sa.BigInteger),
+    sa.Column("diff_hash", sa.String(64), nullable=False),
+    # JSON: {"diff": ChangeDiff.as_json(), "broken": [...], "audits": [...]}.
+    sa.Column("evidence", sa.Text, nullable=False),
+    sa.Column("refused_at", UtcDateTime, nullable=False),
+    sa.Column("accepted_by", sa.String(64)),
+    sa.Column("accepted_at", UtcDateTime),
+    sa.Column("published_at", UtcDateTime),
+    sa.Index("ix_jp_change_reviews_partition", "asset", "partition"),
 )
 
 # What each code location serves, per backfill: what `jobs-platform status` needs to answer

@@ -72,9 +72,11 @@ class RejectingRows:
         asset: str,
         partition: str,
         log: logging.Logger | logging.LoggerAdapter[logging.Logger],
+        version: str = "",
     ) -> None:
         self.max_rows, self.max_fraction, self.drain = max_rows, max_fraction, drain
         self.store, self.asset, self.partition, self.log = store, asset, partition, log
+        self.version = version  # the backfill's code_version: kept with each reject
         self.next_row = 1  # the number the next input row gets
         self.total = 0  # rows rejected by the chunks committed or resumed so far
         self.pending: list[RejectedRow] = []  # the current chunk's, not yet committed
@@ -207,7 +209,8 @@ class RejectingRows:
     ) -> None:
         """Write the chunk's rejects in its transaction, replacing an earlier attempt's."""
         if written_before:
-            reject_store.forget_chunk(connection, self.asset, self.partition, chunk_index)
+            clearing = reject_store.Clearing(self.version, at)
+            reject_store.forget_chunk(connection, self.asset, self.partition, chunk_index, clearing)
         reject_store.record_rejects(
             connection,
             asset=self.asset,
@@ -215,6 +218,7 @@ class RejectingRows:
             chunk_index=chunk_index,
             rejects=self.pending,
             at=at,
+            version=self.version,
         )
 
     def _committed(self) -> None:

@@ -22,7 +22,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from jobs_platform.store.schema import rejected_rows
+from jobs_platform.store.partitions import PartitionStatus
+from jobs_platform.store.schema import (
+    UtcDateTime,
+    partitions,
+    reject_history,
+    rejected_rows,
+)
 
 __all__ = [
     "SHOWN_COLUMNS",
@@ -97,8 +103,10 @@ def record_rejects(
     chunk_index: int,
     rejects: Sequence[RejectedRow],
     at: dt.datetime,
+    version: str = "",
 ) -> None:
-    """Write a chunk's rejects in the caller's transaction (the chunk's), over any earlier."""
+    """Write a chunk's rejects in the caller's transaction (the chunk's), over any earlier;
+    `version` is the backfill's code_version, which a new one replays (`rejects_replayed`)."""
     if not rejects:
         return
     insert = (postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert)(
@@ -115,6 +123,7 @@ def record_rejects(
                 "reason",
                 "row_values",
                 "rejected_at",
+                "code_version",
             )
         },
     )
@@ -131,37 +140,94 @@ def record_rejects(
                 "reason": reject.reason,
                 "row_values": json.dumps(reject.values) if reject.values is not None else None,
                 "rejected_at": at,
+                "code_version": version or None,
             }
             for reject in rejects
         ],
     )
 
 
+@dataclass(frozen=True)
+class Clearing:
+    """Who clears rejects: the backfill's code_version and the time, kept in each journey."""
+
+    version: str
+    at: dt.datetime
+
+
 def forget_unkept(
-    connection: sa.Connection, asset: str, partition: str, kept_chunks: Collection[int]
+    connection: sa.Connection,
+    asset: str,
+    partition: str,
+    kept_chunks: Collection[int],
+    clearing: Clearing | None = None,
 ) -> int:
     """Forget the rejects of every chunk but the `kept_chunks` (committed for this input).
 
     At an attempt's start: the chunks it will write reject their rows again; those of a
-    fixed input set none, so a re-run after the fix clears them.
+    fixed input set none, so a re-run after the fix clears them. Each cleared row's journey
+    is kept (`jp_reject_history`) when `clearing` says by whom.
     """
-    statement = sa.delete(rejected_rows).where(
-        rejected_rows.c.asset == asset, rejected_rows.c.partition == partition
-    )
+    conditions = [rejected_rows.c.asset == asset, rejected_rows.c.partition == partition]
     if kept_chunks:
-        statement = statement.where(rejected_rows.c.chunk_index.not_in(sorted(kept_chunks)))
-    return connection.execute(statement).rowcount
+        conditions.append(rejected_rows.c.chunk_index.not_in(sorted(kept_chunks)))
+    return _clear(connection, conditions, clearing)
 
 
-def forget_chunk(connection: sa.Connection, asset: str, partition: str, chunk_index: int) -> None:
+def forget_chunk(
+    connection: sa.Connection,
+    asset: str,
+    partition: str,
+    chunk_index: int,
+    clearing: Clearing | None = None,
+) -> None:
     """Forget one chunk's rejects: it is being written again, and rejects its own."""
-    connection.execute(
-        sa.delete(rejected_rows).where(
-            rejected_rows.c.asset == asset,
-            rejected_rows.c.partition == partition,
-            rejected_rows.c.chunk_index == chunk_index,
+    conditions = [
+        rejected_rows.c.asset == asset,
+        rejected_rows.c.partition == partition,
+        rejected_rows.c.chunk_index == chunk_index,
+    ]
+    _clear(connection, conditions, clearing)
+
+
+def _clear(
+    connection: sa.Connection,
+    conditions: Sequence[sa.ColumnElement[bool]],
+    clearing: Clearing | None,
+) -> int:
+    """Delete the rejects `conditions` select; first, in the same transaction, the journey
+    of each that another code version than the one that rejected it reads again."""
+    if clearing is not None:
+        connection.execute(
+            sa.insert(reject_history).from_select(
+                [
+                    "asset",
+                    "partition",
+                    "row_number",
+                    "reason",
+                    "rejected_version",
+                    "rejected_at",
+                    "cleared_version",
+                    "cleared_at",
+                ],
+                sa.select(
+                    rejected_rows.c.asset,
+                    rejected_rows.c.partition,
+                    rejected_rows.c.row_number,
+                    rejected_rows.c.reason,
+                    rejected_rows.c.code_version,
+                    rejected_rows.c.rejected_at,
+                    sa.literal(clearing.version or None, sa.String),
+                    sa.literal(clearing.at, UtcDateTime),
+                ).where(
+                    *conditions,
+                    # Read again by the version that rejected it: the same verdict, no journey.
+                    rejected_rows.c.code_version.is_distinct_from(clearing.version or None),
+                ),
+            )
         )
-    )
+    deleted: int = connection.execute(sa.delete(rejected_rows).where(*conditions)).rowcount
+    return deleted
 
 
 def chunk_rejects(
@@ -222,3 +288,123 @@ def rejected_counts(
     if assets is not None:
         query = query.where(rejected_rows.c.asset.in_(sorted(assets)))
     return {asset: count for asset, count in connection.execute(query)}
+
+
+def partitions_to_replay(
+    connection: sa.Connection, asset: str, version: str, *, limit: int
+) -> list[str]:
+    """Done partitions of `asset` holding rows another code version rejected, first by key.
+
+    What a new `code_version` replays (`rejects_replayed`): the rows its fixed rules may
+    accept. A reject with no recorded version (kept before migration 0012, or by a backfill
+    without `code_version`) is not judged by version, as the redrive does not judge an
+    entry without one.
+    """
+    if not version:
+        return []
+    done = sa.exists().where(
+        partitions.c.asset == rejected_rows.c.asset,
+        partitions.c.partition == rejected_rows.c.partition,
+        partitions.c.status == str(PartitionStatus.DONE),
+    )
+    query = (
+        sa.select(rejected_rows.c.partition)
+        .where(
+            rejected_rows.c.asset == asset,
+            rejected_rows.c.code_version.is_not(None),
+            rejected_rows.c.code_version != version,
+            done,
+        )
+        .group_by(rejected_rows.c.partition)
+        .order_by(rejected_rows.c.partition)
+        .limit(limit)
+    )
+    return list(connection.execute(query).scalars())
+
+
+@dataclass(frozen=True)
+class RejectReason:
+    """The rows of a backfill still rejected for one reason."""
+
+    reason: str
+    column: str | None
+    sqlstate: str | None
+    rows: int
+    partitions: int
+    versions: tuple[str, ...]  # the code versions that rejected them
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "column": self.column,
+            "sqlstate": self.sqlstate,
+            "rows": self.rows,
+            "partitions": self.partitions,
+            "versions": list(self.versions),
+        }
+
+
+def rejects_by_reason(connection: sa.Connection, asset: str) -> list[RejectReason]:
+    """The rows of `asset` still rejected, per reason, most rows first."""
+    grouped = [rejected_rows.c.reason, rejected_rows.c.column_name, rejected_rows.c.sqlstate]
+    rows = connection.execute(
+        sa.select(
+            *grouped,
+            sa.func.count(),
+            sa.func.count(sa.distinct(rejected_rows.c.partition)),
+        )
+        .where(rejected_rows.c.asset == asset)
+        .group_by(*grouped)
+        .order_by(sa.func.count().desc(), rejected_rows.c.reason)
+    ).all()
+    versions: dict[tuple[Any, ...], set[str]] = {}
+    for row in connection.execute(
+        sa.select(*grouped, rejected_rows.c.code_version)
+        .where(rejected_rows.c.asset == asset)
+        .distinct()
+    ):
+        versions.setdefault((row.reason, row.column_name, row.sqlstate), set()).add(
+            row.code_version or ""
+        )
+    return [
+        RejectReason(
+            reason=row[0],
+            column=row[1],
+            sqlstate=row[2],
+            rows=row[3],
+            partitions=row[4],
+            versions=tuple(sorted(versions.get((row[0], row[1], row[2]), ()))),
+        )
+        for row in rows
+    ]
+
+
+def reject_journeys(connection: sa.Connection, asset: str, partition: str) -> list[dict[str, Any]]:
+    """Each row of the partition a later code version read again after rejecting it: the
+    version that rejected it and why, the version that read it again, and whether it is
+    rejected now (`still_rejected`), by row number then time."""
+    still = {
+        row
+        for row in connection.execute(
+            sa.select(rejected_rows.c.row_number).where(
+                rejected_rows.c.asset == asset, rejected_rows.c.partition == partition
+            )
+        ).scalars()
+    }
+    history = connection.execute(
+        sa.select(reject_history)
+        .where(reject_history.c.asset == asset, reject_history.c.partition == partition)
+        .order_by(reject_history.c.row_number, reject_history.c.id)
+    )
+    return [
+        {
+            "row": entry.row_number,
+            "reason": entry.reason,
+            "rejected_version": entry.rejected_version,
+            "rejected_at": entry.rejected_at.isoformat(),
+            "read_again_version": entry.cleared_version,
+            "read_again_at": entry.cleared_at.isoformat(),
+            "still_rejected": entry.row_number in still,
+        }
+        for entry in history
+    ]

@@ -19,6 +19,7 @@ from jobs_platform.dead_letter.asset import (
 )
 from jobs_platform.dead_letter.entries import DeadLetter, latest_entry
 from jobs_platform.dead_letter.requeue import REQUEUE_LAUNCH_GRACE_SECONDS, requeue_sensor
+from jobs_platform.gate.reviews import ChangeReviews
 from jobs_platform.orchestration._compat import without_current_defs_state_storage
 from jobs_platform.orchestration.tags import BACKFILL_TAG, requeue_run_key
 from jobs_platform.store.clock import DATABASE_CLOCK
@@ -307,6 +308,32 @@ def test_dead_letter_partition_shows_the_whole_history_in_the_ui(engine, instanc
     assert [record.data["attempt"] for record in history.records] == [1, 2, 3]
     assert [record.data["rule"] for record in history.records] == [None, None, None]
     assert history.records[-1].data["message"] == "HTTP 503 from the source API"
+
+
+def test_dead_letter_partition_shows_the_diff_its_gate_refused(engine, instance):
+    entry_id = quarantine_entry(engine, failures=1, message="change refused by ChangeContract")
+    diff = {"rows_before": 10, "inserted": 0, "updated": 4, "unchanged": 6, "swept": 0}
+    with engine.begin() as connection:
+        ChangeReviews(DATABASE_CLOCK).record_refusal(
+            connection,
+            "orders",
+            "2024-01-05",
+            attempt_id=None,
+            diff_hash="h",
+            evidence={"contract": "ChangeContract(max_updated_fraction=0.02)", "diff": diff},
+        )
+    instance.add_dynamic_partitions("dead_letter_entries", [str(entry_id)])
+
+    result = dg.materialize(
+        [dead_letter],
+        partition_key=str(entry_id),
+        instance=instance,
+        resources=dict(defs.resources),
+    )
+
+    [event] = result.get_asset_materialization_events()
+    change = event.materialization.metadata["change"].value
+    assert change["diff"] == diff and change["accepted_by"] is None
 
 
 def test_dead_letter_partition_of_an_unknown_entry_fails_clearly(engine, instance):
