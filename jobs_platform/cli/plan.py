@@ -118,9 +118,24 @@ def _detail(row) -> str:
         parts.append(f"probe {row.probe} trying")
     elif row.next_probe_at is not None:
         parts.append(f"next probe {row.next_probe_at:%Y-%m-%d %H:%M:%S} UTC")
+    if row.change is not None:
+        parts.append(_change(row.change))
     if row.note is not None:
         parts.append(row.note)
     if row.downstream:
         more = f" +{len(row.downstream) - 3}" if len(row.downstream) > 3 else ""
         parts.append(f"downstream {', '.join(row.downstream[:3])}{more}")
     return "; ".join(parts)
+
+
+def _change(change) -> str:
+    """A gated partition's expected change: `+3 ~400 -0 =597, refused (…)`."""
+    if "error" in change:
+        return f"change not diffed: {change['error']}"
+    counts = (
+        f"change +{change['inserted']} ~{change['updated']} -{change['swept']} "
+        f"={change['unchanged']}"
+    )
+    if change["refused"]:
+        return f"{counts}, refused ({'; '.join(change['broken'])})"
+    return counts

@@ -87,6 +87,7 @@ class PlanRow:
     signature: str | None = None  # circuit_open: the cause whose circuit snoozes it
     next_probe_at: dt.datetime | None = None  # circuit_open: when the next probe may try
     probe: str | None = None  # circuit_open: the partition probing it now
+    change: Mapping[str, object] | None = None  # run, gated: its expected diff (`plan_diff`)
     note: str | None = None  # what the reason alone does not say (`ready` raised, not asked)
     downstream: tuple[str, ...] = ()  # partitions of other backfills it would recompute
 
@@ -111,6 +112,8 @@ class PlanRow:
             row["signature"] = self.signature
             row["next_probe_at"] = self.next_probe_at.isoformat() if self.next_probe_at else None
             row["probe"] = self.probe
+        if self.change is not None:
+            row["change"] = dict(self.change)
         if self.note is not None:
             row["note"] = self.note
         row["downstream"] = list(self.downstream)
@@ -306,6 +309,18 @@ def spent_at_start(failures: int, budget: RetryBudget) -> bool:
     (its abandoned attempts among them), by the settle rule itself."""
     decision = settle_rule(_SPENT_BY_CRASHES, failures, budget)
     return decision.next_step is NextStep.QUARANTINE
+
+
+def with_changes(
+    rows: Sequence[PlanRow], changes: Mapping[str, Mapping[str, object]]
+) -> list[PlanRow]:
+    """`rows`, each that runs with its expected change (`changes`, by key)."""
+    return [
+        dataclasses.replace(row, change=changes[row.partition])
+        if row.action is Action.RUN and row.partition in changes
+        else row
+        for row in rows
+    ]
 
 
 def noted(rows: Sequence[PlanRow], keys: Collection[str], note: str) -> list[PlanRow]:

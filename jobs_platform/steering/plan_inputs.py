@@ -3,7 +3,10 @@
 - its `fingerprint=` of each done partition (bound as the redrive binds it:
   `dead_letter.redrive_sensor.bound_fingerprints`): whether its input changed;
 - its `ready=` of each partition a launch would act on (bound as the holds sensor binds
-  it: `orchestration.backfill_asset.ready_in_sensor`), within `READY_BUDGET_SECONDS`.
+  it: `orchestration.backfill_asset.ready_in_sensor`), within `READY_BUDGET_SECONDS`;
+- under `expect=` or `audits=`, its reader of each partition a launch would run, staged
+  and diffed as the gate's finalize diffs it, never published (`steering.plan_diff`),
+  within `DIFF_BUDGET_SECONDS`.
 
 Each is asked about the partition's `PartitionInput`, as a reader gets it.
 """
@@ -12,16 +15,27 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
+from types import SimpleNamespace
+from typing import Any
 
 import dagster as dg
+import sqlalchemy as sa
 
 from jobs_platform.dead_letter.redrive_sensor import bound_fingerprints
 from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
 from jobs_platform.engine.warehouse import Warehouse
-from jobs_platform.orchestration.backfill_asset import ready_in_sensor, resource_parameters
+from jobs_platform.gate.diff import ChangeDiff
+from jobs_platform.orchestration.backfill_asset import (
+    declared_config,
+    ready_in_sensor,
+    resource_parameters,
+)
 from jobs_platform.steering.plan import Action, Backfill, Reason, plan_rows
+from jobs_platform.steering.plan_diff import DIFF_BUDGET_SECONDS, expected_change
 from jobs_platform.steering.plan_facts import PartitionFacts
 from jobs_platform.steering.plan_holds import Holds
 from jobs_platform.steering.plan_readiness import READY_BUDGET_SECONDS, ask_readiness
@@ -82,15 +96,27 @@ def _ready_now(
     """Whether a partition's input is ready now: `spec.ready` with the location's resources,
     bound as the holds sensor binds it; None when a resource it takes is not bound."""
     assert spec.ready is not None
-    needed = resource_parameters(spec.ready)
+    with _location_resources(resource_parameters(spec.ready), repository, instance) as built:
+        if built is None:
+            yield None
+            return
+        ready = ready_in_sensor(spec, SimpleNamespace(**built))
+        yield lambda partition: ready(_input(spec, partition, store))
+
+
+@contextlib.contextmanager
+def _location_resources(
+    names: Sequence[str], repository: dg.RepositoryDefinition, instance: dg.DagsterInstance | None
+) -> Iterator[dict[str, Any] | None]:
+    """The location's resources of these `names`, built for the plan; None when one of them
+    is not bound."""
     resources = repository.get_top_level_resources()
-    if set(needed) - set(resources):
+    if set(names) - set(resources):
         yield None
         return
     # With the instance: without one Dagster makes an ephemeral instance per build.
-    with dg.build_resources({name: resources[name] for name in needed}, instance=instance) as built:
-        ready = ready_in_sensor(spec, built)
-        yield lambda partition: ready(_input(spec, partition, store))
+    with dg.build_resources({name: resources[name] for name in names}, instance=instance) as built:
+        yield {name: getattr(built, name) for name in names}
 
 
 def _input(spec: BackfillSpec, partition: str, store: Warehouse) -> PartitionInput:
@@ -142,3 +168,56 @@ def fingerprints_now(
                 "input_changed (an attempt computes it first and fails the same way)"
             )
     return found
+
+
+def expected_changes(
+    spec: BackfillSpec,
+    repository: dg.RepositoryDefinition,
+    partitions: Sequence[str],
+    store: Warehouse,
+    instance: dg.DagsterInstance | None,
+    notes: list[str],
+    monotonic: Callable[[], float] = time.monotonic,
+) -> dict[str, dict[str, object]]:
+    """For a gated backfill (`expect=`, `audits=`), each of `partitions`' expected change
+    (`steering.plan_diff`): its input read with the location's resources, as a step reads
+    it, staged and diffed, never published; within `DIFF_BUDGET_SECONDS`."""
+    if not spec.gated:
+        return {}
+    reader = spec.read_chunks
+    if declared_config(reader) is not None:
+        notes.append(f"{spec.asset}'s reader takes run config: its changes are not diffed")
+        return {}
+    changes: dict[str, dict[str, object]] = {}
+    with _location_resources(resource_parameters(reader), repository, instance) as built:
+        if built is None:
+            notes.append(
+                f"{spec.asset}'s reader takes a resource the location does not bind: its "
+                "changes are not diffed"
+            )
+            return {}
+        read = functools.partial(reader, **built)
+        deadline = monotonic() + DIFF_BUDGET_SECONDS
+        for position, partition in enumerate(partitions):
+            if monotonic() > deadline:
+                notes.append(
+                    f"{len(partitions) - position} partition(s) not diffed: the plan's "
+                    f"{DIFF_BUDGET_SECONDS:g} s for reading inputs were spent"
+                )
+                break
+            approved = functools.partial(_approved, store, spec.asset, partition)
+            try:
+                chunks = read(_input(spec, partition, store))
+                with store.connect() as connection:
+                    change = expected_change(connection, spec, partition, chunks, approved)
+                changes[partition] = change.as_dict()
+            except Exception as error:  # the attempt reads the same input and fails so too
+                changes[partition] = {"error": f"{type(error).__name__}: {error}"[:300]}
+    return changes
+
+
+def _approved(
+    store: Warehouse, asset: str, partition: str, connection: sa.Connection, diff: ChangeDiff
+) -> bool:
+    """Whether a person accepted exactly this diff of the partition (`accept-change`)."""
+    return store.change_reviews.approval_of(connection, asset, partition, diff.digest()) is not None

@@ -28,12 +28,17 @@ from jobs_platform.steering.plan import (
     Reason,
     noted,
     plan_rows,
+    with_changes,
     with_downstream,
 )
 from jobs_platform.steering.plan_circuits import read_circuits
 from jobs_platform.steering.plan_facts import read_facts
 from jobs_platform.steering.plan_holds import read_holds
-from jobs_platform.steering.plan_inputs import fingerprints_now, holds_asking_ready
+from jobs_platform.steering.plan_inputs import (
+    expected_changes,
+    fingerprints_now,
+    holds_asking_ready,
+)
 from jobs_platform.steering.plan_readiness import READY_BUDGET_SECONDS
 from jobs_platform.store.partitions import PartitionStatus
 
@@ -131,6 +136,7 @@ def plan_backfill(
     # Only what runs recomputes anything: its downstream is asked of the graph alone.
     runs = [row.partition for row in rows if row.action is Action.RUN]
     rows = with_downstream(rows, downstream_of_each(graph, key, runs, instance))
+    rows = with_changes(rows, expected_changes(spec, repository, runs, store, instance, notes))
     to_run = sum(1 for row in rows if row.action is Action.RUN)
     if spec.fingerprint is None and any(row.reason is Reason.NO_FINGERPRINT for row in rows):
         notes.append(

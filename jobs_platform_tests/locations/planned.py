@@ -6,6 +6,8 @@ reads `planned_source` partition for partition (so a partition whose source is n
 blocked), and `planned_totals` reads it alike (the partitions a run makes stale). A line
 `poison` is a terminal error, a line `outage` a retryable one. A partition is ready once
 its file has landed (`ready=`), and waits for it at most 6 hours (`max_wait`).
+`planned_gated` reads the same files under a change contract (`expect=`: at most a quarter
+of a partition's rows updated by one attempt).
 
 The tests load it with `-m` (the CLI) and import it (the launch), as a user's location.
 """
@@ -22,6 +24,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from jobs_platform import (
+    ChangeContract,
     PartitionInput,
     RetryableError,
     TerminalError,
@@ -40,6 +43,13 @@ planned_source_table = sa.Table(
 )
 planned_events_table = sa.Table(
     "planned_events",
+    planned_metadata,
+    sa.Column("part", sa.String(8), primary_key=True),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("value", sa.Integer, nullable=False),
+)
+planned_gated_table = sa.Table(
+    "planned_gated",
     planned_metadata,
     sa.Column("part", sa.String(8), primary_key=True),
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
@@ -95,19 +105,34 @@ def planned_events_at(code_version: str) -> dg.AssetsDefinition:
             raise TerminalError(f"{source.partition_key}: a poison line")
         if "outage" in lines:
             raise RetryableError(f"{source.partition_key}: the source is down")
-        pairs = [line.split(",") for line in lines]
-        yield pd.DataFrame(
-            {
-                "part": [source.partition_key] * len(pairs),
-                "id": [int(key) for key, _ in pairs],
-                "value": [int(value) for _, value in pairs],
-            }
-        )
+        yield parsed(source.partition_key, lines)
 
     return planned_events
 
 
+def parsed(partition: str, lines: list[str]) -> pd.DataFrame:
+    pairs = [line.split(",") for line in lines]
+    return pd.DataFrame(
+        {
+            "part": [partition] * len(pairs),
+            "id": [int(key) for key, _ in pairs],
+            "value": [int(value) for _, value in pairs],
+        }
+    )
+
+
 planned_events = planned_events_at("2")
+
+
+@backfill_asset(
+    table=planned_gated_table,
+    partitions_def=PARTITIONS,
+    partition_scope=of_part,
+    expect=ChangeContract(max_updated_fraction=0.25),
+)
+def planned_gated(source: PartitionInput, landing: LandingZone) -> Iterator[pd.DataFrame]:
+    lines = input_file(landing, source.partition_key).read_text().split()
+    yield parsed(source.partition_key, lines)
 
 
 @backfill_asset(
@@ -127,6 +152,6 @@ def planned_totals(source: PartitionInput) -> Iterator[pd.DataFrame]:
 
 
 defs = dg.Definitions.merge(
-    platform_definitions([planned_source, planned_events, planned_totals]),
+    platform_definitions([planned_source, planned_events, planned_totals, planned_gated]),
     dg.Definitions(resources={LANDING_RESOURCE_KEY: LandingZone()}),
 )

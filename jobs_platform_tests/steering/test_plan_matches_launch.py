@@ -35,6 +35,8 @@ from jobs_platform_tests.locations.planned import (
     defs,
     planned_events,
     planned_events_at,
+    planned_gated,
+    planned_gated_table,
     planned_metadata,
     planned_source,
     planned_totals,
@@ -42,6 +44,7 @@ from jobs_platform_tests.locations.planned import (
 
 LOCATION = "jobs_platform_tests.locations.planned"
 ASSET = "planned_events"
+ASSET_GATED = "planned_gated"
 KEYS = [f"p{index:02d}" for index in range(12)]
 # Long enough for the plan and the launch's first try to find it held; the launch's snooze
 # then waits it out.
@@ -87,8 +90,8 @@ def run(
     )
 
 
-def plan(env: dict[str, str], *args: str) -> dict:
-    done = run_in_process(main, ["plan", "-m", LOCATION, ASSET, *args, "--json"], env)
+def plan(env: dict[str, str], *args: str, asset: str = ASSET) -> dict:
+    done = run_in_process(main, ["plan", "-m", LOCATION, asset, *args, "--json"], env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -355,3 +358,50 @@ def test_an_open_circuit_is_planned_as_its_launch_snoozes_it(
         )
         assert connection.execute(sa.select(circuits.c.closed_at)).scalar_one() is not None
     assert (status["p00"], status["p02"]) == ("done", "done")
+
+
+def test_a_gated_backfill_plans_each_runs_change_as_its_gate_judges_it(
+    pg_platform_env, landing, store, instance
+):
+    def launch(keys: list[str]) -> None:
+        dg.materialize(
+            [planned_gated],
+            instance=instance,
+            resources=dict(defs.resources),
+            tags={PARTITION_RANGE_START_TAG: keys[0], PARTITION_RANGE_END_TAG: keys[-1]},
+            raise_on_error=False,
+        )
+
+    def table() -> list:
+        with store.connect() as connection:
+            return list(connection.execute(sa.select(planned_gated_table).order_by("part", "id")))
+
+    launch(["p00", "p01"])
+    (landing / "p00.csv").write_text("1,100\n2,200\n")  # both rows changed: over the quarter
+    (landing / "p01.csv").write_text("1,2\n2,10\n3,30\n")  # one row more
+    before = table()
+
+    planned = plan(pg_platform_env, "--from", "p00", "--to", "p02", asset=ASSET_GATED)
+
+    assert table() == before  # staged, diffed and rolled back: nothing published
+    changes = {row["partition"]: row["change"] for row in planned["partitions"]}
+    assert {
+        key: (c["inserted"], c["updated"], c["swept"], c["refused"]) for key, c in changes.items()
+    } == {
+        "p00": (0, 2, 0, True),
+        "p01": (1, 0, 0, False),
+        "p02": (2, 0, 0, False),
+    }
+    assert "updated" in changes["p00"]["broken"][0]
+    launch(["p00", "p01", "p02"])
+    with store.connect() as connection:
+        status = dict(
+            connection.execute(
+                sa.select(partitions.c.partition, partitions.c.status).where(
+                    partitions.c.asset == ASSET_GATED
+                )
+            ).all()
+        )
+        refused = active_entry(connection, ASSET_GATED, "p00")
+    assert status == {"p00": "quarantined", "p01": "done", "p02": "done"}
+    assert refused is not None and refused.error_class == "terminal"
