@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(plan, *, shown: int | None) -> None:
-    from jobs_platform.steering.plan import Reason
+    from jobs_platform.steering.plan_row import Reason
 
     rows = list(plan.rows)
     if shown is not None:

@@ -18,7 +18,8 @@ probe through at a time.
 `plan_facts` reads the warehouse once per table for the range, `plan_budget` the budget a
 launch's start would find spent, `plan_holds` the pause and the partitions not ready,
 `plan_readiness` asks `ready=` about them, `plan_circuits` reads the open circuits; `plan`
-decides each row with the engine's, the redrive's and the breaker's own rules, and
+decides each row (`plan_row`) with the engine's, the redrive's and the breaker's own
+rules, and
 `estimate` gives rows and time from the backfill's history (`status`'s ETA too).
 `plan_location` asks the loaded code location what only it knows (keys, partition
 mappings), and `plan_inputs` the backfill's own functions with its resources (the input's

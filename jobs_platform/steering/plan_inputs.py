@@ -34,11 +34,12 @@ from jobs_platform.orchestration.backfill_asset import (
     ready_in_sensor,
     resource_parameters,
 )
-from jobs_platform.steering.plan import Action, Backfill, Reason, plan_rows
+from jobs_platform.steering.plan import Backfill, plan_rows
 from jobs_platform.steering.plan_diff import DIFF_BUDGET_SECONDS, expected_change
 from jobs_platform.steering.plan_facts import PartitionFacts
 from jobs_platform.steering.plan_holds import Holds
 from jobs_platform.steering.plan_readiness import READY_BUDGET_SECONDS, ask_readiness
+from jobs_platform.steering.plan_row import Action, Reason
 
 log = logging.getLogger("jobs_platform.plan")
 

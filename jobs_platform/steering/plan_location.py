@@ -21,16 +21,7 @@ from jobs_platform.orchestration.specs import backfill_specs
 from jobs_platform.orchestration.upstream import is_backfill, reads_alike, upstream_reads
 from jobs_platform.settings import Settings
 from jobs_platform.steering.estimate import estimate, read_history
-from jobs_platform.steering.plan import (
-    Action,
-    Backfill,
-    Plan,
-    Reason,
-    noted,
-    plan_rows,
-    with_changes,
-    with_downstream,
-)
+from jobs_platform.steering.plan import Backfill, noted, plan_rows, with_changes, with_downstream
 from jobs_platform.steering.plan_circuits import read_circuits
 from jobs_platform.steering.plan_facts import read_facts
 from jobs_platform.steering.plan_holds import read_holds
@@ -40,6 +31,7 @@ from jobs_platform.steering.plan_inputs import (
     holds_asking_ready,
 )
 from jobs_platform.steering.plan_readiness import READY_BUDGET_SECONDS
+from jobs_platform.steering.plan_row import Action, Plan, Reason
 from jobs_platform.store.partitions import PartitionStatus
 
 log = logging.getLogger("jobs_platform.plan")

@@ -16,11 +16,12 @@ from jobs_platform.errors import Classification
 from jobs_platform.steering.estimate import History, estimate, median, progress, runs_at_once
 from jobs_platform.steering.holds import Hold, HoldReason, Holds
 from jobs_platform.steering.pauses import Pauses
-from jobs_platform.steering.plan import Action, Backfill, Reason, plan_rows
+from jobs_platform.steering.plan import Backfill, plan_rows
 from jobs_platform.steering.plan_circuits import read_circuits
 from jobs_platform.steering.plan_facts import read_facts
 from jobs_platform.steering.plan_holds import read_holds
 from jobs_platform.steering.plan_readiness import NotReady, ask_readiness
+from jobs_platform.steering.plan_row import Action, Reason
 from jobs_platform.store.attempts import AttemptFailure, Attempts
 from jobs_platform.store.clock import DATABASE_CLOCK
 from jobs_platform.store.partitions import Partitions, PartitionStatus
