@@ -131,7 +131,9 @@ def begin_attempt(
         )
     if closed is Gate.BLOCKED:
         return blocked_by(asset, partition, waiting_on)
-    held = hold_back(place, partition, attempter, paused)
+    held = hold_back(
+        place.spec, place.store, place.log, partition, run_id=attempter.run_id, paused=paused
+    )
     if held is not None:
         return held
     try:

@@ -13,16 +13,16 @@ already past this gate finishes its partition: a pause never interrupts one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
 
 from jobs_platform.engine.outcomes import Held
-from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, PartitionInput
+from jobs_platform.engine.spec import DEFAULT_CHUNK_ROWS, BackfillSpec, PartitionInput
+from jobs_platform.engine.warehouse import Warehouse
 from jobs_platform.errors import JobsPlatformError
 from jobs_platform.steering.holds import HoldReason
 from jobs_platform.steering.pauses import Pause
 
-if TYPE_CHECKING:
-    from jobs_platform.engine.attempt import Attempter, Workplace
+Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
 
 class HeldBack(JobsPlatformError):
@@ -30,12 +30,17 @@ class HeldBack(JobsPlatformError):
 
 
 def hold_back(
-    place: Workplace, partition: str, attempter: Attempter, paused: Pause | None
+    spec: BackfillSpec,
+    store: Warehouse,
+    log: Log,
+    partition: str,
+    *,
+    run_id: str | None,
+    paused: Pause | None,
 ) -> Held | None:
     """Hold `partition` back when its backfill is `paused` (as the gate read it, with the
     quarantine and the upstream) or its input is not ready (the hold recorded), or None:
     the attempt may go on."""
-    spec = place.spec
     asset = spec.asset
     if paused is not None:
         reason = HoldReason.PAUSED
@@ -43,7 +48,7 @@ def hold_back(
             f"{asset}/{partition} not attempted: {asset} is {paused.describe()}; "
             "resuming it launches this partition again (jobs-platform backfill resume)"
         )
-    elif spec.ready is not None and not spec.ready(_input(place, partition)):
+    elif spec.ready is not None and not spec.ready(_input(spec, store, log, partition)):
         reason = HoldReason.NOT_READY
         why = (
             f"{asset}/{partition} not attempted: its input is not ready; it is launched "
@@ -51,18 +56,18 @@ def hold_back(
         )
     else:
         return None
-    with place.store.begin() as connection:
-        hold = place.store.holds.hold(connection, asset, partition, reason, run_id=attempter.run_id)
+    with store.begin() as connection:
+        hold = store.holds.hold(connection, asset, partition, reason, run_id=run_id)
     return Held(asset, partition, HeldBack(why), reason=reason, since=hold.since)
 
 
-def _input(place: Workplace, partition: str) -> PartitionInput:
+def _input(spec: BackfillSpec, store: Warehouse, log: Log, partition: str) -> PartitionInput:
     """What `ready` is asked about: the partition's `PartitionInput`, as the reader gets it."""
     return PartitionInput(
-        asset=place.spec.asset,
+        asset=spec.asset,
         partition_key=partition,
         chunk_rows=DEFAULT_CHUNK_ROWS,
-        warehouse=place.store.engine,
-        log=place.log,
-        bad_rows=place.spec.bad_rows,
+        warehouse=store.engine,
+        log=log,
+        bad_rows=spec.bad_rows,
     )
