@@ -36,6 +36,7 @@ def test_every_object_of_a_warehouse_reads_the_clock_it_was_given():
         "circuits",
         "pauses",
         "holds",
+        "change_reviews",
     }
     assert all(value.clock is clock for value in objects.values())
     assert warehouse.leases.engine is warehouse.catalog.engine is engine
