@@ -71,16 +71,7 @@ def finalize(
             seen_keys,
         )
         checkpoint_store.forget_chunks_from(connection, spec.asset, partition, tally.chunks)
-        place.store.partitions.set_status(
-            connection,
-            spec.asset,
-            partition,
-            PartitionStatus.DONE,
-            fingerprint=fingerprint,
-            row_count=tally.input_rows,
-            duration_seconds=duration,
-            run_id=attempt.attempter.run_id,
-        )
+        mark_done(place, attempt, connection, fingerprint, tally, duration)
         succeed(place, attempt, connection, before_commit)
     return Finished(tally, swept, duration)
 
@@ -127,6 +118,28 @@ def unchanged_since_done(done_fingerprint: str | None, fingerprint: str) -> bool
     `jobs-platform plan` skips the partition (`done_unchanged`).
     """
     return done_fingerprint is not None and done_fingerprint == fingerprint
+
+
+def mark_done(
+    place: Workplace,
+    attempt: StartedAttempt,
+    connection: sa.Connection,
+    fingerprint: str,
+    tally: ChunkTally,
+    duration: float,
+) -> None:
+    """The partition done, in the caller's finalize transaction, with the fingerprint of
+    the input it was made from, its input rows and the attempt's time."""
+    place.store.partitions.set_status(
+        connection,
+        place.spec.asset,
+        attempt.partition,
+        PartitionStatus.DONE,
+        fingerprint=fingerprint,
+        row_count=tally.input_rows,
+        duration_seconds=duration,
+        run_id=attempt.attempter.run_id,
+    )
 
 
 def succeed(

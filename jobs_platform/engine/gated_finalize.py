@@ -22,14 +22,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
-from jobs_platform.engine.finalize import ChunkTally, Finished, succeed
+from jobs_platform.engine.finalize import ChunkTally, Finished, mark_done, succeed
 from jobs_platform.errors import TerminalError
 from jobs_platform.gate.audits import AuditResult, evaluate_audits
 from jobs_platform.gate.diff import ChangeDiff, change_diff
 from jobs_platform.gate.publish import publish_stage
 from jobs_platform.gate.stage import PartitionStage, partition_stage
 from jobs_platform.store import checkpoints as checkpoint_store
-from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.writer.upsert import UpsertCounts
 
 __all__ = ["ChangeRefused", "finalize_gated", "gate_stage", "prepare_stage"]
@@ -102,16 +101,7 @@ def finalize_gated(
             # The stage goes with its checkpoints: a re-run stages the partition again.
             checkpoint_store.forget_chunks_from(connection, spec.asset, partition, 0)
             stage.drop(connection)
-            place.store.partitions.set_status(
-                connection,
-                spec.asset,
-                partition,
-                PartitionStatus.DONE,
-                fingerprint=fingerprint,
-                row_count=tally.input_rows,
-                duration_seconds=duration,
-                run_id=attempt.attempter.run_id,
-            )
+            mark_done(place, attempt, connection, fingerprint, tally, duration)
             succeed(place, attempt, connection, before_commit)
             counts = UpsertCounts(diff.inserted, diff.updated, diff.unchanged)
             tally = dataclasses.replace(tally, counts=counts)

@@ -344,19 +344,26 @@ backfill_holds = sa.Table(
     sa.Index("ix_jp_backfill_holds_reason", "reason", "asset", "checked_at"),
 )
 
-alert_ledger = sa.Table(
-    "jp_alert_ledger",
-    framework_metadata,
-    sa.Column("entry_id", sa.BigInteger, primary_key=True),
-    sa.Column("sink", sa.String(64), primary_key=True),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("tries", sa.Integer, nullable=False),
-    sa.Column("last_error", sa.Text),
-    sa.Column("updated_at", UtcDateTime, nullable=False),
-    # When a failed delivery may be tried again: a failing sink backs off per entry across
-    # ticks instead of within one. Null until a send fails.
-    sa.Column("next_try_at", UtcDateTime),
-)
+
+def _delivery_ledger(name: str, alerted: str) -> sa.Table:
+    """A ledger of deliveries: one row per alerted thing (`alerted`, its id) and sink."""
+    return sa.Table(
+        name,
+        framework_metadata,
+        sa.Column(alerted, sa.BigInteger, primary_key=True),
+        sa.Column("sink", sa.String(64), primary_key=True),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("tries", sa.Integer, nullable=False),
+        sa.Column("last_error", sa.Text),
+        sa.Column("updated_at", UtcDateTime, nullable=False),
+        # When a failed delivery may be tried again: a failing sink backs off per entry
+        # across ticks instead of within one. Null until a send fails.
+        sa.Column("next_try_at", UtcDateTime),
+    )
+
+
+# The deliveries of quarantine alerts, one row per dead-letter entry and sink.
+alert_ledger = _delivery_ledger("jp_alert_ledger", "entry_id")
 
 # Alerts about a backfill as a whole (a circuit opened, a partition not ready past its
 # wait), each raised once (`alerts.notices.raise_notice`).
@@ -378,17 +385,7 @@ alert_notices = sa.Table(
 
 # The deliveries of notices, one row per notice and sink: `jp_alert_ledger`'s columns,
 # keyed by the notice instead of the quarantine entry.
-notice_ledger = sa.Table(
-    "jp_notice_ledger",
-    framework_metadata,
-    sa.Column("notice_id", sa.BigInteger, primary_key=True),
-    sa.Column("sink", sa.String(64), primary_key=True),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("tries", sa.Integer, nullable=False),
-    sa.Column("last_error", sa.Text),
-    sa.Column("updated_at", UtcDateTime, nullable=False),
-    sa.Column("next_try_at", UtcDateTime),
-)
+notice_ledger = _delivery_ledger("jp_notice_ledger", "notice_id")
 
 
 # The circuit breaker per cause (`steering.circuits`): one row per backfill and failure
