@@ -19,6 +19,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import EXAMPLE_MODULE
@@ -75,6 +76,30 @@ def served_metrics(env: dict[str, str], folder: str, module: str | None = None) 
     """`jobs-platform metrics serve --cache-seconds 0` in a subprocess, as an operator runs
     it (of `module`, else $JOBS_PLATFORM_MODULE's): yields its /metrics URL, then
     stops it."""
+    with metrics_server(env, folder, module) as server:
+        yield server.address
+
+
+@dataclass(frozen=True)
+class MetricsServer:
+    """A running `metrics serve`: where it answers, and its process (for its memory)."""
+
+    address: str
+    pid: int
+
+    def peak_rss_mib(self) -> float:
+        """The server process's peak resident set so far (`VmHWM`, Linux)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+        raise RuntimeError(f"no VmHWM for process {self.pid}")
+
+
+@contextlib.contextmanager
+def metrics_server(
+    env: dict[str, str], folder: str, module: str | None = None
+) -> Iterator[MetricsServer]:
+    """`served_metrics`, yielding the server's address and process id."""
     command = [str(Path(sys.executable).with_name("jobs-platform")), "metrics", "serve",
                "--port", "0", "--cache-seconds", "0"]  # fmt: skip
     if module:
@@ -83,7 +108,7 @@ def served_metrics(env: dict[str, str], folder: str, module: str | None = None) 
         command, env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     try:
-        yield _served_address(server)
+        yield MetricsServer(_served_address(server), server.pid)
     finally:
         server.terminate()
         server.wait(timeout=30)

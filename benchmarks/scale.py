@@ -13,7 +13,8 @@ writes it. It then times, alternated round by round after a warm-up
 
 - `jobs-platform status -m bench.scale_location --json`, a new process each (interpreter
   start and imports included), as a person runs it;
-- a cold scrape of a real `jobs-platform metrics serve --cache-seconds 0` (`bench.metrics`);
+- a cold scrape of a real `jobs-platform metrics serve --cache-seconds 0` (`bench.metrics`),
+  and that server's peak resident memory once every scrape is done (`notes`);
 - `jobs-platform dead-letter groups --json`, a new process each;
 - one tick of the location's redrive sensor in this process, as the daemon ticks it
   (`bench.redrive.sensor_tick`).
@@ -37,7 +38,7 @@ import sqlalchemy as sa
 
 from benchmarks import scale_location
 from benchmarks.database import fresh_schema, server_facts
-from benchmarks.metrics import scrape, served_metrics
+from benchmarks.metrics import metrics_server, scrape
 from benchmarks.redrive import CURRENT_VERSION, landing_file, sensor_tick
 from benchmarks.status import answered_from, seed_partitions, write_catalog_as_deployed
 from benchmarks.timing import alternated, run_command, seconds_of
@@ -79,7 +80,7 @@ def run_scale_bench(database_url: str, partition_count: int, entries: int, repea
             warehouse.start, str(warehouse.landing), warehouse.url
         )
         with (
-            served_metrics(warehouse.env, warehouse.folder, MODULE) as address,
+            metrics_server(warehouse.env, warehouse.folder, MODULE) as server,
             dg.DagsterInstance.ephemeral() as instance,
         ):
             tick = sensor_tick(location, instance)
@@ -89,7 +90,7 @@ def run_scale_bench(database_url: str, partition_count: int, entries: int, repea
                     "status_cli": seconds_of(
                         lambda: answered_from(status, "catalog", warehouse.env, warehouse.folder)
                     ),
-                    "metrics_scrape_cold": seconds_of(lambda: scrape(address)),
+                    "metrics_scrape_cold": seconds_of(lambda: scrape(server.address)),
                     "dead_letter_groups_cli": seconds_of(
                         lambda: run_command(groups, warehouse.env, warehouse.folder)
                     ),
@@ -99,7 +100,8 @@ def run_scale_bench(database_url: str, partition_count: int, entries: int, repea
                 warmup,
             )
             report = answered_from(status, "catalog", warehouse.env, warehouse.folder)
-            exposition = scrape(address)
+            exposition = scrape(server.address)
+            serve_peak_mib = server.peak_rss_mib()
     results = {name: runs[name].figures(partition_count) for name in TIMED}
     for name in ("dead_letter_groups_cli", "redrive_tick"):
         results[name] |= {"rows": entries, "rows_per_s": round(entries / results[name]["seconds"])}
@@ -117,6 +119,7 @@ def run_scale_bench(database_url: str, partition_count: int, entries: int, repea
             "seed_seconds": warehouse.seed_seconds,
             "status_figures": report["assets"][scale_location.ASSET],
             "exposition_bytes": len(exposition),
+            "metrics_serve_peak_rss_mib": serve_peak_mib,
             "redrive_ticks_said": sorted({str(text) for text in said}),
             "load_average_1m": {"before": load_before, "after": round(os.getloadavg()[0], 2)},
             "server": server_facts(database_url),
