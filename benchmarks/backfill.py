@@ -351,12 +351,13 @@ def _plain_plans(url: str, landing: str, days: list[str], chunk_rows: int, rows:
     """Every variant's plan of the first chunk, into the empty table and the loaded one."""
     columns = [column.name for column in orders_table.columns]
     chunk = next(read_order_chunks(landing_file(landing, days[0]), days[0], chunk_rows))[columns]
+    variants = baselines.every_variant(orders_table.name, KEY, columns)
     plans: dict[str, dict[str, str]] = {}
     for loaded in (False, True):
         # No day loads the empty table; every day loads it in full.
         _plain_script(url, landing, days if loaded else [], chunk_rows, create=not loaded)
         label = f"chunk_rows={len(chunk)},table_rows={rows if loaded else 0}"
-        plans_now = baselines.merge_plans(libpq_dsn(url), orders_table.name, KEY, chunk, label)
+        plans_now = baselines.merge_plans(libpq_dsn(url), variants, KEY, chunk, label)
         baselines.add_plans(plans, plans_now)
     expect_rows(url, rows, "plain script (plans)")
     return plans

@@ -29,7 +29,7 @@ staged chunk (rolled back), so each bench can show the plan it timed.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -46,7 +46,7 @@ _ANALYZED = {"not_exists", "merge"}
 class PlainStatements:
     """One variant's statements for one table: what each chunk's transaction runs."""
 
-    create_stage: sql.Composed
+    create_stage: sql.SQL | sql.Composed
     stage: sql.Composed  # `stage (col, …)`, what the COPY fills
     merge: sql.Composed
     analyze_stage: bool
@@ -70,17 +70,41 @@ def plain_script(
         return time.perf_counter() - began
 
 
+@dataclass(frozen=True)
+class StageShape:
+    """A stage unlike the table: how to create it, its columns in COPY order, and the
+    table's columns it holds in another form (each an expression over the stage `s`).
+
+    Example: an hour's events staged with `occurred_at_us int8`, the table's
+    `occurred_at` computed from it by the server.
+    """
+
+    create: sql.SQL | sql.Composed
+    columns: Sequence[str]
+    computed: Mapping[str, sql.Composable]
+
+
 def merge_statements(
-    table: str, key: Sequence[str], columns: Sequence[str], variant: str
+    table: str,
+    key: Sequence[str],
+    columns: Sequence[str],
+    variant: str,
+    shape: StageShape | None = None,
 ) -> PlainStatements:
-    """The statements of `variant` merging a stage of `columns` into `table`."""
+    """The statements of `variant` merging a stage into `table`'s `columns` (the stage is
+    shaped like the table unless `shape` says otherwise; the key is staged as is)."""
     if variant not in PLAIN_VARIANTS:
         raise ValueError(f"unknown plain-script variant {variant!r}: one of {PLAIN_VARIANTS}")
     others = [name for name in columns if name not in key]
     ident = sql.Identifier
     names = sql.SQL(", ").join(map(ident, columns))
+    computed = shape.computed if shape is not None else {}
 
     def listed(alias: str, names: Sequence[str]) -> sql.Composable:
+        if alias == "s":  # the staged values, computed where the stage holds another form
+            return sql.SQL(", ").join(
+                computed.get(n, sql.SQL("s.{}").format(ident(n))) for n in names
+            )
         return sql.SQL(", ").join(sql.SQL(alias + ".{}").format(ident(n)) for n in names)
 
     def matching(alias: str) -> sql.Composable:
@@ -88,9 +112,14 @@ def merge_statements(
             sql.SQL(alias + ".{0} = s.{0}").format(ident(name)) for name in key
         )
 
-    create_stage = sql.SQL(
-        "CREATE TEMPORARY TABLE stage (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP"
-    ).format(ident(table))
+    if shape is None:
+        shape = StageShape(
+            sql.SQL(
+                "CREATE TEMPORARY TABLE stage (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP"
+            ).format(ident(table)),
+            columns,
+            {},
+        )
     if variant == "merge":
         merge = sql.SQL(
             "MERGE INTO {table} AS t USING stage AS s ON {matches} "
@@ -101,7 +130,9 @@ def merge_statements(
             matches=matching("t"),
             current=listed("t", others),
             incoming=listed("s", others),
-            sets=sql.SQL(", ").join(sql.SQL("{0} = s.{0}").format(ident(n)) for n in others),
+            sets=sql.SQL(", ").join(
+                sql.SQL("{} = {}").format(ident(n), listed("s", [n])) for n in others
+            ),
             names=names,
             values=listed("s", columns),
         )
@@ -139,7 +170,7 @@ def merge_statements(
             incoming=listed("EXCLUDED", others),
         )
     return PlainStatements(
-        create_stage, stage_copy.target("stage", columns), merge, variant in _ANALYZED
+        shape.create, stage_copy.target("stage", shape.columns), merge, variant in _ANALYZED
     )
 
 
@@ -174,15 +205,16 @@ def merge_rows(
     key_positions: Sequence[int],
     types: Sequence[str],
     rows: list[tuple],
-) -> None:
+) -> int:
     """`merge_chunk` for rows a reader made of Python values: staged by the same binary
-    COPY of Python values, without a DataFrame in between."""
+    COPY of Python values, without a DataFrame in between. The rows staged (one a key)."""
     latest = {tuple(row[i] for i in key_positions): row for row in rows}
     with connection.transaction(), connection.cursor() as cursor:
         cursor.execute(statements.create_stage)
         stage_copy.write_binary_rows(cursor, statements.stage, types, latest.values())
         _analyze(cursor, statements)
         cursor.execute(statements.merge)
+    return len(latest)
 
 
 def merge_plan(
@@ -198,22 +230,26 @@ def merge_plan(
     return "\n".join(line for (line,) in lines)
 
 
+def every_variant(
+    table: str, key: Sequence[str], columns: Sequence[str], shape: StageShape | None = None
+) -> dict[str, PlainStatements]:
+    """`merge_statements` of each of `PLAIN_VARIANTS`."""
+    return {v: merge_statements(table, key, columns, v, shape) for v in PLAIN_VARIANTS}
+
+
 def merge_plans(
-    dsn: str, table: str, key: Sequence[str], chunk: pd.DataFrame, label: str
+    dsn: str,
+    variants: Mapping[str, PlainStatements],
+    key: Sequence[str],
+    chunk: pd.DataFrame,
+    label: str,
 ) -> dict[str, dict[str, str]]:
-    """`{variant: {label: plan}}`: every variant's plan of merging `chunk` into `table` as
-    it stands (off the clock: nothing is written)."""
+    """`{variant: {label: plan}}`: each variant's plan of merging `chunk` (shaped like its
+    stage) into its table as it stands (off the clock: nothing is written)."""
     with psycopg.connect(dsn) as connection:
         return {
-            variant: {
-                label: merge_plan(
-                    connection,
-                    merge_statements(table, key, list(chunk.columns), variant),
-                    key,
-                    chunk,
-                )
-            }
-            for variant in PLAIN_VARIANTS
+            variant: {label: merge_plan(connection, statements, key, chunk)}
+            for variant, statements in variants.items()
         }
 
 

@@ -110,7 +110,13 @@ class MergeRound:
         table = self._populated("plans")
         chunk = self.changed.head(CHUNK_ROWS)
         label = f"chunk_rows={len(chunk)},table_rows={len(self.changed)},changed={fraction}"
-        plans = baselines.merge_plans(self.dsn, table.name, KEY, chunk, label)
+        plans = baselines.merge_plans(
+            self.dsn,
+            baselines.every_variant(table.name, KEY, list(chunk.columns)),
+            KEY,
+            chunk,
+            label,
+        )
         table.drop(self.engine)
         return plans
 

@@ -315,7 +315,8 @@ def first_chunk_plans(url: str, path: Path, chunk_rows: int, rows: int) -> dict:
     """Each variant's plan of merging the file's first chunk into the loaded table."""
     chunk = pd.DataFrame(next(order_rows(path, chunk_rows)), columns=list(COLUMNS))
     label = f"chunk_rows={len(chunk)},table_rows={rows}"
-    return baselines.merge_plans(libpq_dsn(url), orders_table.name, ["order_id"], chunk, label)
+    variants = baselines.every_variant(orders_table.name, ["order_id"], COLUMNS)
+    return baselines.merge_plans(libpq_dsn(url), variants, ["order_id"], chunk, label)
 
 
 def _expect_sum(url: str, rows: int, amounts: int, who: str) -> None:

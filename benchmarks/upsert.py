@@ -192,14 +192,13 @@ class UpsertMethods:
         """Each variant's plan of the first chunk, into the empty table and the loaded one."""
         target = self._table("plans")
         chunk = self.frame.head(CHUNK_ROWS)
+        variants = baselines.every_variant(target.name, KEY, self.columns)
         plans: dict[str, dict[str, str]] = {}
         for table_rows in (0, self.rows):
             if table_rows:
                 baselines.plain_script(self.dsn, target.name, KEY, self.frame, CHUNK_ROWS)
             label = f"chunk_rows={len(chunk)},table_rows={table_rows}"
-            baselines.add_plans(
-                plans, baselines.merge_plans(self.dsn, target.name, KEY, chunk, label)
-            )
+            baselines.add_plans(plans, baselines.merge_plans(self.dsn, variants, KEY, chunk, label))
         target.drop(self.engine)
         return plans
 

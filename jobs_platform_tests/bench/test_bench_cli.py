@@ -397,6 +397,7 @@ def test_bench_rerun_times_a_corrected_day_through_dagster_and_the_plain_scripts
     assert set(figures["methods"]) == {"framework", *(f"plain_script_{v}" for v in PLAIN_VARIANTS)}
     assert figures["best_plain_script"] in PLAIN_VARIANTS
     assert figures["ratio"] > 0
+    assert set(figures["plans"]) == set(PLAIN_VARIANTS)
     split = figures["framework_seconds_split_median"]
     assert split["step"] > 0 and split["attempt_recorded_by_the_framework"] > 0
     # The profiled round: py-spy caught the attempt, and its phases add up to it.
@@ -428,6 +429,8 @@ def test_bench_backfill_hourly_in_process_reports_the_plain_scripts_and_the_prof
     assert plain["best"] in ("per_hour", "per_day", "whole_range")
     for batch in ("per_hour", "per_day", "whole_range"):
         assert plain[batch]["rows"] == 15 and len(plain[batch]["runs_seconds"]) == 1
+    assert set(figures["plain_script_plans"]) == set(PLAIN_VARIANTS)
+    assert "batch=per_hour,chunk_rows=5,table_rows=15" in figures["plain_script_plans"]["merge"]
     in_process = figures["in_process"]
     assert in_process["seconds"] > 0 and in_process["ratio"] > 0
     assert profile.is_file()
