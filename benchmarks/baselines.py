@@ -15,15 +15,16 @@ is fastest depends on the changed fraction and the chunk size, so there are four
 - `on_conflict`: `INSERT … SELECT … ON CONFLICT DO UPDATE … WHERE (…) IS DISTINCT FROM
   (…)`.
 - `not_exists`: the same, the unchanged rows filtered out first by `NOT EXISTS`, so that
-  they are not locked. At large chunks the planner may turn it into a hash anti-join
-  over the whole table.
+  they are not locked. On a 1,000,000-row table its plan is a nested-loop anti-join (a
+  probe per staged row) at 10,000-row chunks but a hash anti-join reading the whole
+  table at 50,000, with or without ANALYZE of the stage.
 - `scalar_probe`: the same filter as a correlated scalar subquery, which PostgreSQL
   cannot turn into a join: one index probe per staged row, whatever the sizes.
-- `merge`: PostgreSQL 15's `MERGE`.
+- `merge`: PostgreSQL 15's `MERGE`, after ANALYZE of the stage (its join is chosen from
+  the stage's size; the other variants' plans were the same with or without it).
 
-The stage is ANALYZEd before `merge` and `not_exists`, whose plans choose a join from its
-size; the other two read the stage once in any plan. `merge_plan` EXPLAINs a variant on a
-staged chunk (rolled back), so each bench can show the plan it timed.
+`merge_plan` EXPLAINs a variant on a staged chunk (rolled back), so that each bench can
+show the plans it timed.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from psycopg import sql
 from benchmarks import stage_copy
 
 PLAIN_VARIANTS = ("on_conflict", "not_exists", "scalar_probe", "merge")
-_ANALYZED = {"not_exists", "merge"}
+_ANALYZED = {"merge"}
 
 
 @dataclass(frozen=True)
