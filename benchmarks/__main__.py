@@ -13,7 +13,11 @@ from benchmarks import EXAMPLE_MODULE
 
 # Targets the figures are read against (docs/BENCHMARKS.md says why these).
 UPSERT_TARGETS = (
-    ("copy_floor_server", 0.85, "framework upsert (new rows) >= 0.85 x a server-side COPY"),
+    (
+        "copy_floor_server_binary",
+        0.85,
+        "framework upsert (new rows) >= 0.85 x a server-side binary COPY",
+    ),
     ("best_plain_script", 1.0, "framework upsert >= 1.0 x the best plain script"),
     ("pandas_to_sql_multi", 15.0, "framework upsert >= 15 x pandas to_sql multi"),
     ("executemany_upsert", 3.0, "framework upsert >= 3 x executemany upsert"),
@@ -872,6 +876,10 @@ def _print_staging(figures: dict) -> None:
             f"  {name:<18} {_spread(result):>26} {result['cpu_seconds']:>13.3f} "
             f"{result['load_average']:>5.2f}"
         )
+    print(
+        f"\n  fastest: {figures['fastest']}; the plain script stages with "
+        f"{figures['plain_script_stages_with']}"
+    )
 
 
 def _print_status(figures: dict) -> None:

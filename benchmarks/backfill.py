@@ -13,7 +13,9 @@ size, into their own fresh `orders` table:
 - Plain script: the best one would write without the framework — a loop over days and
   chunks of the same reader, each chunk COPYed into a stage and merged with one `INSERT …
   ON CONFLICT DO UPDATE … WHERE … IS DISTINCT FROM` in its own transaction
-  (`bench.baselines`); no Dagster, no framework.
+  (`bench.baselines`, variant `PLAIN_VARIANT`); no Dagster, no framework. Off the clock,
+  every variant's merge of the first chunk is EXPLAINed against the empty table and the
+  loaded one (`plans`).
 
 The backfill is then run again on the unchanged input, which the framework should turn
 into (almost) no work: every chunk's checkpoint matches, so nothing is rewritten.
@@ -63,6 +65,9 @@ from orders_example.orders.seed import ORDER_ID_EPOCH, iter_days, seed_orders
 from orders_example.orders.tables import daily_revenue_table, orders_table
 
 RUN_MODES = ("one", "per-partition")
+KEY = ("order_id",)
+# Every row of a backfill is new: the variants filtering unchanged rows only add work.
+PLAIN_VARIANT = "on_conflict"
 VIA = ("process", "daemon")
 # What the UI's launchpad may set for the runs of a backfill (`execution:` run config of
 # the framework's multi_or_in_process executor); "default" sets nothing, which since issue
@@ -149,6 +154,8 @@ def run_backfill_bench(
         timed = alternated(
             {"plain_script": methods.plain, "dagster_backfill": methods.dagster}, repeats, warmup
         )
+        with fresh_schema(database_url, "plans") as url:
+            plans = _plain_plans(url, landing, days, chunk_rows, expected_rows)
     dagster_runs, plain_runs = timed["dagster_backfill"], timed["plain_script"]
     dagster_seconds = statistics.median(dagster_runs.seconds)
     plain_median = statistics.median(plain_runs.seconds)
@@ -183,7 +190,8 @@ def run_backfill_bench(
         "plain_script_seconds": round(plain_median, 4),
         # The median of the rounds' ratios (each round's two runs, side by side).
         "ratio": median_ratio(dagster_runs, plain_runs),
-        "notes": {**notes, "peak_rss_mib": rss},
+        "plans": plans,
+        "notes": {**notes, "plain_script_variant": PLAIN_VARIANT, "peak_rss_mib": rss},
     }
 
 
@@ -317,26 +325,42 @@ def _peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _plain_script(url: str, landing: str, days: list[str], chunk_rows: int) -> float:
+def _plain_script(
+    url: str, landing: str, days: list[str], chunk_rows: int, *, create: bool = True
+) -> float:
     """The best one would write without the framework: the same reader, then per chunk a
     COPY into a stage and one merging `INSERT … ON CONFLICT DO UPDATE … WHERE … IS
     DISTINCT FROM`, committed per chunk (`bench.baselines`)."""
-    engine = sa.create_engine(normalize_url(url))
-    try:
-        orders_table.create(engine)
-    finally:
-        engine.dispose()
+    if create:
+        engine = sa.create_engine(normalize_url(url))
+        try:
+            orders_table.create(engine)
+        finally:
+            engine.dispose()
     columns = [column.name for column in orders_table.columns]
-    statements = baselines.merge_statements(orders_table.name, ["order_id"], columns, "on_conflict")
+    statements = baselines.merge_statements(orders_table.name, KEY, columns, PLAIN_VARIANT)
     with psycopg.connect(libpq_dsn(url)) as connection:
         began = time.perf_counter()
         for day in days:
             for chunk in read_order_chunks(landing_file(landing, day), day, chunk_rows):
-                staged = chunk[columns]
-                baselines.merge_chunk(
-                    connection, statements, ["order_id"], baselines.copy_types(staged), staged
-                )
+                baselines.merge_chunk(connection, statements, KEY, chunk[columns])
         return time.perf_counter() - began
+
+
+def _plain_plans(url: str, landing: str, days: list[str], chunk_rows: int, rows: int) -> dict:
+    """Every variant's plan of the first chunk, into the empty table and the loaded one."""
+    columns = [column.name for column in orders_table.columns]
+    chunk = next(read_order_chunks(landing_file(landing, days[0]), days[0], chunk_rows))[columns]
+    variants = baselines.every_variant(orders_table.name, KEY, columns)
+    plans: dict[str, dict[str, str]] = {}
+    for loaded in (False, True):
+        # No day loads the empty table; every day loads it in full.
+        _plain_script(url, landing, days if loaded else [], chunk_rows, create=not loaded)
+        label = f"chunk_rows={len(chunk)},table_rows={rows if loaded else 0}"
+        plans_now = baselines.merge_plans(libpq_dsn(url), variants, KEY, chunk, label)
+        baselines.add_plans(plans, plans_now)
+    expect_rows(url, rows, "plain script (plans)")
+    return plans
 
 
 class _DagsterBackfill:

@@ -1,119 +1,56 @@
-"""What a user would write instead of the framework, sharing no code with it.
+"""The plain script: what a user would write instead of the framework, sharing no code
+with it.
 
-Nothing here imports the framework's writer or its COPY text builder: these are the
-baselines the writer is measured against, written as an engineer loading PostgreSQL by
-hand would write them, with psycopg 3 only.
+Nothing here imports the framework's writer: this is the baseline the writer is measured
+against, written as an engineer loading PostgreSQL by hand would write it, with psycopg 3
+only. The COPY floors are in `bench.floors`.
 
-- The floors, the physical cost of getting these rows into the table, one transaction per
-  chunk: `copy_floor`, COPY … FROM STDIN of text prepared before the clock starts (only
-  the COPY is timed), and `server_copy_floor`, COPY … FROM a file the server reads,
-  written before the clock starts (no client at all in the timed part).
-- The plain script (`plain_script`): per chunk, the chunk deduplicated on its key, a
-  temporary stage filled by binary COPY of the columns as Python values (psycopg's fastest
-  way from a DataFrame: measured against `write_row` of text, CSV from `to_csv` and
-  prepared text, docs/BENCHMARKS.md), then one merging statement, committed per chunk.
-  Idempotent, and no new row version for an unchanged row. Three variants of the merge,
-  since which is fastest depends on the changed fraction (`PLAIN_VARIANTS`):
-  `on_conflict` (`INSERT … SELECT … ON CONFLICT DO UPDATE … WHERE (…) IS DISTINCT FROM
-  (…)`), `not_exists` (the same, with the unchanged rows filtered out first by `NOT
-  EXISTS`, so that they are not locked), and `merge` (PostgreSQL 15's `MERGE`, after
-  `ANALYZE` of the stage).
+Per chunk, one transaction: the chunk deduplicated on its key (the last row wins), a
+temporary stage filled the fastest way psycopg offers from a DataFrame
+(`stage_copy.FASTEST`, chosen by `bin/bench staging --rows 200000 --repeats 3`), then one
+merging statement. Idempotent, and no new row version for an unchanged row. Which merge
+is fastest depends on the changed fraction and the chunk size, so there are four
+(`PLAIN_VARIANTS`), and each bench reports the best:
+
+- `on_conflict`: `INSERT … SELECT … ON CONFLICT DO UPDATE … WHERE (…) IS DISTINCT FROM
+  (…)`.
+- `not_exists`: the same, the unchanged rows filtered out first by `NOT EXISTS`, so that
+  they are not locked. On a 1,000,000-row table its plan is a nested-loop anti-join (a
+  probe per staged row) at 10,000-row chunks but a hash anti-join reading the whole
+  table at 50,000, with or without ANALYZE of the stage.
+- `scalar_probe`: the same filter as a correlated scalar subquery, which PostgreSQL
+  cannot turn into a join: one index probe per staged row, whatever the sizes.
+- `merge`: PostgreSQL 15's `MERGE`, after ANALYZE of the stage (its join is chosen from
+  the stage's size; the other variants' plans were the same with or without it).
+
+`merge_plan` EXPLAINs a variant on a staged chunk (rolled back), so that each bench can
+show the plans it timed.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 import psycopg
 from psycopg import sql
 
-PLAIN_VARIANTS = ("on_conflict", "not_exists", "merge")
-# PostgreSQL's binary COPY type for each kind of pandas column the bench frames hold.
-_COPY_TYPES = {"i": "int8", "f": "float8", "b": "bool", "O": "text", "M": "timestamptz"}
+from benchmarks import stage_copy
+
+PLAIN_VARIANTS = ("on_conflict", "not_exists", "scalar_probe", "merge")
+_ANALYZED = {"merge"}
 
 
-def prepared_copy_text(frame: pd.DataFrame, chunk_rows: int) -> list[bytes]:
-    """Each chunk as COPY text, built with psycopg's own formatting (before any timing)."""
-    texts = []
-    for start in range(0, len(frame), chunk_rows):
-        chunk = frame.iloc[start : start + chunk_rows]
-        lines = []
-        for row in chunk.itertuples(index=False, name=None):
-            lines.append("\t".join(_field(value) for value in row))
-        texts.append(("\n".join(lines) + "\n").encode())
-    return texts
+@dataclass(frozen=True)
+class PlainStatements:
+    """One variant's statements for one table: what each chunk's transaction runs."""
 
-
-def _field(value) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "\\N"
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    text = str(value)
-    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-
-
-def copy_floor(dsn: str, table: str, columns: Sequence[str], texts: list[bytes]) -> float:
-    """Seconds to COPY the prepared texts, one transaction per chunk."""
-    with psycopg.connect(dsn) as connection:
-        return copy_floor_on(connection, table, columns, texts)
-
-
-def copy_floor_on(
-    connection: psycopg.Connection, table: str, columns: Sequence[str], texts: list[bytes]
-) -> float:
-    """`copy_floor` on an open connection (whose server process can then be watched)."""
-    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns))
-    )
-    began = time.perf_counter()
-    for text in texts:
-        with connection.transaction(), connection.cursor().copy(statement) as copy:
-            copy.write(text)
-    return time.perf_counter() - began
-
-
-def write_copy_files(texts: list[bytes], folder: Path) -> list[Path]:
-    """The prepared texts as files the server can read (one per chunk)."""
-    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
-    folder.chmod(0o755)
-    paths = []
-    for number, text in enumerate(texts):
-        path = folder / f"chunk_{number:05d}.copy"
-        path.write_bytes(text)
-        path.chmod(0o644)
-        paths.append(path)
-    return paths
-
-
-def server_copy_floor(dsn: str, table: str, columns: Sequence[str], paths: list[Path]) -> float:
-    """Seconds for the server to COPY the files into `table`, one transaction per chunk
-    (needs a server on this host, and superuser or `pg_read_server_files`)."""
-    with psycopg.connect(dsn) as connection:
-        return server_copy_floor_on(connection, table, columns, paths)
-
-
-def server_copy_floor_on(
-    connection: psycopg.Connection, table: str, columns: Sequence[str], paths: list[Path]
-) -> float:
-    """`server_copy_floor` on an open connection."""
-    statements = [
-        sql.SQL("COPY {} ({}) FROM {}").format(
-            sql.Identifier(table),
-            sql.SQL(", ").join(map(sql.Identifier, columns)),
-            sql.Literal(os.fspath(path)),
-        )
-        for path in paths
-    ]
-    began = time.perf_counter()
-    for statement in statements:
-        with connection.transaction():
-            connection.execute(statement)
-    return time.perf_counter() - began
+    create_stage: sql.SQL | sql.Composed
+    stage: sql.Composed  # `stage (col, …)`, what the COPY fills
+    merge: sql.Composed
+    analyze_stage: bool
 
 
 def plain_script(
@@ -125,123 +62,199 @@ def plain_script(
     variant: str = "on_conflict",
 ) -> float:
     """Seconds to stage-and-merge `frame` into `table`, chunk by chunk (all of it timed:
-    the values' conversion too)."""
+    the values' formatting too)."""
     statements = merge_statements(table, key, list(frame.columns), variant)
-    types = copy_types(frame)
     with psycopg.connect(dsn) as connection:
         began = time.perf_counter()
         for start in range(0, len(frame), chunk_rows):
-            chunk = frame.iloc[start : start + chunk_rows]
-            merge_chunk(connection, statements, key, types, chunk)
+            merge_chunk(connection, statements, key, frame.iloc[start : start + chunk_rows])
         return time.perf_counter() - began
 
 
-def copy_types(frame: pd.DataFrame) -> list[str]:
-    """The binary COPY type of each column of `frame`."""
-    return [_COPY_TYPES[dtype.kind] for dtype in frame.dtypes]
+@dataclass(frozen=True)
+class StageShape:
+    """A stage unlike the table: how to create it, its columns in COPY order, and the
+    table's columns it holds in another form (each an expression over the stage `s`).
+
+    Example: an hour's events staged with `occurred_at_us int8`, the table's
+    `occurred_at` computed from it by the server.
+    """
+
+    create: sql.SQL | sql.Composed
+    columns: Sequence[str]
+    computed: Mapping[str, sql.Composable]
 
 
-def merge_statements(table: str, key: Sequence[str], columns: Sequence[str], variant: str) -> tuple:
-    """(create the stage, COPY into it, the statements merging it into `table`)."""
+def merge_statements(
+    table: str,
+    key: Sequence[str],
+    columns: Sequence[str],
+    variant: str,
+    shape: StageShape | None = None,
+) -> PlainStatements:
+    """The statements of `variant` merging a stage into `table`'s `columns` (the stage is
+    shaped like the table unless `shape` says otherwise; the key is staged as is)."""
     if variant not in PLAIN_VARIANTS:
         raise ValueError(f"unknown plain-script variant {variant!r}: one of {PLAIN_VARIANTS}")
     others = [name for name in columns if name not in key]
     ident = sql.Identifier
     names = sql.SQL(", ").join(map(ident, columns))
-    create_stage = sql.SQL(
-        "CREATE TEMPORARY TABLE stage (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP"
-    ).format(ident(table))
-    copy_stage = sql.SQL("COPY stage ({}) FROM STDIN (FORMAT BINARY)").format(names)
+    computed = shape.computed if shape is not None else {}
 
-    def listed(prefix: str, columns: Sequence[str]) -> sql.Composable:
-        return sql.SQL(", ").join(sql.SQL(prefix + "{}").format(ident(n)) for n in columns)
+    def listed(alias: str, names: Sequence[str]) -> sql.Composable:
+        if alias == "s":  # the staged values, computed where the stage holds another form
+            return sql.SQL(", ").join(
+                computed.get(n, sql.SQL("s.{}").format(ident(n))) for n in names
+            )
+        return sql.SQL(", ").join(sql.SQL(alias + ".{}").format(ident(n)) for n in names)
 
-    def assigned_from(source: str) -> sql.Composable:
-        """`col = source.col, …` for every column outside the key."""
-        return sql.SQL(", ").join(
-            sql.SQL("{} = " + source + ".{}").format(ident(n), ident(n)) for n in others
+    def matching(alias: str) -> sql.Composable:
+        return sql.SQL(" AND ").join(
+            sql.SQL(alias + ".{0} = s.{0}").format(ident(name)) for name in key
         )
 
-    changed = sql.SQL("({}) IS DISTINCT FROM ({})").format(
-        listed("t.", others), listed("s.", others)
-    )
-    matches = sql.SQL(" AND ").join(
-        sql.SQL("t.{} = s.{}").format(ident(name), ident(name)) for name in key
-    )
-    if variant == "merge":
-        merge = [
-            sql.SQL("ANALYZE stage"),
+    if shape is None:
+        shape = StageShape(
             sql.SQL(
-                "MERGE INTO {table} AS t USING stage AS s ON {matches} "
-                "WHEN MATCHED AND {changed} THEN UPDATE SET {sets} "
-                "WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})"
-            ).format(
-                table=ident(table),
-                matches=matches,
-                changed=changed,
-                sets=assigned_from("s"),
-                names=names,
-                values=listed("s.", columns),
-            ),
-        ]
-    else:
-        unchanged_filtered = sql.SQL(
-            " WHERE NOT EXISTS (SELECT 1 FROM {table} AS t WHERE {matches} "
-            "AND ({current}) IS NOT DISTINCT FROM ({incoming}))"
+                "CREATE TEMPORARY TABLE stage (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP"
+            ).format(ident(table)),
+            columns,
+            {},
+        )
+    if variant == "merge":
+        merge = sql.SQL(
+            "MERGE INTO {table} AS t USING stage AS s ON {matches} "
+            "WHEN MATCHED AND ({current}) IS DISTINCT FROM ({incoming}) THEN UPDATE SET {sets} "
+            "WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})"
         ).format(
             table=ident(table),
-            matches=matches,
-            current=listed("t.", others),
-            incoming=listed("s.", others),
+            matches=matching("t"),
+            current=listed("t", others),
+            incoming=listed("s", others),
+            sets=sql.SQL(", ").join(
+                sql.SQL("{} = {}").format(ident(n), listed("s", [n])) for n in others
+            ),
+            names=names,
+            values=listed("s", columns),
         )
-        merge = [
-            sql.SQL(
-                "INSERT INTO {table} AS t ({names}) SELECT {values} FROM stage AS s{filtered} "
-                "ON CONFLICT ({keys}) DO UPDATE SET {sets} "
-                "WHERE ({current}) IS DISTINCT FROM ({incoming})"
-            ).format(
-                table=ident(table),
-                names=names,
-                values=listed("s.", columns),
-                filtered=unchanged_filtered if variant == "not_exists" else sql.SQL(""),
-                keys=sql.SQL(", ").join(map(ident, key)),
-                sets=assigned_from("EXCLUDED"),
-                current=listed("t.", others),
-                incoming=listed("EXCLUDED.", others),
-            )
-        ]
-    return create_stage, copy_stage, merge
+    else:
+        unchanged_filter = {
+            "on_conflict": sql.SQL(""),
+            "not_exists": sql.SQL(
+                " WHERE NOT EXISTS (SELECT 1 FROM {table} AS c WHERE {matches} "
+                "AND ({current}) IS NOT DISTINCT FROM ({incoming}))"
+            ),
+            # A scalar subquery in WHERE stays a SubPlan: one probe of the key's index
+            # per staged row (NULL when the key is new).
+            "scalar_probe": sql.SQL(
+                " WHERE (SELECT ({current}) IS NOT DISTINCT FROM ({incoming}) "
+                "FROM {table} AS c WHERE {matches}) IS NOT TRUE"
+            ),
+        }[variant].format(
+            table=ident(table),
+            matches=matching("c"),
+            current=listed("c", others),
+            incoming=listed("s", others),
+        )
+        merge = sql.SQL(
+            "INSERT INTO {table} AS t ({names}) SELECT {values} FROM stage AS s{filtered} "
+            "ON CONFLICT ({keys}) DO UPDATE SET {sets} "
+            "WHERE ({current}) IS DISTINCT FROM ({incoming})"
+        ).format(
+            table=ident(table),
+            names=names,
+            values=listed("s", columns),
+            filtered=unchanged_filter,
+            keys=sql.SQL(", ").join(map(ident, key)),
+            sets=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(ident(n)) for n in others),
+            current=listed("t", others),
+            incoming=listed("EXCLUDED", others),
+        )
+    return PlainStatements(
+        shape.create, stage_copy.target("stage", shape.columns), merge, variant in _ANALYZED
+    )
+
+
+def _stage(cursor: psycopg.Cursor, statements: PlainStatements, key, chunk: pd.DataFrame) -> None:
+    # One row per key, the last one (ON CONFLICT refuses to touch a row twice).
+    latest = chunk.drop_duplicates(list(key), keep="last")
+    cursor.execute(statements.create_stage)
+    stage_copy.WAYS[stage_copy.FASTEST](cursor, statements.stage, latest)
+    _analyze(cursor, statements)
+
+
+def _analyze(cursor: psycopg.Cursor, statements: PlainStatements) -> None:
+    if statements.analyze_stage:
+        cursor.execute("ANALYZE stage")
 
 
 def merge_chunk(
     connection: psycopg.Connection,
-    statements: tuple,
+    statements: PlainStatements,
     key: Sequence[str],
-    types: Sequence[str],
     chunk: pd.DataFrame,
 ) -> None:
-    """One chunk of a DataFrame, one transaction (`merge_rows`)."""
-    columns = [chunk[name].astype(object).tolist() for name in chunk.columns]
-    positions = [list(chunk.columns).index(name) for name in key]
-    merge_rows(connection, statements, positions, types, list(zip(*columns, strict=True)))
+    """One chunk of a DataFrame, one transaction: stage it, merge it, commit."""
+    with connection.transaction(), connection.cursor() as cursor:
+        _stage(cursor, statements, key, chunk)
+        cursor.execute(statements.merge)
 
 
 def merge_rows(
     connection: psycopg.Connection,
-    statements: tuple,
+    statements: PlainStatements,
     key_positions: Sequence[int],
     types: Sequence[str],
     rows: list[tuple],
-) -> None:
-    """One chunk of rows, one transaction: stage it with binary COPY, merge it, commit."""
-    create_stage, copy_stage, merge = statements
-    # One row per key, the last one (ON CONFLICT refuses to touch a row twice).
+) -> int:
+    """`merge_chunk` for rows a reader made of Python values: staged by the same binary
+    COPY of Python values, without a DataFrame in between. The rows staged (one a key)."""
     latest = {tuple(row[i] for i in key_positions): row for row in rows}
     with connection.transaction(), connection.cursor() as cursor:
-        cursor.execute(create_stage)
-        with cursor.copy(copy_stage) as copy:
-            copy.set_types(list(types))
-            for row in latest.values():
-                copy.write_row(row)
-        for statement in merge:
-            cursor.execute(statement)
+        cursor.execute(statements.create_stage)
+        stage_copy.write_binary_rows(cursor, statements.stage, types, latest.values())
+        _analyze(cursor, statements)
+        cursor.execute(statements.merge)
+    return len(latest)
+
+
+def merge_plan(
+    connection: psycopg.Connection,
+    statements: PlainStatements,
+    key: Sequence[str],
+    chunk: pd.DataFrame,
+) -> str:
+    """The plan of `statements`' merge of `chunk` (EXPLAIN, the transaction rolled back)."""
+    with connection.transaction(force_rollback=True), connection.cursor() as cursor:
+        _stage(cursor, statements, key, chunk)
+        lines = cursor.execute(sql.SQL("EXPLAIN {}").format(statements.merge)).fetchall()
+    return "\n".join(line for (line,) in lines)
+
+
+def every_variant(
+    table: str, key: Sequence[str], columns: Sequence[str], shape: StageShape | None = None
+) -> dict[str, PlainStatements]:
+    """`merge_statements` of each of `PLAIN_VARIANTS`."""
+    return {v: merge_statements(table, key, columns, v, shape) for v in PLAIN_VARIANTS}
+
+
+def merge_plans(
+    dsn: str,
+    variants: Mapping[str, PlainStatements],
+    key: Sequence[str],
+    chunk: pd.DataFrame,
+    label: str,
+) -> dict[str, dict[str, str]]:
+    """`{variant: {label: plan}}`: each variant's plan of merging `chunk` (shaped like its
+    stage) into its table as it stands (off the clock: nothing is written)."""
+    with psycopg.connect(dsn) as connection:
+        return {
+            variant: {label: merge_plan(connection, statements, key, chunk)}
+            for variant, statements in variants.items()
+        }
+
+
+def add_plans(into: dict[str, dict[str, str]], plans: dict[str, dict[str, str]]) -> None:
+    """Merge `merge_plans` outputs: `into[variant]` gains each label's plan."""
+    for variant, labelled in plans.items():
+        into.setdefault(variant, {}).update(labelled)

@@ -40,7 +40,7 @@ from benchmarks.backfill import BenchRunFailed, _load_average, expect_rows
 from benchmarks.database import fresh_schema, server_facts
 from benchmarks.hourly_events import events_table, hour_keys, seed_events
 from benchmarks.hourly_partitions import backfill_policy
-from benchmarks.hourly_plain import load_hours, plain_statements
+from benchmarks.hourly_plain import load_hours, plain_plans, plain_statements
 from benchmarks.hourly_ui import (
     DAGSTER_STORAGES,
     UiPath,
@@ -139,6 +139,10 @@ def _measure(
     plain_figures = {name: runs.figures(expected) for name, runs in timed.items()}
     best = min(plain_figures, key=lambda name: plain_figures[name]["seconds"])
     best_seconds = plain_figures[best]["seconds"]
+    with fresh_schema(database_url, "plans") as url:
+        _create_events_table(url)
+        batches = {name: keys[: batch or len(keys)] for name, batch in PLAIN_BATCHES.items()}
+        plans = plain_plans(libpq_dsn(url), landing, batches, expected)
 
     ui: dict[str, dict] = {}
     in_process = None
@@ -183,6 +187,7 @@ def _measure(
                 name: median_ratio(timed[name], timed["per_hour"]) for name in timed
             },
         },
+        "plain_script_plans": plans,
         "ui": ui,
         "in_process": in_process,
         "notes": {
@@ -205,11 +210,7 @@ def plain_script(url: str, landing: str, keys: list[str], batch_hours: int | Non
 
     The reader is the framework's reader's own (`read_hour_rows`, each line validated).
     The table is created before the clock starts."""
-    engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
-    try:
-        events_table.create(engine)
-    finally:
-        engine.dispose()
+    _create_events_table(url)
     statements = plain_statements()
     size = batch_hours or len(keys)
     with psycopg.connect(libpq_dsn(url)) as connection:
@@ -217,6 +218,14 @@ def plain_script(url: str, landing: str, keys: list[str], batch_hours: int | Non
         for start in range(0, len(keys), size):
             load_hours(connection, landing, keys[start : start + size], statements)
         return time.perf_counter() - began
+
+
+def _create_events_table(url: str) -> None:
+    engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+    try:
+        events_table.create(engine)
+    finally:
+        engine.dispose()
 
 
 # What the profile reports of one partition's path (docs/ARCHITECTURE.md "The path of one

@@ -4,71 +4,70 @@ What `bench backfill --shape hourly` measures the framework against, used twice 
 same statements: by the plain scripts (`hourly.plain_script`: a batch of hours per
 transaction, no Dagster at all) and by the Dagster floor (`hourly_floor_location`: an
 hour per transaction inside a plain Dagster asset). The hours' files are read with the
-bench's reader (`read_hour_rows`, each line validated), the rows COPYed (binary) into a
-temporary stage and merged with one `INSERT … ON CONFLICT DO UPDATE … WHERE … IS
-DISTINCT FROM`: a re-run of unchanged rows writes no new row version.
+bench's reader (`read_hour_rows`, each line validated), the rows COPYed (binary, Python
+values: the plain script's staging, `bench.baselines`) into a temporary stage and merged
+with a variant of `baselines.merge_statements`, by default `on_conflict`: every hour is
+new, so the variants filtering unchanged rows would only add work. A re-run of
+unchanged rows writes no new row version.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import pandas as pd
 import psycopg
 from psycopg import sql
 
+from benchmarks import baselines
 from benchmarks.hourly_events import EVENT_COLUMNS, events_table, hour_file, read_hour_rows
 
-# The stage's columns as COPY sends them (`occurred_at` as UTC microseconds, what the
-# reader returns; the merge turns it into a timestamptz).
+KEY = ("event_id",)
+DEFAULT_VARIANT = "on_conflict"
+# The stage's columns as COPY sends them: `occurred_at` as UTC microseconds, what the
+# reader returns; the merge turns it into a timestamptz.
 STAGE_TYPES = ["int8", "int8", "text", "int8", "int8"]
-CREATE_STAGE = sql.SQL(
-    "CREATE TEMPORARY TABLE stage (event_id int8, user_id int8, kind text, "
-    "value_cents int8, occurred_at_us int8) ON COMMIT DROP"
+STAGE = baselines.StageShape(
+    sql.SQL(
+        "CREATE TEMPORARY TABLE stage (event_id int8, user_id int8, kind text, "
+        "value_cents int8, occurred_at_us int8) ON COMMIT DROP"
+    ),
+    ("event_id", "user_id", "kind", "value_cents", "occurred_at_us"),
+    {
+        "occurred_at": sql.SQL(
+            "(timestamptz '1970-01-01 00:00:00+00' + s.occurred_at_us * interval '1 microsecond')"
+        )
+    },
 )
-COPY_STAGE = sql.SQL("COPY stage FROM STDIN (FORMAT BINARY)")
 
 
-@dataclass(frozen=True)
-class PlainStatements:
-    """The three statements of one batch's transaction."""
-
-    create_stage: sql.SQL
-    copy_stage: sql.SQL
-    merge: sql.Composed
-
-
-def plain_statements() -> PlainStatements:
-    ident = sql.Identifier
-    others = [name for name in EVENT_COLUMNS if name != "event_id"]
-    merge = sql.SQL(
-        "INSERT INTO {table} AS t ({names}) SELECT s.event_id, s.user_id, s.kind, "
-        "s.value_cents, timestamptz '1970-01-01 00:00:00+00' + s.occurred_at_us * "
-        "interval '1 microsecond' FROM stage AS s ON CONFLICT (event_id) DO UPDATE SET "
-        "{sets} WHERE ({current}) IS DISTINCT FROM ({incoming})"
-    ).format(
-        table=ident(events_table.name),
-        names=sql.SQL(", ").join(map(ident, EVENT_COLUMNS)),
-        sets=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(ident(n)) for n in others),
-        current=sql.SQL(", ").join(sql.SQL("t.{}").format(ident(n)) for n in others),
-        incoming=sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(ident(n)) for n in others),
-    )
-    return PlainStatements(CREATE_STAGE, COPY_STAGE, merge)
+def plain_statements(variant: str = DEFAULT_VARIANT) -> baselines.PlainStatements:
+    return baselines.merge_statements(events_table.name, KEY, EVENT_COLUMNS, variant, STAGE)
 
 
 def load_hours(
-    connection: psycopg.Connection, landing: str, keys: list[str], statements: PlainStatements
+    connection: psycopg.Connection,
+    landing: str,
+    keys: list[str],
+    statements: baselines.PlainStatements,
 ) -> int:
     """The hours `keys` read from `landing` and merged in ONE transaction; the rows sent
     (one per event id: the last line wins, as a merge of the batch must)."""
-    latest: dict[int, tuple] = {}
-    for key in keys:
-        for row in read_hour_rows(hour_file(landing, key)):
-            latest[row[0]] = row
-    with connection.transaction(), connection.cursor() as cursor:
-        cursor.execute(statements.create_stage)
-        with cursor.copy(statements.copy_stage) as copy:
-            copy.set_types(STAGE_TYPES)
-            for row in latest.values():
-                copy.write_row(row)
-        cursor.execute(statements.merge)
-    return len(latest)
+    rows = [row for key in keys for row in read_hour_rows(hour_file(landing, key))]
+    return baselines.merge_rows(connection, statements, [0], STAGE_TYPES, rows)
+
+
+def plain_plans(dsn: str, landing: str, batches: dict[str, list[str]], rows: int) -> dict:
+    """Each variant's plan of each batch's first merge (`batches`: name → its hours),
+    into the empty `events_table` at `dsn` and into it loaded with every hour (`rows`)."""
+    variants = {variant: plain_statements(variant) for variant in baselines.PLAIN_VARIANTS}
+    plans: dict[str, dict[str, str]] = {}
+    for table_rows in (0, rows):
+        if table_rows:
+            every_hour = sorted({key for keys in batches.values() for key in keys})
+            with psycopg.connect(dsn) as connection:
+                load_hours(connection, landing, every_hour, plain_statements())
+        for name, keys in batches.items():
+            rows_read = [row for key in keys for row in read_hour_rows(hour_file(landing, key))]
+            chunk = pd.DataFrame(rows_read, columns=list(STAGE.columns))
+            label = f"batch={name},chunk_rows={len(chunk)},table_rows={table_rows}"
+            baselines.add_plans(plans, baselines.merge_plans(dsn, variants, KEY, chunk, label))
+    return plans

@@ -4,10 +4,12 @@ A table of `--rows` orders (1,000,000 by default) is fed its whole input again w
 fraction of the rows changed (`--changed`, 1 %, 10 % and 100 % by default) and the rest
 identical. For each fraction the framework's writer (`upsert_frame`, 50,000-row chunks,
 one transaction each) and each variant of the expert's plain script
-(`bench.baselines.plain_script`: `on_conflict`, `not_exists`, `merge`) run `--repeats`
+(`bench.baselines.plain_script`, each of `baselines.PLAIN_VARIANTS`) run `--repeats`
 times after a warm-up round, alternated, each run on a fresh copy of the populated table
 (copied from a loaded template and vacuumed, off the clock). The warm-up run of each
-method counts the row versions it created: the changed rows, and no others.
+method counts the row versions it created: the changed rows, and no others. Off the
+clock, each variant's merge of the first changed chunk is EXPLAINed against the
+populated table (`plans`, by chunk size, table size and changed fraction).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def run_merge_bench(
         raise ValueError("--rows must be at least 1 and each --changed in (0, 1]")
     frame = orders_frame(rows)
     results = []
+    plans: dict[str, dict[str, str]] = {}
     with fresh_schema(database_url, "merge") as url:
         engine = sa.create_engine(normalize_url(url))
         try:
@@ -73,6 +76,7 @@ def run_merge_bench(
             framework_upsert(engine, template, frame)
             for fraction in fractions:
                 rounds = MergeRound(engine, libpq_dsn(url), changed_rows(frame, fraction, 1))
+                baselines.add_plans(plans, rounds.plans(fraction))
                 runs = alternated(rounds.methods(), repeats, warmup)
                 results.append(_figures(rows, fraction, runs, rounds.versions))
         finally:
@@ -82,6 +86,7 @@ def run_merge_bench(
         "chunk_rows": CHUNK_ROWS,
         "repeats": repeats,
         "results": results,
+        "plans": plans,
         "server": server_facts(database_url),
     }
 
@@ -99,6 +104,21 @@ class MergeRound:
         for variant in baselines.PLAIN_VARIANTS:
             methods[f"plain_script_{variant}"] = functools.partial(self.plain, variant)
         return methods
+
+    def plans(self, fraction: float) -> dict[str, dict[str, str]]:
+        """Each variant's plan of the first changed chunk, on a fresh populated table."""
+        table = self._populated("plans")
+        chunk = self.changed.head(CHUNK_ROWS)
+        label = f"chunk_rows={len(chunk)},table_rows={len(self.changed)},changed={fraction}"
+        plans = baselines.merge_plans(
+            self.dsn,
+            baselines.every_variant(table.name, KEY, list(chunk.columns)),
+            KEY,
+            chunk,
+            label,
+        )
+        table.drop(self.engine)
+        return plans
 
     def _populated(self, name: str) -> sa.Table:
         self._tables += 1

@@ -12,6 +12,8 @@ and each side loads the corrected file again, alternated, after a warm-up round:
 - plain_script_<variant>: the script an expert writes for this, in this process (no
   interpreter start-up): read the file line by line with `json.loads`, per `--chunk-rows`
   rows stage by binary COPY and merge with the variant (`bench.baselines`), commit.
+  Off the clock, each variant's merge of the file's first chunk is EXPLAINed against the
+  loaded table (`plans`).
 
 Both tables end equal to the corrected file. The framework's seconds are split by where
 they went: process start to run start, run start to step start, the step, the step's
@@ -23,6 +25,7 @@ validating, the stage COPY, the merge, the seen keys, the sweep, the lifecycle l
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -33,9 +36,11 @@ import sys
 import tempfile
 import time
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import psycopg
 import sqlalchemy as sa
 
@@ -81,20 +86,18 @@ def run_rerun_bench(
         seed_orders(landing, DAY, DAY, orders_per_day=rows)
         day = Corrections(Path(landing_file(landing, DAY.isoformat())), changed)
         variants = baselines.PLAIN_VARIANTS
-        with (
-            fresh_schema(database_url, "rerun_framework") as framework_url,
-            fresh_schema(database_url, "rerun_on_conflict") as on_conflict_url,
-            fresh_schema(database_url, "rerun_not_exists") as not_exists_url,
-            fresh_schema(database_url, "rerun_merge") as merge_url,
-        ):
-            plain_urls = dict(
-                zip(variants, (on_conflict_url, not_exists_url, merge_url), strict=True)
-            )
+        with contextlib.ExitStack() as schemas:
+            framework_url = schemas.enter_context(fresh_schema(database_url, "rerun_framework"))
+            plain_urls = {
+                variant: schemas.enter_context(fresh_schema(database_url, f"rerun_{variant}"))
+                for variant in variants
+            }
             framework = Materialize(framework_url, landing, Path(folder), chunk_rows, module)
             framework.run()  # the day's first load, off the clock
             for variant, url in plain_urls.items():
                 create_user_tables(warehouse_engine(url), orders_table)
                 plain_rerun(url, day.path, chunk_rows, variant)
+            plans = first_chunk_plans(plain_urls[variants[0]], day.path, chunk_rows, rows)
             methods = {"correct_the_input": day.correct, "framework": framework.run}
             for variant, url in plain_urls.items():
                 methods[f"plain_script_{variant}"] = _plain(url, day.path, chunk_rows, variant)
@@ -122,6 +125,7 @@ def run_rerun_bench(
         # The framework's seconds over the best variant's, run by run.
         "ratio": median_ratio(runs["framework"], best_runs),
         "methods": figures,
+        "plans": plans,
         "framework_seconds_split_median": split,
         **({"attempt_profile": step_profile} if profile is not None else {}),
         "notes": {
@@ -277,28 +281,42 @@ def plain_rerun(url: str, path: Path, chunk_rows: int, variant: str) -> float:
     statements = baselines.merge_statements(orders_table.name, ["order_id"], COLUMNS, variant)
     with psycopg.connect(libpq_dsn(url)) as connection:
         began = time.perf_counter()
-        rows: list[tuple] = []
-        with open(path, "rb") as stream:
-            for line in stream:
-                if line.isspace():
-                    continue
-                order = json.loads(line)
-                rows.append(
-                    (
-                        order["order_id"],
-                        order["customer_id"],
-                        order["amount_cents"],
-                        order["currency"],
-                        order["status"],
-                        dt.datetime.fromisoformat(order["ordered_at"]),
-                    )
-                )
-                if len(rows) == chunk_rows:
-                    baselines.merge_rows(connection, statements, [0], COPY_TYPES, rows)
-                    rows = []
-        if rows:
+        for rows in order_rows(path, chunk_rows):
             baselines.merge_rows(connection, statements, [0], COPY_TYPES, rows)
         return time.perf_counter() - began
+
+
+def order_rows(path: Path, chunk_rows: int) -> Iterator[list[tuple]]:
+    """The landing file's orders as tuples of Python values, `chunk_rows` at a time."""
+    rows: list[tuple] = []
+    with open(path, "rb") as stream:
+        for line in stream:
+            if line.isspace():
+                continue
+            order = json.loads(line)
+            rows.append(
+                (
+                    order["order_id"],
+                    order["customer_id"],
+                    order["amount_cents"],
+                    order["currency"],
+                    order["status"],
+                    dt.datetime.fromisoformat(order["ordered_at"]),
+                )
+            )
+            if len(rows) == chunk_rows:
+                yield rows
+                rows = []
+    if rows:
+        yield rows
+
+
+def first_chunk_plans(url: str, path: Path, chunk_rows: int, rows: int) -> dict:
+    """Each variant's plan of merging the file's first chunk into the loaded table."""
+    chunk = pd.DataFrame(next(order_rows(path, chunk_rows)), columns=list(COLUMNS))
+    label = f"chunk_rows={len(chunk)},table_rows={rows}"
+    variants = baselines.every_variant(orders_table.name, ["order_id"], COLUMNS)
+    return baselines.merge_plans(libpq_dsn(url), variants, ["order_id"], chunk, label)
 
 
 def _expect_sum(url: str, rows: int, amounts: int, who: str) -> None:

@@ -8,18 +8,24 @@ included), a CHECKPOINT before each so no run pays for the previous one's dirty 
 
 - framework_upsert             `upsert_frame`, 50,000-row chunks, one transaction each
 - framework_upsert_unchanged   the same chunks again; must write no new row version
-- copy_floor_server            the server COPYs files written before the clock starts,
-                               one transaction per chunk: the physical floor
+- copy_floor_server_binary     the server COPYs binary files written before the clock
+                               starts, one transaction per chunk: the physical floor, in
+                               the format the framework's writer sends (`bench.floors`)
+- copy_floor_server            the same from text files
 - copy_floor                   psycopg COPY … FROM STDIN of text prepared before the clock
 - plain_script_<variant>       the expert's script (`bench.baselines.plain_script`, no
                                code shared with the framework): per chunk a stage filled
-                               by binary COPY, then `on_conflict`, `not_exists` or `merge`;
+                               the fastest way (`bench staging`), then one of
+                               `baselines.PLAIN_VARIANTS`;
   plain_script_<variant>_unchanged  the same again over the loaded table
 - best_plain_script(_unchanged) the variant with the lowest median (named in `variant`)
 - raw_copy_append              COPY of the framework's own COPY text (its cost of staging)
 - pandas_to_sql_multi          `DataFrame.to_sql(method="multi")` append, on a sample
 - executemany_upsert           SQLAlchemy executemany `INSERT … ON CONFLICT DO UPDATE`,
                                on a sample
+
+Off the clock, each variant's merge is EXPLAINed on the first chunk, against the empty
+table and the loaded one (`plans`).
 
 Each figure is the median run with its min and max and every run's seconds; a ratio is
 the median of the ratios of the runs pair by pair (`bench.timing`). Durability is left as
@@ -41,7 +47,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from benchmarks import baselines
+from benchmarks import baselines, floors
 from benchmarks.database import (
     fresh_schema,
     new_row_versions,
@@ -108,6 +114,7 @@ def run_upsert_bench(
             methods = UpsertMethods(engine, libpq_dsn(url), frame, sample, Path(folder))
             runs = alternated(methods.all(), repeats, warmup)
             checks = methods.checks
+            plans = methods.plans()
             if also is not None:
                 checks["bad_rows"] = also(engine, frame)
         finally:
@@ -150,7 +157,7 @@ def run_upsert_bench(
         ),
         "server": server_facts(database_url),
     }
-    return {"rows": rows, "results": results, "notes": notes}
+    return {"rows": rows, "results": results, "plans": plans, "notes": notes}
 
 
 def _speed_ratio(runs: dict[str, Runs], name: str, rows: int, other_rows: int) -> float:
@@ -168,18 +175,38 @@ class UpsertMethods:
         self.engine, self.dsn, self.frame, self.sample = engine, dsn, frame, sample
         self.rows = len(frame)
         self.columns = list(frame.columns)
-        self.texts = baselines.prepared_copy_text(frame, CHUNK_ROWS)
+        self.texts = floors.prepared_copy_text(frame, CHUNK_ROWS)
         folder.chmod(0o755)  # the server's own user reads the floor's files
-        self.files = baselines.write_copy_files(self.texts, folder / "floor")
+        self.files = floors.write_copy_files(self.texts, folder / "floor")
         self.server_reads_files = _server_is_local(engine)
         self.checks: dict = {}
         self._loaded: dict[str, sa.Table] = {}
         self._tables = 0
+        shape = self._table("binary_files")
+        self.binary_files = floors.write_binary_copy_files(
+            dsn, shape.name, self.columns, self.texts, folder / "binary_floor"
+        )
+        shape.drop(engine)
+
+    def plans(self) -> dict[str, dict[str, str]]:
+        """Each variant's plan of the first chunk, into the empty table and the loaded one."""
+        target = self._table("plans")
+        chunk = self.frame.head(CHUNK_ROWS)
+        variants = baselines.every_variant(target.name, KEY, self.columns)
+        plans: dict[str, dict[str, str]] = {}
+        for table_rows in (0, self.rows):
+            if table_rows:
+                baselines.plain_script(self.dsn, target.name, KEY, self.frame, CHUNK_ROWS)
+            label = f"chunk_rows={len(chunk)},table_rows={table_rows}"
+            baselines.add_plans(plans, baselines.merge_plans(self.dsn, variants, KEY, chunk, label))
+        target.drop(self.engine)
+        return plans
 
     def all(self) -> dict[str, Callable[[], float | None]]:
         methods: dict[str, Callable[[], float | None]] = {
             "framework_upsert": self.framework_new,
             "framework_upsert_unchanged": self.framework_unchanged,
+            "copy_floor_server_binary": functools.partial(self.server_floor, binary=True),
             "copy_floor_server": self.server_floor,
             "copy_floor": self.client_floor,
         }
@@ -223,14 +250,17 @@ class UpsertMethods:
         _drop_checked(self.engine, target, self.rows)
         return seconds
 
-    def server_floor(self) -> float | None:
+    def server_floor(self, binary: bool = False) -> float | None:
         if not self.server_reads_files:
             self.checks["copy_floor_server"] = "not measured: the server is not on this host"
             return None
         target = self._table("server_floor")
         checkpoint(self.engine)
+        files = self.binary_files if binary else self.files
         try:
-            seconds = baselines.server_copy_floor(self.dsn, target.name, self.columns, self.files)
+            seconds = floors.server_copy_floor(
+                self.dsn, target.name, self.columns, files, binary=binary
+            )
         except Exception as error:  # a server that cannot read the files: say so, go on
             self.checks["copy_floor_server"] = f"not measured: {error}".splitlines()[0]
             self.server_reads_files = False
@@ -242,7 +272,7 @@ class UpsertMethods:
     def client_floor(self) -> float:
         target = self._table("client_floor")
         checkpoint(self.engine)
-        seconds = baselines.copy_floor(self.dsn, target.name, self.columns, self.texts)
+        seconds = floors.copy_floor(self.dsn, target.name, self.columns, self.texts)
         _drop_checked(self.engine, target, self.rows)
         return seconds
 

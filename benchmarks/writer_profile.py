@@ -28,7 +28,7 @@ from pathlib import Path
 import psycopg
 import sqlalchemy as sa
 
-from benchmarks import baselines
+from benchmarks import floors
 from benchmarks.database import bench_database, fresh_schema
 from benchmarks.timing import process_cpu_seconds
 from benchmarks.upsert import (
@@ -60,11 +60,11 @@ def profile_writer(database_url: str, rows: int, repeats: int) -> dict:
     """Each method's runs and medians (see the module's docstring)."""
     frame = orders_frame(rows)
     columns = list(frame.columns)
-    texts = baselines.prepared_copy_text(frame, CHUNK_ROWS)
+    texts = floors.prepared_copy_text(frame, CHUNK_ROWS)
     runs: dict[str, list[dict]] = {}
     with fresh_schema(database_url, "profile") as url, tempfile.TemporaryDirectory() as folder:
         Path(folder).chmod(0o755)  # the server's own user reads the floor's files
-        files = baselines.write_copy_files(texts, Path(folder) / "floor")
+        files = floors.write_copy_files(texts, Path(folder) / "floor")
         # One pooled connection, so that one server process serves the whole writer.
         engine = sa.create_engine(normalize_url(url), poolclass=sa.StaticPool)
         watched = psycopg.connect(libpq_dsn(url))
@@ -75,11 +75,11 @@ def profile_writer(database_url: str, rows: int, repeats: int) -> dict:
                 "framework_upsert": (writer_pid, lambda t: framework_upsert(engine, t, frame)),
                 "copy_floor_server": (
                     watched.info.backend_pid,
-                    lambda t: baselines.server_copy_floor_on(watched, t.name, columns, files),
+                    lambda t: floors.server_copy_floor_on(watched, t.name, columns, files),
                 ),
                 "copy_floor": (
                     watched.info.backend_pid,
-                    lambda t: baselines.copy_floor_on(watched, t.name, columns, texts),
+                    lambda t: floors.copy_floor_on(watched, t.name, columns, texts),
                 ),
             }
             for round_number in range(repeats + 1):

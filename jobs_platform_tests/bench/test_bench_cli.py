@@ -33,6 +33,7 @@ UPSERT_METHODS = {
     "best_plain_script_unchanged",
     "copy_floor",
     "copy_floor_server",
+    "copy_floor_server_binary",
     *(f"plain_script_{v}{kind}" for v in PLAIN_VARIANTS for kind in ("", "_unchanged")),
 }
 FIGURES = {"rows", "seconds", "rows_per_s", "min_seconds", "max_seconds", "runs_seconds"}
@@ -63,7 +64,7 @@ def test_bench_upsert_reports_seconds_and_rows_per_second_for_every_method(pg_ur
         tmp_path,
     )
 
-    assert set(figures) <= {"rows", "results", "notes"}
+    assert set(figures) <= {"rows", "results", "plans", "notes"}
     assert figures["rows"] == 2000
     assert set(figures["results"]) == UPSERT_METHODS
     for result in figures["results"].values():
@@ -73,9 +74,28 @@ def test_bench_upsert_reports_seconds_and_rows_per_second_for_every_method(pg_ur
         assert result["rows_per_s"] > 0
     assert figures["results"]["best_plain_script"]["variant"] in PLAIN_VARIANTS
     assert figures["notes"]["framework_upsert_unchanged_new_row_versions"] == 0
-    # The server-side floor ran: this test's server is on this host.
+    # The server-side floors ran: this test's server is on this host.
     assert "copy_floor_server" not in figures["notes"]
+    assert figures["results"]["copy_floor_server_binary"]["rows"] == 2000
     assert bench_schemas(pg_url) == []
+
+
+def test_bench_upsert_json_carries_every_variants_plan_into_the_empty_and_the_loaded_table(
+    pg_url, tmp_path
+):
+    figures = bench(
+        ["upsert", "--rows", "2000", "--repeats", "1", "--warmup", "0", "--database-url", pg_url],
+        {},
+        tmp_path,
+    )
+
+    plans = figures["plans"]
+    assert set(plans) == set(PLAIN_VARIANTS)
+    for labelled in plans.values():
+        assert set(labelled) == {"chunk_rows=2000,table_rows=0", "chunk_rows=2000,table_rows=2000"}
+        assert all(plan.startswith(("Insert on", "Merge on")) for plan in labelled.values())
+    # The scalar probe stays one index probe per staged row.
+    assert "Index Scan" in plans["scalar_probe"]["chunk_rows=2000,table_rows=2000"]
 
 
 def test_bench_merge_reports_each_changed_fraction_with_the_row_versions_it_created(
@@ -112,6 +132,13 @@ def test_bench_merge_reports_each_changed_fraction_with_the_row_versions_it_crea
         assert set(r["methods"]) == {"framework", *(f"plain_script_{v}" for v in PLAIN_VARIANTS)}
         assert {m["new_row_versions"] for m in r["methods"].values()} == {r["changed_rows"]}
         assert all(len(m["runs_seconds"]) == 1 for m in r["methods"].values())
+    # Every variant's plan, per changed fraction, against the populated table.
+    assert set(figures["plans"]) == set(PLAIN_VARIANTS)
+    for labelled in figures["plans"].values():
+        assert set(labelled) == {
+            "chunk_rows=1000,table_rows=1000,changed=0.01",
+            "chunk_rows=1000,table_rows=1000,changed=0.5",
+        }
     assert bench_schemas(pg_url) == []
 
 
@@ -134,7 +161,18 @@ def test_bench_backfill_reports_both_times_and_their_ratio(pg_url, tmp_path):
         tmp_path,
     )
 
-    assert set(figures) <= {"dagster_backfill_seconds", "plain_script_seconds", "ratio", "notes"}
+    assert set(figures) <= {
+        "dagster_backfill_seconds",
+        "plain_script_seconds",
+        "ratio",
+        "plans",
+        "notes",
+    }
+    assert set(figures["plans"]) == set(PLAIN_VARIANTS)
+    assert set(figures["plans"]["on_conflict"]) == {
+        "chunk_rows=200,table_rows=0",
+        "chunk_rows=200,table_rows=400",
+    }
     for field in ("dagster_backfill_seconds", "plain_script_seconds", "ratio"):
         assert figures[field] > 0
     notes = figures["notes"]
@@ -331,10 +369,13 @@ def test_bench_staging_compares_the_ways_psycopg_copies_a_frame(pg_url, tmp_path
 
     assert set(figures["results"]) == {
         "text_write_row",
-        "binary_write_row",
+        "binary_numpy",
         "binary_python",
         "csv_to_csv",
+        "prepared_text",
     }
+    assert figures["fastest"] in figures["results"]
+    assert figures["plain_script_stages_with"] in figures["results"]
     for result in figures["results"].values():
         assert set(result) >= FIGURES | {"cpu_seconds"}
         assert result["rows"] == 500 and len(result["runs_seconds"]) == 1
@@ -356,6 +397,7 @@ def test_bench_rerun_times_a_corrected_day_through_dagster_and_the_plain_scripts
     assert set(figures["methods"]) == {"framework", *(f"plain_script_{v}" for v in PLAIN_VARIANTS)}
     assert figures["best_plain_script"] in PLAIN_VARIANTS
     assert figures["ratio"] > 0
+    assert set(figures["plans"]) == set(PLAIN_VARIANTS)
     split = figures["framework_seconds_split_median"]
     assert split["step"] > 0 and split["attempt_recorded_by_the_framework"] > 0
     # The profiled round: py-spy caught the attempt, and its phases add up to it.
@@ -387,6 +429,8 @@ def test_bench_backfill_hourly_in_process_reports_the_plain_scripts_and_the_prof
     assert plain["best"] in ("per_hour", "per_day", "whole_range")
     for batch in ("per_hour", "per_day", "whole_range"):
         assert plain[batch]["rows"] == 15 and len(plain[batch]["runs_seconds"]) == 1
+    assert set(figures["plain_script_plans"]) == set(PLAIN_VARIANTS)
+    assert "batch=per_hour,chunk_rows=5,table_rows=15" in figures["plain_script_plans"]["merge"]
     in_process = figures["in_process"]
     assert in_process["seconds"] > 0 and in_process["ratio"] > 0
     assert profile.is_file()
