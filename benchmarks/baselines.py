@@ -23,6 +23,9 @@ is fastest depends on the changed fraction and the chunk size, so there are four
 - `merge`: PostgreSQL 15's `MERGE`, after ANALYZE of the stage (its join is chosen from
   the stage's size; the other variants' plans were the same with or without it).
 
+Each chunk's transaction sets `jit = off`, as the framework's merge does: its plans cross
+PostgreSQL's JIT threshold at 50,000-row chunks, and compiling costs ~20 ms a chunk.
+
 `merge_plan` EXPLAINs a variant on a staged chunk (rolled back), so that each bench can
 show the plans it timed.
 """
@@ -41,6 +44,9 @@ from benchmarks import stage_copy
 
 PLAIN_VARIANTS = ("on_conflict", "not_exists", "scalar_probe", "merge")
 _ANALYZED = {"merge"}
+# Each chunk's transaction turns JIT off: `EXPLAIN ANALYZE` of the probe variants at
+# 50,000-row chunks showed ~20 ms a chunk compiling expressions for a merge over indexes.
+NO_JIT = "SET LOCAL jit = off"
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,7 @@ def merge_statements(
 def _stage(cursor: psycopg.Cursor, statements: PlainStatements, key, chunk: pd.DataFrame) -> None:
     # One row per key, the last one (ON CONFLICT refuses to touch a row twice).
     latest = chunk.drop_duplicates(list(key), keep="last")
+    cursor.execute(NO_JIT)
     cursor.execute(statements.create_stage)
     stage_copy.WAYS[stage_copy.FASTEST](cursor, statements.stage, latest)
     _analyze(cursor, statements)
@@ -211,6 +218,7 @@ def merge_rows(
     COPY of Python values, without a DataFrame in between. The rows staged (one a key)."""
     latest = {tuple(row[i] for i in key_positions): row for row in rows}
     with connection.transaction(), connection.cursor() as cursor:
+        cursor.execute(NO_JIT)
         cursor.execute(statements.create_stage)
         stage_copy.write_binary_rows(cursor, statements.stage, types, latest.values())
         _analyze(cursor, statements)

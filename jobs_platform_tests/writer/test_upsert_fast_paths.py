@@ -172,3 +172,27 @@ def test_unchanged_reupsert_locks_no_row(pg_url):
             assert list(locked) == [1, 2, 3]
 
     assert counts == UpsertCounts(unchanged=3)
+
+
+def test_a_chunk_mostly_changed_is_merged_without_the_unchanged_rows_filter(pg_url):
+    engine = warehouse_engine(pg_url)
+    table = every_kind_table("items")
+    table.create(engine)
+    upsert(engine, table, pd.DataFrame({"id": [1, 2, 3, 4], "name": ["a", "b", "c", "d"]}))
+    merges: list[str] = []
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def keep_merges(connection, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().startswith("WITH merged"):
+            merges.append(statement)
+
+    three_changed = pd.DataFrame({"id": [1, 2, 3, 4], "name": ["A", "B", "C", "d"]})
+    counts = upsert(engine, table, three_changed)
+    one_changed = pd.DataFrame({"id": [1, 2, 3, 4], "name": ["A", "B", "C", "D"]})
+    counts_after = upsert(engine, table, one_changed)
+
+    assert counts == UpsertCounts(updated=3, unchanged=1)
+    assert counts_after == UpsertCounts(updated=1, unchanged=3)
+    # The sample saw 3 of 4 changed: no probe per staged row; then 1 of 4: the probe.
+    assert ["AS stored" in merge for merge in merges] == [False, True]
+    assert [row[:2] for row in stored(engine, table)] == [(1, "A"), (2, "B"), (3, "C"), (4, "D")]
