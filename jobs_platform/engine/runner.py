@@ -79,6 +79,9 @@ from jobs_platform.writer.upsert import UpsertCounts, last_row_per_key
 
 __all__ = ["Attempter", "Outcome", "PartitionReport", "PartitionRunner", "content_hash"]
 
+# Where the progress lines the run's log does not keep go (`events.EventTrail`).
+_PROGRESS_LOG = logging.getLogger("jobs_platform.progress")
+
 # Without a fingerprint, checkpoints are matched on chunk content alone.
 CONTENT_ONLY_FINGERPRINT = "content"
 
@@ -180,6 +183,7 @@ class PartitionRunner:
             run_id=attempter.run_id,
             correlation_id=attempter.correlation_id,
             log_format=LogFormat(self.settings.log_format),
+            progress_log=_PROGRESS_LOG,
         )
 
     def _attempt(
@@ -203,8 +207,12 @@ class PartitionRunner:
             return _Ended(failed)
         if not isinstance(started, StartedAttempt):
             return _Ended(started)
+        # A first start is no news once the attempt's end is logged; a retry's start is.
         started.trail.emit(
-            Lifecycle.STARTED, token=started.lease.token, step_retry=attempter.step_retry
+            Lifecycle.STARTED,
+            token=started.lease.token,
+            step_retry=attempter.step_retry,
+            kept=started.number > 1,
         )
         with Heartbeat(
             self.store, started.lease, self.settings.lease_seconds, started.deadline
@@ -326,42 +334,65 @@ class PartitionRunner:
         """
         spec, connection = self.spec, seen_keys.connection
         counts, written, resumed, input_rows, chunks = UpsertCounts(), 0, 0, 0, 0
-        for index, chunk in enumerate(self._chunks(source, attempt)):
-            chunks = index + 1
-            _check_still_owner(heartbeat, lease=attempt.lease)
-            chunk = last_row_per_key(bad_rows.numbered(chunk), spec.key)
-            input_rows += len(chunk)
-            chunk_hash = content_hash(chunk)
-            # Skip only while every chunk so far was skipped: once one is written, a later
-            # chunk must be written again too, or an unchanged later line that repeats a
-            # key of a changed earlier one would lose to it ("the last line wins").
-            if written == 0 and committed.get(index) == chunk_hash:
-                with connection.begin():  # its rejects, committed with it, still stand
-                    seen_keys.add(bad_rows.resumed(connection, index, chunk))
-                resumed += 1
-                continue
-            write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys, stage)
-            before_commit = functools.partial(self._failpoint, Point.BEFORE_COMMIT, attempt, index)
-            again = index in committed
-            try:
-                counts += commit_chunk(
-                    self.place, write, bad_rows, written_before=again, before_commit=before_commit
+        # The first chunk's line waits for a second chunk, to be kept in the run's log: for
+        # a partition of one chunk, the end line says it all (`events`).
+        first_line: dict[str, object] | None = None
+        try:
+            for index, chunk in enumerate(self._chunks(source, attempt)):
+                chunks = index + 1
+                if first_line is not None:
+                    attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, **first_line)
+                    first_line = None
+                _check_still_owner(heartbeat, lease=attempt.lease)
+                chunk = last_row_per_key(bad_rows.numbered(chunk), spec.key)
+                input_rows += len(chunk)
+                chunk_hash = content_hash(chunk)
+                # Skip only while every chunk so far was skipped: once one is written, a later
+                # chunk must be written again too, or an unchanged later line that repeats a
+                # key of a changed earlier one would lose to it ("the last line wins").
+                if written == 0 and committed.get(index) == chunk_hash:
+                    with connection.begin():  # its rejects, committed with it, still stand
+                        seen_keys.add(bad_rows.resumed(connection, index, chunk))
+                    resumed += 1
+                    continue
+                write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys, stage)
+                before_commit = functools.partial(
+                    self._failpoint, Point.BEFORE_COMMIT, attempt, index
                 )
-            except RejectedValue as rejected:
-                if not bad_rows.rejects(rejected):
-                    raise
-                # Rolled back whole: written again, in parts, without the rejected rows.
-                counts += commit_chunk(
-                    self.place,
-                    write,
-                    bad_rows,
-                    written_before=again,
-                    before_commit=before_commit,
-                    rejected=rejected,
-                )
-            written += 1
-            attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
-            self._failpoint(Point.AFTER_COMMIT, attempt, index)
+                again = index in committed
+                try:
+                    counts += commit_chunk(
+                        self.place,
+                        write,
+                        bad_rows,
+                        written_before=again,
+                        before_commit=before_commit,
+                    )
+                except RejectedValue as rejected:
+                    if not bad_rows.rejects(rejected):
+                        raise
+                    # Rolled back whole: written again, in parts, without the rejected rows.
+                    counts += commit_chunk(
+                        self.place,
+                        write,
+                        bad_rows,
+                        written_before=again,
+                        before_commit=before_commit,
+                        rejected=rejected,
+                    )
+                written += 1
+                line: dict[str, object] = {"chunk": index, "rows": len(chunk)}
+                if index == 0:
+                    first_line = line
+                else:
+                    attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, **line)
+                self._failpoint(Point.AFTER_COMMIT, attempt, index)
+        except BaseException:
+            if first_line is not None:  # what the failure's line does not say
+                attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, **first_line)
+            raise
+        if first_line is not None:
+            attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, kept=False, **first_line)
         lease_seconds = self.settings.lease_seconds
         bad_rows.finish(
             connection,

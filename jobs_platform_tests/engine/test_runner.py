@@ -7,6 +7,7 @@ test controls, so that an attempt can be made to succeed, fail, block or crash a
 from __future__ import annotations
 
 import dataclasses
+import logging
 import multiprocessing
 import signal
 import threading
@@ -467,3 +468,62 @@ def test_crashes_spend_the_budget_and_the_next_attempt_quarantines_without_start
     entry = quarantine_entry(runner)
     assert (entry.attempts, entry.error_class) == (3, "crash")
     assert (spent.failures, spent.entry_id) == (3, entry.id)
+
+
+# The run's log
+
+
+class LinesKept(logging.Handler):
+    """The lines a run's log keeps (each a stored event in Dagster's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def run_log(name: str) -> tuple[logging.Logger, LinesKept]:
+    log, kept = logging.getLogger(f"jobs_platform_tests.{name}"), LinesKept()
+    log.addHandler(kept)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return log, kept
+
+
+def events_kept(kept: LinesKept) -> list[str]:
+    return [line.split()[1] for line in kept.lines if line.startswith(f"{ASSET}/")]
+
+
+def test_a_partition_of_one_chunk_keeps_only_its_end_line_in_the_run_log(items_input, settings):
+    log, kept = run_log("one_chunk")
+    runner = PartitionRunner(items_spec(items_input), settings, log=log)
+
+    assert isinstance(
+        runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10), PartitionReport
+    )
+
+    assert events_kept(kept) == ["succeeded"]
+
+
+def test_a_partition_of_several_chunks_keeps_each_chunk_line(items_input, settings):
+    log, kept = run_log("several_chunks")
+    runner = PartitionRunner(items_spec(items_input), settings, log=log)
+
+    assert isinstance(runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=2), PartitionReport)
+
+    assert events_kept(kept) == ["chunk_committed"] * 3 + ["succeeded"]
+
+
+def test_a_retry_keeps_its_started_line_in_the_run_log(items_input, settings):
+    log, kept = run_log("retry")
+    runner = PartitionRunner(items_spec(items_input), settings, log=log)
+    items_input.errors.append(RetryableError("upstream timed out"))
+
+    assert isinstance(runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10), Failed)
+    assert isinstance(
+        runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10), PartitionReport
+    )
+
+    assert events_kept(kept) == ["failed", "retrying", "started", "succeeded"]
