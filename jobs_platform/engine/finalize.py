@@ -59,20 +59,44 @@ def finalize(
 
     Runs on the connection that holds `seen_keys` (a temporary table of it).
     """
+    with seen_keys.connection.begin():
+        return finalize_in_transaction(
+            place,
+            attempt,
+            fingerprint=fingerprint,
+            seen_keys=seen_keys,
+            tally=tally,
+            before_commit=before_commit,
+        )
+
+
+def finalize_in_transaction(
+    place: Workplace,
+    attempt: StartedAttempt,
+    *,
+    fingerprint: str,
+    seen_keys: SeenKeys,
+    tally: ChunkTally,
+    before_commit: Callable[[], None],
+) -> Finished:
+    """`finalize`'s statements, in the transaction open on `seen_keys`'s connection.
+
+    A partition whose last chunk is its first commits that chunk and this in one
+    transaction (`runner`); the fence runs last either way.
+    """
     spec, partition = place.spec, attempt.partition
     duration = time.monotonic() - attempt.began
     connection = seen_keys.connection
-    with connection.begin():
-        swept = sweep_partition(
-            connection,
-            spec.table,
-            spec.key,
-            spec.partition_scope(spec.table, partition),
-            seen_keys,
-        )
-        checkpoint_store.forget_chunks_from(connection, spec.asset, partition, tally.chunks)
-        mark_done(place, attempt, connection, fingerprint, tally, duration)
-        succeed(place, attempt, connection, before_commit)
+    swept = sweep_partition(
+        connection,
+        spec.table,
+        spec.key,
+        spec.partition_scope(spec.table, partition),
+        seen_keys,
+    )
+    checkpoint_store.forget_chunks_from(connection, spec.asset, partition, tally.chunks)
+    mark_done(place, attempt, connection, fingerprint, tally, duration)
+    succeed(place, attempt, connection, before_commit)
     return Finished(tally, swept, duration)
 
 

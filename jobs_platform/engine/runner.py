@@ -10,7 +10,9 @@ Safety argument, in the order an attempt runs:
   crash leaves both or neither; a retry skips the chunks of an unchanged prefix of the
   input, so nothing committed is applied twice and the last line still wins;
 - finalize sweeps rows no longer in the input, marks the partition done and releases the
-  lease in one fenced transaction (`finalize`);
+  lease in one fenced transaction (`finalize`). A last chunk shorter than `chunk_rows`
+  (no stage, no rows rejected) commits in that same transaction: a one-chunk partition
+  is one commit, done with its rows or not at all;
 - a failure is recorded fenced: only the lease's owner marks the partition failed or
   quarantines it; a worker that lost its lease records its own attempt and nothing else
   (`failure`);
@@ -26,11 +28,12 @@ chain): docs/ARCHITECTURE.md.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -47,7 +50,13 @@ from jobs_platform.engine.decisions import Decision
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
 from jobs_platform.engine.failure import record_error_before_attempt, record_failure
-from jobs_platform.engine.finalize import ChunkTally, Finished, finalize, finish_if_unchanged
+from jobs_platform.engine.finalize import (
+    ChunkTally,
+    Finished,
+    finalize,
+    finalize_in_transaction,
+    finish_if_unchanged,
+)
 from jobs_platform.engine.gated_finalize import finalize_gated, gate_stage, prepare_stage
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.interrupts import InterruptShield
@@ -72,7 +81,7 @@ from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
 from jobs_platform.writer import rejects as reject_store
-from jobs_platform.writer.bad_rows import BadRows
+from jobs_platform.writer.bad_rows import FAIL_ON_BAD_ROW, BadRows
 from jobs_platform.writer.rejected_value import RejectedValue
 from jobs_platform.writer.sweep import SeenKeys, seen_keys_on
 from jobs_platform.writer.upsert import UpsertCounts, last_row_per_key
@@ -274,6 +283,8 @@ class PartitionRunner:
                 tally = self._write_chunks(
                     source, attempt, fingerprint, committed, seen_keys, heartbeat, bad_rows, stage
                 )
+            if isinstance(tally, Finished):  # finalized with its last chunk
+                return self._report(attempt, fingerprint, tally, bad_rows)
             _check_still_owner(heartbeat, lease=attempt.lease)
             if stage is not None:
                 finished = finalize_gated(
@@ -326,24 +337,31 @@ class PartitionRunner:
         heartbeat: Heartbeat,
         bad_rows: BadRows,
         stage: PartitionStage | None = None,
-    ) -> ChunkTally:
+    ) -> ChunkTally | Finished:
         """Each chunk's rows, checkpoint and fence in ONE transaction; resumed ones skipped.
 
         `bad_rows` (`chunk_commit.bad_rows_for`) numbers the rows and keeps the rows a chunk
         rejects; by default it keeps none, and a bad row fails the chunk.
+
+        A chunk shorter than `chunk_rows` is likely the last: the next is read before its
+        commit, and when there is none, finalize commits in the chunk's transaction
+        (`Finished` is returned). Only for the plain path: no stage, no rows rejected.
         """
         spec, connection = self.spec, seen_keys.connection
+        reader = _Lookahead(self._chunks(source, attempt))
+        finished: list[Finished] = []
         counts, written, resumed, input_rows, chunks = UpsertCounts(), 0, 0, 0, 0
         # The first chunk's line waits for a second chunk, to be kept in the run's log: for
         # a partition of one chunk, the end line says it all (`events`).
-        first_line: dict[str, object] | None = None
+        first_line: tuple[int, int] | None = None  # (chunk, rows)
         try:
-            for index, chunk in enumerate(self._chunks(source, attempt)):
+            for index, chunk in enumerate(reader):
                 chunks = index + 1
                 if first_line is not None:
-                    attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, **first_line)
+                    self._chunk_line(attempt, first_line)
                     first_line = None
                 _check_still_owner(heartbeat, lease=attempt.lease)
+                short = len(chunk) < source.chunk_rows
                 chunk = last_row_per_key(bad_rows.numbered(chunk), spec.key)
                 input_rows += len(chunk)
                 chunk_hash = content_hash(chunk)
@@ -360,6 +378,12 @@ class PartitionRunner:
                     self._failpoint, Point.BEFORE_COMMIT, attempt, index
                 )
                 again = index in committed
+                finish = None
+                if short and stage is None and bad_rows is FAIL_ON_BAD_ROW:
+                    so_far = ChunkTally(input_rows, counts, written + 1, resumed, chunks)
+                    finish = self._finish_with(
+                        reader, attempt, fingerprint, seen_keys, heartbeat, so_far, finished
+                    )
                 try:
                     counts += commit_chunk(
                         self.place,
@@ -367,6 +391,7 @@ class PartitionRunner:
                         bad_rows,
                         written_before=again,
                         before_commit=before_commit,
+                        finish_partition=finish,
                     )
                 except RejectedValue as rejected:
                     if not bad_rows.rejects(rejected):
@@ -381,18 +406,21 @@ class PartitionRunner:
                         rejected=rejected,
                     )
                 written += 1
-                line: dict[str, object] = {"chunk": index, "rows": len(chunk)}
                 if index == 0:
-                    first_line = line
+                    first_line = (index, len(chunk))
                 else:
-                    attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, **line)
+                    self._chunk_line(attempt, (index, len(chunk)))
                 self._failpoint(Point.AFTER_COMMIT, attempt, index)
+                if finished:
+                    break
         except BaseException:
             if first_line is not None:  # what the failure's line does not say
-                attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, **first_line)
+                self._chunk_line(attempt, first_line)
             raise
         if first_line is not None:
-            attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, kept=False, **first_line)
+            self._chunk_line(attempt, first_line, kept=False)
+        if finished:
+            return finished[0]
         lease_seconds = self.settings.lease_seconds
         bad_rows.finish(
             connection,
@@ -400,6 +428,46 @@ class PartitionRunner:
             lambda fenced: self.store.leases.fence(fenced, attempt.lease, lease_seconds),
         )
         return ChunkTally(input_rows, counts, written=written, resumed=resumed, chunks=chunks)
+
+    def _chunk_line(
+        self, attempt: StartedAttempt, line: tuple[int, int], *, kept: bool = True
+    ) -> None:
+        chunk, rows = line
+        attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=chunk, rows=rows, kept=kept)
+
+    def _finish_with(
+        self,
+        reader: _Lookahead,
+        attempt: StartedAttempt,
+        fingerprint: str,
+        seen_keys: SeenKeys,
+        heartbeat: Heartbeat,
+        so_far: ChunkTally,
+        finished: list[Finished],
+    ) -> Callable[[UpsertCounts], bool]:
+        """`commit_chunk`'s `finish_partition` for a chunk that may be the last: reads the
+        next chunk ahead; with none, finalizes in the chunk's transaction (into `finished`).
+        """
+
+        def finish(chunk_counts: UpsertCounts) -> bool:
+            if not reader.ends_here():
+                return False
+            _check_still_owner(heartbeat, lease=attempt.lease)
+            tally = dataclasses.replace(so_far, counts=so_far.counts + chunk_counts)
+            at_finalize = functools.partial(self._failpoint, Point.FINALIZE, attempt, None)
+            finished.append(
+                finalize_in_transaction(
+                    self.place,
+                    attempt,
+                    fingerprint=fingerprint,
+                    seen_keys=seen_keys,
+                    tally=tally,
+                    before_commit=at_finalize,
+                )
+            )
+            return True
+
+        return finish
 
     def _report(
         self,
@@ -449,6 +517,37 @@ class PartitionRunner:
                 chunk=chunk,
                 attempts_before=attempt.attempts_before,
             )
+
+
+class _Lookahead(Iterator[pd.DataFrame]):
+    """The input's chunks, and whether another follows the one given last (`ends_here`).
+
+    A read ahead that fails is raised by the next `next`: the chunk before it commits
+    first, as it did when it was read after that commit.
+    """
+
+    def __init__(self, chunks: Iterator[pd.DataFrame]) -> None:
+        self._chunks = chunks
+        self._ahead: pd.DataFrame | None = None
+        self._failed: BaseException | None = None
+
+    def __next__(self) -> pd.DataFrame:
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
+        if self._ahead is not None:
+            ahead, self._ahead = self._ahead, None
+            return ahead
+        return next(self._chunks)
+
+    def ends_here(self) -> bool:
+        try:
+            self._ahead = next(self._chunks)
+        except StopIteration:
+            return True
+        except BaseException as failed:  # an interrupt too: the chunk commits, then it
+            self._failed = failed
+        return False
 
 
 def _check_still_owner(heartbeat: Heartbeat, *, lease: lease_store.Lease) -> None:

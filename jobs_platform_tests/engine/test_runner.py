@@ -527,3 +527,49 @@ def test_a_retry_keeps_its_started_line_in_the_run_log(items_input, settings):
     )
 
     assert events_kept(kept) == ["failed", "retrying", "started", "succeeded"]
+
+
+# One commit for a partition of one chunk
+
+
+def test_a_partition_of_one_chunk_commits_its_rows_with_its_finalize(runner):
+    commits: list[None] = []
+    sa.event.listen(runner.engine, "commit", lambda connection: commits.append(None))
+
+    report = runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10)
+
+    assert isinstance(report, PartitionReport)
+    assert (report.chunks_written, report.input_rows) == (1, 5)
+    assert partition_state(runner) == ("done", 1)
+    assert len(commits) == COMMITS_OF_A_ONE_CHUNK_PARTITION
+
+
+# The start (gates, lease, attempt row); the attempt's input; the seen keys emptied; the
+# chunk with its finalize.
+COMMITS_OF_A_ONE_CHUNK_PARTITION = 4
+
+
+def test_a_failed_finalize_rolls_back_the_one_chunk_it_would_commit(runner, items_input, settings):
+    flaky = PartitionRunner(runner.spec, replace(settings, failpoints="finalize=transient*1"))
+
+    failed = flaky.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10)
+
+    assert isinstance(failed, Failed)
+    assert stored_items(runner) == []  # done with its rows or not at all
+    report = flaky.attempt(DAY, Attempter(run_id="run-1", step_retry=1), chunk_rows=10)
+    assert isinstance(report, PartitionReport)
+    assert (report.chunks_resumed, report.chunks_written) == (0, 1)
+    assert [row[0] for row in stored_items(runner)] == [1, 2, 3, 4, 5]
+
+
+def test_a_read_failing_after_a_short_chunk_leaves_that_chunk_committed(runner, settings):
+    def short_then_unreadable(source: PartitionInput) -> Iterator[pd.DataFrame]:
+        yield pd.DataFrame({"id": [1], "value": ["a"], "part": source.partition_key})
+        raise TerminalError("the second file is unreadable")
+
+    spec = replace(runner.spec, read_chunks=short_then_unreadable)
+
+    failed = PartitionRunner(spec, runner.settings).attempt(DAY, Attempter(), chunk_rows=2)
+
+    assert isinstance(failed, Failed)
+    assert stored_items(runner) == [(1, "a", DAY)]  # read ahead of its commit, committed
