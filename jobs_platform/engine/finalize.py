@@ -103,6 +103,7 @@ def finalize_in_transaction(
 def finish_if_unchanged(
     place: Workplace,
     attempt: StartedAttempt,
+    connection: sa.Connection,
     fingerprint: str,
     before_commit: Callable[[], None],
 ) -> Finished | None:
@@ -111,24 +112,22 @@ def finish_if_unchanged(
     Returns what it came to (every chunk resumed, nothing swept), or None to read the
     input. Safe because its rows were derived from exactly this input (by this `version` of
     the reader) and committed with the done record; reading it again would skip every
-    chunk anyway. Bump `version` to recompute after changing the reader.
+    chunk anyway. Bump `version` to recompute after changing the reader. Runs in the
+    caller's transaction, which reads the committed chunks next when it returns None.
     """
     spec, partition, began = place.spec, attempt.partition, time.monotonic()
-    with place.store.begin() as connection:
-        done = done_record(connection, spec.asset, partition)
-        if done is None or not unchanged_since_done(done.fingerprint, fingerprint):
-            return None
-        chunks = len(
-            checkpoint_store.committed_chunks(connection, spec.asset, partition, fingerprint)
-        )
-        place.store.partitions.set_status(
-            connection,
-            spec.asset,
-            partition,
-            PartitionStatus.DONE,
-            run_id=attempt.attempter.run_id,
-        )
-        succeed(place, attempt, connection, before_commit)
+    done = done_record(connection, spec.asset, partition)
+    if done is None or not unchanged_since_done(done.fingerprint, fingerprint):
+        return None
+    chunks = len(checkpoint_store.committed_chunks(connection, spec.asset, partition, fingerprint))
+    place.store.partitions.set_status(
+        connection,
+        spec.asset,
+        partition,
+        PartitionStatus.DONE,
+        run_id=attempt.attempter.run_id,
+    )
+    succeed(place, attempt, connection, before_commit)
     rows = done.row_count or 0
     tally = ChunkTally(input_rows=rows, counts=UpsertCounts(unchanged=rows), resumed=chunks)
     return Finished(tally, 0, time.monotonic() - began, unchanged_input=True)

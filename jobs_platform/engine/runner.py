@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
+import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import (
     Attempter,
@@ -264,15 +265,11 @@ class PartitionRunner:
         with shield.delivering():
             fingerprint = self._fingerprint(source)
         at_finalize = lambda: self._failpoint(Point.FINALIZE, attempt, None)  # noqa: E731
-        if self.spec.fingerprint is not None:
-            unchanged = finish_if_unchanged(self.place, attempt, fingerprint, at_finalize)
-            if unchanged is not None:
-                return self._report(attempt, fingerprint, unchanged, bad_rows)
         # Under `expect=` or `audits=` the chunks are staged; finalize publishes or refuses.
         stage = gate_stage(self.place, attempt.partition)
-        if stage is not None:
-            prepare_stage(self.place, stage, attempt.partition)
-        committed = self._committed_chunks(attempt, fingerprint)
+        committed = self._resume_point(attempt, fingerprint, stage, at_finalize)
+        if isinstance(committed, Finished):  # a done partition whose input is unchanged
+            return self._report(attempt, fingerprint, committed, bad_rows)
         # One connection for the chunks and the finalize: the seen keys are a temporary
         # table of it, so the worker holds one chunk at a time, never the partition's keys.
         with (
@@ -312,20 +309,44 @@ class PartitionRunner:
         fingerprint = spec.fingerprint(source) if spec.fingerprint else CONTENT_ONLY_FINGERPRINT
         return spec.stored_fingerprint(fingerprint)
 
-    def _committed_chunks(self, attempt: StartedAttempt, fingerprint: str) -> dict[int, str]:
+    def _resume_point(
+        self,
+        attempt: StartedAttempt,
+        fingerprint: str,
+        stage: PartitionStage | None,
+        at_finalize: Callable[[], None],
+    ) -> Finished | dict[int, str]:
+        """A done partition with unchanged input finished (`finish_if_unchanged`), or the
+        chunks already committed for this input: one transaction, unless a stage must be
+        made ready in between (`prepare_stage`)."""
+        with self.engine.begin() as connection:
+            if self.spec.fingerprint is not None:
+                unchanged = finish_if_unchanged(
+                    self.place, attempt, connection, fingerprint, at_finalize
+                )
+                if unchanged is not None:
+                    return unchanged
+            if stage is None:
+                return self._committed_chunks(connection, attempt, fingerprint)
+        prepare_stage(self.place, stage, attempt.partition)
+        with self.engine.begin() as connection:
+            return self._committed_chunks(connection, attempt, fingerprint)
+
+    def _committed_chunks(
+        self, connection: sa.Connection, attempt: StartedAttempt, fingerprint: str
+    ) -> dict[int, str]:
         """Chunk hashes already committed for this input (checkpoints of others are dropped).
 
         The attempt records the input it reads here too: a redrive compares it later.
         """
         asset, partition = self.spec.asset, attempt.partition
-        with self.engine.begin() as connection:
-            history.record_fingerprint(connection, attempt.history_id, fingerprint)
-            checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
-            committed = checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
-            # The chunks this attempt writes reject their rows again (or none, fixed).
-            clearing = reject_store.Clearing(self.spec.version, self.store.now(connection))
-            reject_store.forget_unkept(connection, asset, partition, committed.keys(), clearing)
-            return committed
+        history.record_fingerprint(connection, attempt.history_id, fingerprint)
+        checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
+        committed = checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
+        # The chunks this attempt writes reject their rows again (or none, fixed).
+        clearing = reject_store.Clearing(self.spec.version, self.store.now(connection))
+        reject_store.forget_unkept(connection, asset, partition, committed.keys(), clearing)
+        return committed
 
     def _write_chunks(
         self,

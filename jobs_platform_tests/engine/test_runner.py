@@ -544,8 +544,25 @@ def test_a_partition_of_one_chunk_commits_its_rows_with_its_finalize(runner):
     assert len(commits) == COMMITS_OF_A_ONE_CHUNK_PARTITION
 
 
-# The start (gates, lease, attempt row); the attempt's input; the seen keys emptied; the
-# chunk with its finalize.
+def test_a_fingerprinted_partition_of_one_chunk_checks_its_input_in_the_same_commits(
+    runner, settings
+):
+    spec = replace(runner.spec, fingerprint=lambda source: "input-v1")
+    fingerprinted = PartitionRunner(spec, settings)
+    commits: list[None] = []
+    sa.event.listen(fingerprinted.engine, "commit", lambda connection: commits.append(None))
+
+    report = fingerprinted.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10)
+
+    assert isinstance(report, PartitionReport) and not report.unchanged_input
+    assert len(commits) == COMMITS_OF_A_ONE_CHUNK_PARTITION
+    again = fingerprinted.attempt(DAY, Attempter(run_id="run-2"), chunk_rows=10)
+    assert isinstance(again, PartitionReport) and again.unchanged_input
+    assert len(commits) == COMMITS_OF_A_ONE_CHUNK_PARTITION + 2  # the start; the finish
+
+
+# The start (gates, lease, attempt row); the input's state (unchanged and done, or the
+# chunks committed for it); the seen keys emptied; the chunk with its finalize.
 COMMITS_OF_A_ONE_CHUNK_PARTITION = 4
 
 
