@@ -105,6 +105,7 @@ class StartedAttempt:
     deadline: float  # time.monotonic() past which the heartbeat stops renewing
     began: float  # time.monotonic() at the start
     attempter: Attempter
+    probe: bool = False  # admitted as the probe of its backfill's open circuits
 
     @property
     def attempts_before(self) -> int:
@@ -180,16 +181,17 @@ def _start(
         ttl_seconds=place.settings.lease_seconds,
     )
     lease = grant.lease
-    return _circuit_open(place, connection, lease, trail) or _record_start(
-        place, connection, lease, attempter, trail
-    )
+    admitted = _admit(place, connection, lease, trail)
+    if isinstance(admitted, Busy):
+        return admitted
+    return _record_start(place, connection, lease, attempter, trail, probe=admitted)
 
 
-def _circuit_open(
+def _admit(
     place: Workplace, connection: sa.Connection, lease: lease_store.Lease, trail: EventTrail
-) -> Busy | None:
+) -> Busy | bool:
     """The backfill's circuit for a cause is open and this is not its probe: a snooze,
-    nothing recorded or spent (`steering.circuits`)."""
+    nothing recorded or spent (`steering.circuits`). Else whether it is the probe."""
     asset, partition = place.spec.asset, lease.partition
     rule = CircuitRule.from_settings(place.settings)
     admitted = place.store.circuits.admit(connection, rule, asset, partition, lease.token)
@@ -204,7 +206,8 @@ def _circuit_open(
             partition,
             ", ".join(admitted.signatures),
         )
-    return None
+        return True
+    return False
 
 
 def _record_start(
@@ -213,6 +216,8 @@ def _record_start(
     lease: lease_store.Lease,
     attempter: Attempter,
     trail: EventTrail,
+    *,
+    probe: bool,
 ) -> StartedAttempt | BudgetSpent:
     asset, partition = place.spec.asset, lease.partition
     crashed = place.store.attempts.record_abandoned(connection, asset, partition, lease.token)
@@ -264,6 +269,7 @@ def _record_start(
         deadline=began + place.settings.attempt_timeout_seconds,
         began=began,
         attempter=attempter,
+        probe=probe,
     )
 
 

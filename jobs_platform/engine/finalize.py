@@ -17,7 +17,6 @@ import sqlalchemy as sa
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.gate.audits import AuditResult
 from jobs_platform.store import checkpoints as checkpoint_store
-from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import PartitionStatus, done_record
 from jobs_platform.writer.sweep import SeenKeys, sweep_partition
 from jobs_platform.writer.upsert import UpsertCounts
@@ -174,11 +173,12 @@ def succeed(
     """The attempt's end, in the caller's finalize transaction: its requeued entry
     resolved, the attempt succeeded, then the fence and the lease released."""
     place.store.dead_letter.resolve_requeued(connection, place.spec.asset, attempt.partition)
-    # A probe's success: the cause is gone, its circuit closes (`steering.circuits`).
-    place.store.circuits.probe_succeeded(
-        connection, place.spec.asset, attempt.partition, attempt.lease.token
-    )
+    if attempt.probe:
+        # A probe's success: the cause is gone, its circuit closes (`steering.circuits`).
+        # Only the probe's token can close one, so no other attempt asks.
+        place.store.circuits.probe_succeeded(
+            connection, place.spec.asset, attempt.partition, attempt.lease.token
+        )
     place.store.attempts.finish(connection, attempt.history_id)
     before_commit()
-    place.store.leases.fence(connection, attempt.lease, place.settings.lease_seconds)
-    lease_store.release_lease(connection, attempt.lease)
+    place.store.leases.fence_and_release(connection, attempt.lease)

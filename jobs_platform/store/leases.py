@@ -156,6 +156,21 @@ class Leases:
                 "this commit was rolled back"
             )
 
+    def fence_and_release(self, connection: sa.Connection, lease: Lease) -> None:
+        """`fence`, then `release_lease`, as ONE statement: the last of a transaction that
+        makes the partition done. A lost lease raises and the transaction rolls back."""
+        now = self.clock.now(connection)
+        released = connection.execute(
+            sa.update(leases)
+            .where(*_owned(lease), leases.c.expires_at > now)
+            .values(holder=None, expires_at=_EPOCH)
+        ).rowcount
+        if released != 1:
+            raise LeaseLostError(
+                f"lease on {lease.asset}/{lease.partition} lost (token {lease.token}); "
+                "this commit was rolled back"
+            )
+
     def renew(
         self, lease: Lease, ttl_seconds: float, *, timeout_seconds: float | None = None
     ) -> bool:
