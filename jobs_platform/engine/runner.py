@@ -28,6 +28,7 @@ chain): docs/ARCHITECTURE.md.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -251,7 +252,7 @@ class PartitionRunner:
         """Chunks → finalize (`finalize`); a done partition with unchanged input skips both.
 
         A signal interrupts the reads and the chunks (`shield.delivering()`); the finalize
-        transaction is short and is let finish.
+        transaction is short and is let finish, with the short last chunk it may commit.
         """
         source = PartitionInput(
             asset=self.spec.asset,
@@ -278,7 +279,15 @@ class PartitionRunner:
         ):
             with shield.delivering():
                 tally = self._write_chunks(
-                    source, attempt, fingerprint, committed, seen_keys, heartbeat, bad_rows, stage
+                    source,
+                    attempt,
+                    fingerprint,
+                    committed,
+                    seen_keys,
+                    heartbeat,
+                    bad_rows,
+                    stage,
+                    shield,
                 )
             if isinstance(tally, Finished):  # finalized with its last chunk
                 return self._report(attempt, fingerprint, tally, bad_rows)
@@ -357,7 +366,8 @@ class PartitionRunner:
         seen_keys: SeenKeys,
         heartbeat: Heartbeat,
         bad_rows: BadRows,
-        stage: PartitionStage | None = None,
+        stage: PartitionStage | None,
+        shield: InterruptShield,
     ) -> ChunkTally | Finished:
         """Each chunk's rows, checkpoint and fence in ONE transaction; resumed ones skipped.
 
@@ -367,6 +377,7 @@ class PartitionRunner:
         A chunk shorter than `chunk_rows` is likely the last: the next is read before its
         commit, and when there is none, finalize commits in the chunk's transaction
         (`Finished` is returned). Only for the plain path: no stage, no rows rejected.
+        That commit holds a signal back, as finalize does: it is short.
         """
         spec, connection = self.spec, seen_keys.connection
         reader = _Lookahead(self._chunks(source, attempt))
@@ -406,14 +417,15 @@ class PartitionRunner:
                         reader, attempt, fingerprint, seen_keys, heartbeat, so_far, finished
                     )
                 try:
-                    counts += commit_chunk(
-                        self.place,
-                        write,
-                        bad_rows,
-                        written_before=again,
-                        before_commit=before_commit,
-                        finish_partition=finish,
-                    )
+                    with shield.holding() if finish else contextlib.nullcontext():
+                        counts += commit_chunk(
+                            self.place,
+                            write,
+                            bad_rows,
+                            written_before=again,
+                            before_commit=before_commit,
+                            finish_partition=finish,
+                        )
                 except RejectedValue as rejected:
                     if not bad_rows.rejects(rejected):
                         raise
@@ -431,9 +443,11 @@ class PartitionRunner:
                     first_line = (index, len(chunk))
                 else:
                     self._chunk_line(attempt, (index, len(chunk)))
-                self._failpoint(Point.AFTER_COMMIT, attempt, index)
-                if finished:
+                if finished:  # a signal held meanwhile waits for the attempt's end
+                    self._failpoint(Point.AFTER_COMMIT, attempt, index)
                     break
+                shield.deliver_held()  # the chunk committed: a signal held meanwhile, now
+                self._failpoint(Point.AFTER_COMMIT, attempt, index)
         except BaseException:
             if first_line is not None:  # what the failure's line does not say
                 self._chunk_line(attempt, first_line)
