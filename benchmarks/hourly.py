@@ -244,7 +244,8 @@ PROFILED = (
     ("    seen-keys temporary table", "writer/sweep.py", "seen_keys_on"),
     ("    read + DataFrame", "bench/hourly_events.py", "read_hour"),
     ("    chunk: rows + checkpoint + fence", "engine/chunk_commit.py", "commit_chunk"),
-    ("    finalize: sweep, done, release", "engine/finalize.py", "finalize"),
+    # Inside the chunk's commit when the last chunk is short (one commit for both).
+    ("    finalize: sweep, done, release", "engine/finalize.py", "finalize_in_transaction"),
     ("    heartbeat start", "engine/heartbeat.py", "__enter__"),
     ("    heartbeat stop", "engine/heartbeat.py", "__exit__"),
     ("    lifecycle log lines (Dagster log events)", "engine/events.py", "emit"),

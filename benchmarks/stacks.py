@@ -23,8 +23,9 @@ PHASES = (
     ("merge from the stage", "_merge_from_stage "),
     ("sweep (rows no longer in the input)", "sweep_partition "),
     ("read and validate the input (the asset's reader)", "PartitionRunner._chunks "),
+    # Before the chunk: a short last chunk commits with finalize, inside `_write_chunks`.
+    ("finalize: done record, attempt, lease", "finalize_in_transaction "),
     ("chunk: dedupe, hash, checkpoint, fence, commit", "PartitionRunner._write_chunks "),
-    ("finalize: done record, attempt, lease", "finalize "),
     ("fingerprint of the input", "PartitionRunner._fingerprint "),
     ("committed chunks (checkpoints read)", "PartitionRunner._committed_chunks "),
 )

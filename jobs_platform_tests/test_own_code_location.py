@@ -172,17 +172,18 @@ def test_a_code_location_of_its_own_gets_every_guarantee_with_the_readme_command
     assert {"dead_letter", "platform_health", ASSET} <= set(ok(listed).split())
     assert "dead_letter_sensor" in ok(sensors)
 
-    # A crash right after the first chunk committed: Dagster retries the step in a new
-    # process, which resumes after that chunk; every row lands once.
+    # A crash inside the partition's one commit (its only chunk commits with finalize):
+    # nothing of it stands; Dagster retries the step in a new process, which records the
+    # crash and writes the partition; every row lands once.
     landing = Path(env["ACME_LANDING"])
     good_rows = events(GOOD, 10)
     write_csv(landing, GOOD, good_rows)
-    ok(materialize(env, GOOD, JOBS_PLATFORM_FAILPOINTS=f"after_commit@{ASSET}#0=crash*1"))
+    ok(materialize(env, GOOD, JOBS_PLATFORM_FAILPOINTS=f"before_commit@{ASSET}#0=crash*1"))
     assert table_rows(pg_url) == expected_rows(GOOD, good_rows)
     engine = sa.create_engine(pg_url)
     history = [(row.outcome, row.error_class) for row in attempts_of(engine, ASSET, GOOD)]
     assert history[0][1] == "crash" and history[1][0] == "succeeded", history
-    assert len(history) == 2  # the killed attempt, then the one that resumed and finished
+    assert len(history) == 2  # the killed attempt, then the one that finished
 
     # A poison day: quarantined after one attempt, listed, shown in status.
     poison_rows = events(POISON, 6)

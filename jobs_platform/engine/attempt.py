@@ -22,6 +22,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import sqlalchemy as sa
+
 from jobs_platform.dead_letter.entries import active_entry
 from jobs_platform.engine.decisions import Decision, NextStep, RetryBudget
 from jobs_platform.engine.events import EventTrail
@@ -34,7 +36,7 @@ from jobs_platform.errors import Classification, JobsPlatformError, TerminalErro
 from jobs_platform.settings import Settings
 from jobs_platform.steering.circuit_rule import CircuitRule
 from jobs_platform.steering.circuits import CircuitOpen, Probe
-from jobs_platform.steering.pauses import pause_of
+from jobs_platform.steering.pauses import Pause, pause_of
 from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import current_episode, unfinished
 from jobs_platform.store.rows import TableRow
@@ -103,6 +105,7 @@ class StartedAttempt:
     deadline: float  # time.monotonic() past which the heartbeat stops renewing
     began: float  # time.monotonic() at the start
     attempter: Attempter
+    probe: bool = False  # admitted as the probe of its backfill's open circuits
 
     @property
     def attempts_before(self) -> int:
@@ -113,12 +116,39 @@ class StartedAttempt:
 def begin_attempt(
     place: Workplace, partition: str, attempter: Attempter, trail: EventTrail
 ) -> StartedAttempt | Refused | Blocked | Held | Busy | BudgetSpent:
-    """Pass the gates, take the lease and record the attempt, or say why not."""
-    asset = place.spec.asset
-    with place.store.connect() as connection:
-        entry = active_entry(connection, asset, partition)
-        waiting_on = unfinished(connection, list(place.upstream(partition)))
-        paused = pause_of(connection, asset)
+    """Pass the gates, take the lease and record the attempt, or say why not.
+
+    The gates' reads, the lease and the attempt row are ONE transaction: the lease is never
+    held without its attempt row, and a rollback gives the partition back by itself. A
+    backfill declared with `ready=` asks its reader between the gates and the lease, so
+    the lease is taken in a second transaction there (the reader does no work under it).
+    """
+    try:
+        with place.store.begin() as connection:
+            gated = _gates(connection, place.spec.asset, partition, place.upstream)
+            if gated is None and place.spec.ready is None:
+                return _start(place, connection, partition, attempter, trail)
+        if isinstance(gated, Refused | Blocked):
+            return gated
+        held = hold_back(
+            place.spec, place.store, place.log, partition, run_id=attempter.run_id, paused=gated
+        )
+        if held is not None:
+            return held
+        with place.store.begin() as connection:
+            return _start(place, connection, partition, attempter, trail)
+    except lease_store.LeaseBusy as busy:
+        decision = snooze(place.budget, busy.seconds_left, place.rng)
+        return Busy(place.spec.asset, partition, busy, decision=decision)
+
+
+def _gates(
+    connection: sa.Connection, asset: str, partition: str, upstream: UpstreamReads
+) -> Refused | Blocked | Pause | None:
+    """The quarantine and upstream gates' verdict, or the backfill's pause, or None: go on."""
+    entry = active_entry(connection, asset, partition)
+    waiting_on = unfinished(connection, list(upstream(partition)))
+    paused = pause_of(connection, asset)
     closed = gate(quarantined=entry is not None, waiting_on=waiting_on)
     if closed is Gate.QUARANTINED and entry is not None:
         return Refused(
@@ -131,42 +161,42 @@ def begin_attempt(
         )
     if closed is Gate.BLOCKED:
         return blocked_by(asset, partition, waiting_on)
-    held = hold_back(
-        place.spec, place.store, place.log, partition, run_id=attempter.run_id, paused=paused
+    return paused
+
+
+def _start(
+    place: Workplace,
+    connection: sa.Connection,
+    partition: str,
+    attempter: Attempter,
+    trail: EventTrail,
+) -> StartedAttempt | Busy | BudgetSpent:
+    """The lease, the circuit's admission and the attempt row, in the caller's transaction."""
+    grant = place.store.leases.acquire_on(
+        connection,
+        place.spec.asset,
+        partition,
+        holder=attempter.holder or lease_store.this_holder(),
+        run_id=attempter.run_id,
+        ttl_seconds=place.settings.lease_seconds,
     )
-    if held is not None:
-        return held
-    try:
-        grant = place.store.leases.acquire(
-            asset,
-            partition,
-            holder=attempter.holder or lease_store.this_holder(),
-            run_id=attempter.run_id,
-            ttl_seconds=place.settings.lease_seconds,
-        )
-    except lease_store.LeaseBusy as busy:
-        decision = snooze(place.budget, busy.seconds_left, place.rng)
-        return Busy(asset, partition, busy, decision=decision)
     lease = grant.lease
-    try:
-        return _circuit_open(place, lease, trail) or _record_start(place, lease, attempter, trail)
-    except BaseException:
-        # No attempt exists to fail, so nothing else would give the partition back.
-        with place.store.begin() as connection:
-            lease_store.release_lease(connection, lease)
-        raise
+    admitted = _admit(place, connection, lease, trail)
+    if isinstance(admitted, Busy):
+        return admitted
+    return _record_start(place, connection, lease, attempter, trail, probe=admitted)
 
 
-def _circuit_open(place: Workplace, lease: lease_store.Lease, trail: EventTrail) -> Busy | None:
+def _admit(
+    place: Workplace, connection: sa.Connection, lease: lease_store.Lease, trail: EventTrail
+) -> Busy | bool:
     """The backfill's circuit for a cause is open and this is not its probe: a snooze,
-    nothing recorded or spent (`steering.circuits`)."""
+    nothing recorded or spent (`steering.circuits`). Else whether it is the probe."""
     asset, partition = place.spec.asset, lease.partition
     rule = CircuitRule.from_settings(place.settings)
-    with place.store.begin() as connection:
-        admitted = place.store.circuits.admit(connection, rule, asset, partition, lease.token)
-        if isinstance(admitted, CircuitOpen):
-            lease_store.release_lease(connection, lease)
+    admitted = place.store.circuits.admit(connection, rule, asset, partition, lease.token)
     if isinstance(admitted, CircuitOpen):
+        lease_store.release_lease(connection, lease)
         decision = Decision(NextStep.SNOOZE, admitted.snooze_seconds)
         return Busy(asset, partition, admitted, decision=decision)
     if isinstance(admitted, Probe):
@@ -176,52 +206,58 @@ def _circuit_open(place: Workplace, lease: lease_store.Lease, trail: EventTrail)
             partition,
             ", ".join(admitted.signatures),
         )
-    return None
+        return True
+    return False
 
 
 def _record_start(
-    place: Workplace, lease: lease_store.Lease, attempter: Attempter, trail: EventTrail
+    place: Workplace,
+    connection: sa.Connection,
+    lease: lease_store.Lease,
+    attempter: Attempter,
+    trail: EventTrail,
+    *,
+    probe: bool,
 ) -> StartedAttempt | BudgetSpent:
     asset, partition = place.spec.asset, lease.partition
-    with place.store.begin() as connection:
-        crashed = place.store.attempts.record_abandoned(connection, asset, partition, lease.token)
-        if crashed:
-            trail.log.warning("%s/%s: previous attempt recorded as a crash", asset, partition)
-        episode = current_episode(connection, asset, partition)
-        # A worker that dies every time never reports; the next one quarantines.
-        spent = settle(
-            connection,
-            place.budget,
+    crashed = place.store.attempts.record_abandoned(connection, asset, partition, lease.token)
+    if crashed:
+        trail.log.warning("%s/%s: previous attempt recorded as a crash", asset, partition)
+    episode = current_episode(connection, asset, partition)
+    # A worker that dies every time never reports; the next one quarantines.
+    spent = settle(
+        connection,
+        place.budget,
+        asset,
+        partition,
+        episode,
+        _SPENT_BY_CRASHES,
+        record=Record.QUARANTINE_ONLY,
+        store=place.store,
+    )
+    if spent.decision.next_step is NextStep.QUARANTINE:
+        lease_store.release_lease(connection, lease)
+        return BudgetSpent(
             asset,
             partition,
-            episode,
-            _SPENT_BY_CRASHES,
-            record=Record.QUARANTINE_ONLY,
-            store=place.store,
+            RuntimeError(f"{asset}/{partition} quarantined after {spent.failures} attempts"),
+            verdict=_SPENT_BY_CRASHES,
+            failures=spent.failures,
+            entry_id=spent.entry_id,
         )
-        if spent.decision.next_step is NextStep.QUARANTINE:
-            lease_store.release_lease(connection, lease)
-            return BudgetSpent(
-                asset,
-                partition,
-                RuntimeError(f"{asset}/{partition} quarantined after {spent.failures} attempts"),
-                verdict=_SPENT_BY_CRASHES,
-                failures=spent.failures,
-                entry_id=spent.entry_id,
-            )
-        history_id, number = place.store.attempts.start(
-            connection,
-            asset=asset,
-            partition=partition,
-            episode=episode,
-            run_id=attempter.run_id,
-            step_retry=attempter.step_retry,
-            token=lease.token,
-            holder=lease.holder,
-            correlation_id=attempter.correlation_id,
-            code_version=place.spec.version,
-        )
-        lease_store.attach_attempt(connection, lease, history_id)
+    history_id, number = place.store.attempts.start(
+        connection,
+        asset=asset,
+        partition=partition,
+        episode=episode,
+        run_id=attempter.run_id,
+        step_retry=attempter.step_retry,
+        token=lease.token,
+        holder=lease.holder,
+        correlation_id=attempter.correlation_id,
+        code_version=place.spec.version,
+    )
+    lease_store.attach_attempt(connection, lease, history_id)
     began = time.monotonic()
     return StartedAttempt(
         partition=partition,
@@ -233,6 +269,7 @@ def _record_start(
         deadline=began + place.settings.attempt_timeout_seconds,
         began=began,
         attempter=attempter,
+        probe=probe,
     )
 
 

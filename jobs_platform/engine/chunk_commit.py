@@ -74,11 +74,14 @@ def commit_chunk(
     written_before: bool,
     before_commit: Callable[[], None],
     rejected: RejectedValue | None = None,
+    finish_partition: Callable[[UpsertCounts], bool] | None = None,
 ) -> UpsertCounts:
     """ONE transaction: the chunk's rows, its rejects, its checkpoint, the fence.
 
     `rejected`: how the warehouse rejected the plain upsert of this chunk (rolled back); the
     chunk is then written without the rows it rejects (`bad_rows.upsert_rejecting`).
+    `finish_partition(counts)`: asked before the fence; True when it finalized the
+    partition in this same transaction (its own fence last), False to fence the chunk alone.
     """
     spec, connection, attempt = place.spec, write.seen_keys.connection, write.attempt
     chunk, stage = write.chunk, write.stage
@@ -117,5 +120,6 @@ def commit_chunk(
             token=attempt.lease.token,
         )
         before_commit()
-        place.store.leases.fence(connection, attempt.lease, place.settings.lease_seconds)
+        if finish_partition is None or not finish_partition(counts):
+            place.store.leases.fence(connection, attempt.lease, place.settings.lease_seconds)
     return counts

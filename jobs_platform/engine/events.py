@@ -4,6 +4,11 @@ Each event carries run id, asset, partition, attempt, error class and correlatio
 request can be followed end to end. Human-readable by default; JSON lines when
 `JOBS_PLATFORM_LOG_FORMAT=json`. They go to whatever logger the caller hands over —
 Dagster's, in a run, so they show in the run view.
+
+Dagster stores each line of its log as an event, a write of its own. So a progress line
+that the end line repeats goes to `progress_log` instead (Python's `jobs_platform` logger
+in a run): a first attempt's `started`, and the `chunk_committed` of a partition read in
+one chunk. A retry's `started` and every chunk of a longer partition stay in the run's log.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class EventTrail:
     attempt: int | None = None
     correlation_id: str | None = None
     log_format: LogFormat = LogFormat.HUMAN
+    progress_log: Any = None  # where the lines not `kept` go; None: `log` too
 
     def with_attempt(self, attempt: int) -> EventTrail:
         return replace(self, attempt=attempt)
@@ -66,8 +72,10 @@ class EventTrail:
         message: str = "",
         *,
         error_class: str | None = None,
+        kept: bool = True,
         **details: Any,
     ) -> dict[str, object]:
+        """Log the event's line; `kept=False` sends it to `progress_log` (not stored)."""
         record: dict[str, object] = {
             "event": str(event),
             "run_id": self.run_id,
@@ -79,7 +87,8 @@ class EventTrail:
             **details,
             "message": message,
         }
-        self.log.log(_LEVELS.get(event, logging.INFO), render(record, self.log_format))
+        log = self.log if kept or self.progress_log is None else self.progress_log
+        log.log(_LEVELS.get(event, logging.INFO), render(record, self.log_format))
         return record
 
 

@@ -17,7 +17,6 @@ import sqlalchemy as sa
 from jobs_platform.engine.attempt import StartedAttempt, Workplace
 from jobs_platform.gate.audits import AuditResult
 from jobs_platform.store import checkpoints as checkpoint_store
-from jobs_platform.store import leases as lease_store
 from jobs_platform.store.partitions import PartitionStatus, done_record
 from jobs_platform.writer.sweep import SeenKeys, sweep_partition
 from jobs_platform.writer.upsert import UpsertCounts
@@ -59,26 +58,51 @@ def finalize(
 
     Runs on the connection that holds `seen_keys` (a temporary table of it).
     """
+    with seen_keys.connection.begin():
+        return finalize_in_transaction(
+            place,
+            attempt,
+            fingerprint=fingerprint,
+            seen_keys=seen_keys,
+            tally=tally,
+            before_commit=before_commit,
+        )
+
+
+def finalize_in_transaction(
+    place: Workplace,
+    attempt: StartedAttempt,
+    *,
+    fingerprint: str,
+    seen_keys: SeenKeys,
+    tally: ChunkTally,
+    before_commit: Callable[[], None],
+) -> Finished:
+    """`finalize`'s statements, in the transaction open on `seen_keys`'s connection.
+
+    A partition whose last chunk is its first commits that chunk and this in one
+    transaction (`runner`); the fence runs last either way.
+    """
     spec, partition = place.spec, attempt.partition
     duration = time.monotonic() - attempt.began
     connection = seen_keys.connection
-    with connection.begin():
-        swept = sweep_partition(
-            connection,
-            spec.table,
-            spec.key,
-            spec.partition_scope(spec.table, partition),
-            seen_keys,
-        )
-        checkpoint_store.forget_chunks_from(connection, spec.asset, partition, tally.chunks)
-        mark_done(place, attempt, connection, fingerprint, tally, duration)
-        succeed(place, attempt, connection, before_commit)
+    swept = sweep_partition(
+        connection,
+        spec.table,
+        spec.key,
+        spec.partition_scope(spec.table, partition),
+        seen_keys,
+    )
+    checkpoint_store.forget_chunks_from(connection, spec.asset, partition, tally.chunks)
+    mark_done(place, attempt, connection, fingerprint, tally, duration)
+    succeed(place, attempt, connection, before_commit)
     return Finished(tally, swept, duration)
 
 
 def finish_if_unchanged(
     place: Workplace,
     attempt: StartedAttempt,
+    connection: sa.Connection,
     fingerprint: str,
     before_commit: Callable[[], None],
 ) -> Finished | None:
@@ -87,24 +111,22 @@ def finish_if_unchanged(
     Returns what it came to (every chunk resumed, nothing swept), or None to read the
     input. Safe because its rows were derived from exactly this input (by this `version` of
     the reader) and committed with the done record; reading it again would skip every
-    chunk anyway. Bump `version` to recompute after changing the reader.
+    chunk anyway. Bump `version` to recompute after changing the reader. Runs in the
+    caller's transaction, which reads the committed chunks next when it returns None.
     """
     spec, partition, began = place.spec, attempt.partition, time.monotonic()
-    with place.store.begin() as connection:
-        done = done_record(connection, spec.asset, partition)
-        if done is None or not unchanged_since_done(done.fingerprint, fingerprint):
-            return None
-        chunks = len(
-            checkpoint_store.committed_chunks(connection, spec.asset, partition, fingerprint)
-        )
-        place.store.partitions.set_status(
-            connection,
-            spec.asset,
-            partition,
-            PartitionStatus.DONE,
-            run_id=attempt.attempter.run_id,
-        )
-        succeed(place, attempt, connection, before_commit)
+    done = done_record(connection, spec.asset, partition)
+    if done is None or not unchanged_since_done(done.fingerprint, fingerprint):
+        return None
+    chunks = len(checkpoint_store.committed_chunks(connection, spec.asset, partition, fingerprint))
+    place.store.partitions.set_status(
+        connection,
+        spec.asset,
+        partition,
+        PartitionStatus.DONE,
+        run_id=attempt.attempter.run_id,
+    )
+    succeed(place, attempt, connection, before_commit)
     rows = done.row_count or 0
     tally = ChunkTally(input_rows=rows, counts=UpsertCounts(unchanged=rows), resumed=chunks)
     return Finished(tally, 0, time.monotonic() - began, unchanged_input=True)
@@ -151,11 +173,12 @@ def succeed(
     """The attempt's end, in the caller's finalize transaction: its requeued entry
     resolved, the attempt succeeded, then the fence and the lease released."""
     place.store.dead_letter.resolve_requeued(connection, place.spec.asset, attempt.partition)
-    # A probe's success: the cause is gone, its circuit closes (`steering.circuits`).
-    place.store.circuits.probe_succeeded(
-        connection, place.spec.asset, attempt.partition, attempt.lease.token
-    )
+    if attempt.probe:
+        # A probe's success: the cause is gone, its circuit closes (`steering.circuits`).
+        # Only the probe's token can close one, so no other attempt asks.
+        place.store.circuits.probe_succeeded(
+            connection, place.spec.asset, attempt.partition, attempt.lease.token
+        )
     place.store.attempts.finish(connection, attempt.history_id)
     before_commit()
-    place.store.leases.fence(connection, attempt.lease, place.settings.lease_seconds)
-    lease_store.release_lease(connection, attempt.lease)
+    place.store.leases.fence_and_release(connection, attempt.lease)

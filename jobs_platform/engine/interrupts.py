@@ -84,6 +84,21 @@ class InterruptShield:
         finally:
             self._open = False
 
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Inside `delivering()`, a commit not to cut short: a signal waits, held, for
+        `deliver_held()` or the attempt's end."""
+        was_open, self._open = self._open, False
+        try:
+            yield
+        finally:
+            self._open = was_open and not self.interrupted
+
+    def deliver_held(self) -> None:
+        """Inside `delivering()`: raise a signal held meanwhile now (none: nothing)."""
+        if self._open and self._held:
+            self._deliver(self._held.pop(0), None)
+
     def drop_held(self) -> None:
         """The attempt ended on an interrupt: the signals still held asked for the same."""
         self._held.clear()

@@ -10,7 +10,9 @@ Safety argument, in the order an attempt runs:
   crash leaves both or neither; a retry skips the chunks of an unchanged prefix of the
   input, so nothing committed is applied twice and the last line still wins;
 - finalize sweeps rows no longer in the input, marks the partition done and releases the
-  lease in one fenced transaction (`finalize`);
+  lease in one fenced transaction (`finalize`). A last chunk shorter than `chunk_rows`
+  (no stage, no rows rejected) commits in that same transaction: a one-chunk partition
+  is one commit, done with its rows or not at all;
 - a failure is recorded fenced: only the lease's owner marks the partition failed or
   quarantines it; a worker that lost its lease records its own attempt and nothing else
   (`failure`);
@@ -26,14 +28,17 @@ chain): docs/ARCHITECTURE.md.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
+import sqlalchemy as sa
 
 from jobs_platform.engine.attempt import (
     Attempter,
@@ -47,7 +52,13 @@ from jobs_platform.engine.decisions import Decision
 from jobs_platform.engine.events import EventTrail, Lifecycle, LogFormat
 from jobs_platform.engine.failpoints import Failpoint, Point, parse_failpoints, trigger_failpoints
 from jobs_platform.engine.failure import record_error_before_attempt, record_failure
-from jobs_platform.engine.finalize import ChunkTally, Finished, finalize, finish_if_unchanged
+from jobs_platform.engine.finalize import (
+    ChunkTally,
+    Finished,
+    finalize,
+    finalize_in_transaction,
+    finish_if_unchanged,
+)
 from jobs_platform.engine.gated_finalize import finalize_gated, gate_stage, prepare_stage
 from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.interrupts import InterruptShield
@@ -72,12 +83,15 @@ from jobs_platform.store.clock import DATABASE_CLOCK, Clock
 from jobs_platform.store.db import warehouse_engine
 from jobs_platform.store.migrate import check_schema, ensure_embedded_schema
 from jobs_platform.writer import rejects as reject_store
-from jobs_platform.writer.bad_rows import BadRows
+from jobs_platform.writer.bad_rows import FAIL_ON_BAD_ROW, BadRows
 from jobs_platform.writer.rejected_value import RejectedValue
 from jobs_platform.writer.sweep import SeenKeys, seen_keys_on
 from jobs_platform.writer.upsert import UpsertCounts, last_row_per_key
 
 __all__ = ["Attempter", "Outcome", "PartitionReport", "PartitionRunner", "content_hash"]
+
+# Where the progress lines the run's log does not keep go (`events.EventTrail`).
+_PROGRESS_LOG = logging.getLogger("jobs_platform.progress")
 
 # Without a fingerprint, checkpoints are matched on chunk content alone.
 CONTENT_ONLY_FINGERPRINT = "content"
@@ -180,6 +194,7 @@ class PartitionRunner:
             run_id=attempter.run_id,
             correlation_id=attempter.correlation_id,
             log_format=LogFormat(self.settings.log_format),
+            progress_log=_PROGRESS_LOG,
         )
 
     def _attempt(
@@ -203,8 +218,12 @@ class PartitionRunner:
             return _Ended(failed)
         if not isinstance(started, StartedAttempt):
             return _Ended(started)
+        # A first start is no news once the attempt's end is logged; a retry's start is.
         started.trail.emit(
-            Lifecycle.STARTED, token=started.lease.token, step_retry=attempter.step_retry
+            Lifecycle.STARTED,
+            token=started.lease.token,
+            step_retry=attempter.step_retry,
+            kept=started.number > 1,
         )
         with Heartbeat(
             self.store, started.lease, self.settings.lease_seconds, started.deadline
@@ -233,7 +252,7 @@ class PartitionRunner:
         """Chunks → finalize (`finalize`); a done partition with unchanged input skips both.
 
         A signal interrupts the reads and the chunks (`shield.delivering()`); the finalize
-        transaction is short and is let finish.
+        transaction is short and is let finish, with the short last chunk it may commit.
         """
         source = PartitionInput(
             asset=self.spec.asset,
@@ -247,15 +266,11 @@ class PartitionRunner:
         with shield.delivering():
             fingerprint = self._fingerprint(source)
         at_finalize = lambda: self._failpoint(Point.FINALIZE, attempt, None)  # noqa: E731
-        if self.spec.fingerprint is not None:
-            unchanged = finish_if_unchanged(self.place, attempt, fingerprint, at_finalize)
-            if unchanged is not None:
-                return self._report(attempt, fingerprint, unchanged, bad_rows)
         # Under `expect=` or `audits=` the chunks are staged; finalize publishes or refuses.
         stage = gate_stage(self.place, attempt.partition)
-        if stage is not None:
-            prepare_stage(self.place, stage, attempt.partition)
-        committed = self._committed_chunks(attempt, fingerprint)
+        committed = self._resume_point(attempt, fingerprint, stage, at_finalize)
+        if isinstance(committed, Finished):  # a done partition whose input is unchanged
+            return self._report(attempt, fingerprint, committed, bad_rows)
         # One connection for the chunks and the finalize: the seen keys are a temporary
         # table of it, so the worker holds one chunk at a time, never the partition's keys.
         with (
@@ -264,8 +279,18 @@ class PartitionRunner:
         ):
             with shield.delivering():
                 tally = self._write_chunks(
-                    source, attempt, fingerprint, committed, seen_keys, heartbeat, bad_rows, stage
+                    source,
+                    attempt,
+                    fingerprint,
+                    committed,
+                    seen_keys,
+                    heartbeat,
+                    bad_rows,
+                    stage,
+                    shield,
                 )
+            if isinstance(tally, Finished):  # finalized with its last chunk
+                return self._report(attempt, fingerprint, tally, bad_rows)
             _check_still_owner(heartbeat, lease=attempt.lease)
             if stage is not None:
                 finished = finalize_gated(
@@ -293,20 +318,44 @@ class PartitionRunner:
         fingerprint = spec.fingerprint(source) if spec.fingerprint else CONTENT_ONLY_FINGERPRINT
         return spec.stored_fingerprint(fingerprint)
 
-    def _committed_chunks(self, attempt: StartedAttempt, fingerprint: str) -> dict[int, str]:
+    def _resume_point(
+        self,
+        attempt: StartedAttempt,
+        fingerprint: str,
+        stage: PartitionStage | None,
+        at_finalize: Callable[[], None],
+    ) -> Finished | dict[int, str]:
+        """A done partition with unchanged input finished (`finish_if_unchanged`), or the
+        chunks already committed for this input: one transaction, unless a stage must be
+        made ready in between (`prepare_stage`)."""
+        with self.engine.begin() as connection:
+            if self.spec.fingerprint is not None:
+                unchanged = finish_if_unchanged(
+                    self.place, attempt, connection, fingerprint, at_finalize
+                )
+                if unchanged is not None:
+                    return unchanged
+            if stage is None:
+                return self._committed_chunks(connection, attempt, fingerprint)
+        prepare_stage(self.place, stage, attempt.partition)
+        with self.engine.begin() as connection:
+            return self._committed_chunks(connection, attempt, fingerprint)
+
+    def _committed_chunks(
+        self, connection: sa.Connection, attempt: StartedAttempt, fingerprint: str
+    ) -> dict[int, str]:
         """Chunk hashes already committed for this input (checkpoints of others are dropped).
 
         The attempt records the input it reads here too: a redrive compares it later.
         """
         asset, partition = self.spec.asset, attempt.partition
-        with self.engine.begin() as connection:
-            history.record_fingerprint(connection, attempt.history_id, fingerprint)
-            checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
-            committed = checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
-            # The chunks this attempt writes reject their rows again (or none, fixed).
-            clearing = reject_store.Clearing(self.spec.version, self.store.now(connection))
-            reject_store.forget_unkept(connection, asset, partition, committed.keys(), clearing)
-            return committed
+        history.record_fingerprint(connection, attempt.history_id, fingerprint)
+        checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
+        committed = checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
+        # The chunks this attempt writes reject their rows again (or none, fixed).
+        clearing = reject_store.Clearing(self.spec.version, self.store.now(connection))
+        reject_store.forget_unkept(connection, asset, partition, committed.keys(), clearing)
+        return committed
 
     def _write_chunks(
         self,
@@ -317,51 +366,96 @@ class PartitionRunner:
         seen_keys: SeenKeys,
         heartbeat: Heartbeat,
         bad_rows: BadRows,
-        stage: PartitionStage | None = None,
-    ) -> ChunkTally:
+        stage: PartitionStage | None,
+        shield: InterruptShield,
+    ) -> ChunkTally | Finished:
         """Each chunk's rows, checkpoint and fence in ONE transaction; resumed ones skipped.
 
         `bad_rows` (`chunk_commit.bad_rows_for`) numbers the rows and keeps the rows a chunk
         rejects; by default it keeps none, and a bad row fails the chunk.
+
+        A chunk shorter than `chunk_rows` is likely the last: the next is read before its
+        commit, and when there is none, finalize commits in the chunk's transaction
+        (`Finished` is returned). Only for the plain path: no stage, no rows rejected.
+        That commit holds a signal back, as finalize does: it is short.
         """
         spec, connection = self.spec, seen_keys.connection
+        reader = _Lookahead(self._chunks(source, attempt))
+        finished: list[Finished] = []
         counts, written, resumed, input_rows, chunks = UpsertCounts(), 0, 0, 0, 0
-        for index, chunk in enumerate(self._chunks(source, attempt)):
-            chunks = index + 1
-            _check_still_owner(heartbeat, lease=attempt.lease)
-            chunk = last_row_per_key(bad_rows.numbered(chunk), spec.key)
-            input_rows += len(chunk)
-            chunk_hash = content_hash(chunk)
-            # Skip only while every chunk so far was skipped: once one is written, a later
-            # chunk must be written again too, or an unchanged later line that repeats a
-            # key of a changed earlier one would lose to it ("the last line wins").
-            if written == 0 and committed.get(index) == chunk_hash:
-                with connection.begin():  # its rejects, committed with it, still stand
-                    seen_keys.add(bad_rows.resumed(connection, index, chunk))
-                resumed += 1
-                continue
-            write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys, stage)
-            before_commit = functools.partial(self._failpoint, Point.BEFORE_COMMIT, attempt, index)
-            again = index in committed
-            try:
-                counts += commit_chunk(
-                    self.place, write, bad_rows, written_before=again, before_commit=before_commit
+        # The first chunk's line waits for a second chunk, to be kept in the run's log: for
+        # a partition of one chunk, the end line says it all (`events`).
+        first_line: tuple[int, int] | None = None  # (chunk, rows)
+        try:
+            for index, chunk in enumerate(reader):
+                chunks = index + 1
+                if first_line is not None:
+                    self._chunk_line(attempt, first_line)
+                    first_line = None
+                _check_still_owner(heartbeat, lease=attempt.lease)
+                short = len(chunk) < source.chunk_rows
+                chunk = last_row_per_key(bad_rows.numbered(chunk), spec.key)
+                input_rows += len(chunk)
+                chunk_hash = content_hash(chunk)
+                # Skip only while every chunk so far was skipped: once one is written, a later
+                # chunk must be written again too, or an unchanged later line that repeats a
+                # key of a changed earlier one would lose to it ("the last line wins").
+                if written == 0 and committed.get(index) == chunk_hash:
+                    with connection.begin():  # its rejects, committed with it, still stand
+                        seen_keys.add(bad_rows.resumed(connection, index, chunk))
+                    resumed += 1
+                    continue
+                write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys, stage)
+                before_commit = functools.partial(
+                    self._failpoint, Point.BEFORE_COMMIT, attempt, index
                 )
-            except RejectedValue as rejected:
-                if not bad_rows.rejects(rejected):
-                    raise
-                # Rolled back whole: written again, in parts, without the rejected rows.
-                counts += commit_chunk(
-                    self.place,
-                    write,
-                    bad_rows,
-                    written_before=again,
-                    before_commit=before_commit,
-                    rejected=rejected,
-                )
-            written += 1
-            attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
-            self._failpoint(Point.AFTER_COMMIT, attempt, index)
+                again = index in committed
+                finish = None
+                if short and stage is None and bad_rows is FAIL_ON_BAD_ROW:
+                    so_far = ChunkTally(input_rows, counts, written + 1, resumed, chunks)
+                    finish = self._finish_with(
+                        reader, attempt, fingerprint, seen_keys, heartbeat, so_far, finished
+                    )
+                try:
+                    with shield.holding() if finish else contextlib.nullcontext():
+                        counts += commit_chunk(
+                            self.place,
+                            write,
+                            bad_rows,
+                            written_before=again,
+                            before_commit=before_commit,
+                            finish_partition=finish,
+                        )
+                except RejectedValue as rejected:
+                    if not bad_rows.rejects(rejected):
+                        raise
+                    # Rolled back whole: written again, in parts, without the rejected rows.
+                    counts += commit_chunk(
+                        self.place,
+                        write,
+                        bad_rows,
+                        written_before=again,
+                        before_commit=before_commit,
+                        rejected=rejected,
+                    )
+                written += 1
+                if index == 0:
+                    first_line = (index, len(chunk))
+                else:
+                    self._chunk_line(attempt, (index, len(chunk)))
+                if finished:  # a signal held meanwhile waits for the attempt's end
+                    self._failpoint(Point.AFTER_COMMIT, attempt, index)
+                    break
+                shield.deliver_held()  # the chunk committed: a signal held meanwhile, now
+                self._failpoint(Point.AFTER_COMMIT, attempt, index)
+        except BaseException:
+            if first_line is not None:  # what the failure's line does not say
+                self._chunk_line(attempt, first_line)
+            raise
+        if first_line is not None:
+            self._chunk_line(attempt, first_line, kept=False)
+        if finished:
+            return finished[0]
         lease_seconds = self.settings.lease_seconds
         bad_rows.finish(
             connection,
@@ -369,6 +463,46 @@ class PartitionRunner:
             lambda fenced: self.store.leases.fence(fenced, attempt.lease, lease_seconds),
         )
         return ChunkTally(input_rows, counts, written=written, resumed=resumed, chunks=chunks)
+
+    def _chunk_line(
+        self, attempt: StartedAttempt, line: tuple[int, int], *, kept: bool = True
+    ) -> None:
+        chunk, rows = line
+        attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=chunk, rows=rows, kept=kept)
+
+    def _finish_with(
+        self,
+        reader: _Lookahead,
+        attempt: StartedAttempt,
+        fingerprint: str,
+        seen_keys: SeenKeys,
+        heartbeat: Heartbeat,
+        so_far: ChunkTally,
+        finished: list[Finished],
+    ) -> Callable[[UpsertCounts], bool]:
+        """`commit_chunk`'s `finish_partition` for a chunk that may be the last: reads the
+        next chunk ahead; with none, finalizes in the chunk's transaction (into `finished`).
+        """
+
+        def finish(chunk_counts: UpsertCounts) -> bool:
+            if not reader.ends_here():
+                return False
+            _check_still_owner(heartbeat, lease=attempt.lease)
+            tally = dataclasses.replace(so_far, counts=so_far.counts + chunk_counts)
+            at_finalize = functools.partial(self._failpoint, Point.FINALIZE, attempt, None)
+            finished.append(
+                finalize_in_transaction(
+                    self.place,
+                    attempt,
+                    fingerprint=fingerprint,
+                    seen_keys=seen_keys,
+                    tally=tally,
+                    before_commit=at_finalize,
+                )
+            )
+            return True
+
+        return finish
 
     def _report(
         self,
@@ -418,6 +552,37 @@ class PartitionRunner:
                 chunk=chunk,
                 attempts_before=attempt.attempts_before,
             )
+
+
+class _Lookahead(Iterator[pd.DataFrame]):
+    """The input's chunks, and whether another follows the one given last (`ends_here`).
+
+    A read ahead that fails is raised by the next `next`: the chunk before it commits
+    first, as it did when it was read after that commit.
+    """
+
+    def __init__(self, chunks: Iterator[pd.DataFrame]) -> None:
+        self._chunks = chunks
+        self._ahead: pd.DataFrame | None = None
+        self._failed: BaseException | None = None
+
+    def __next__(self) -> pd.DataFrame:
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
+        if self._ahead is not None:
+            ahead, self._ahead = self._ahead, None
+            return ahead
+        return next(self._chunks)
+
+    def ends_here(self) -> bool:
+        try:
+            self._ahead = next(self._chunks)
+        except StopIteration:
+            return True
+        except BaseException as failed:  # an interrupt too: the chunk commits, then it
+            self._failed = failed
+        return False
 
 
 def _check_still_owner(heartbeat: Heartbeat, *, lease: lease_store.Lease) -> None:

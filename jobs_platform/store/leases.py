@@ -83,41 +83,65 @@ class Leases:
         `store.holders`); otherwise only once it has expired on the database's clock.
         """
         with self.engine.begin() as connection:
-            # Not one upsert: whether to take the lease over depends on its holder being alive,
-            # which only this process's /proc can tell. So make sure the row exists, then lock
-            # it and decide; a concurrent acquirer waits on the lock and then sees our token.
-            upsert_row(
+            return self.acquire_on(
                 connection,
-                leases,
-                {"asset": asset, "partition": partition, "token": 0, "expires_at": _EPOCH},
+                asset,
+                partition,
+                holder=holder,
+                run_id=run_id,
+                ttl_seconds=ttl_seconds,
             )
-            current = connection.execute(
-                sa.select(leases)
-                .where(leases.c.asset == asset, leases.c.partition == partition)
-                .with_for_update()
-            ).one()
-            now = self.clock.now(connection)
-            live = current.holder is not None and current.expires_at > now
-            if live and not holder_is_dead(current.holder):
-                seconds_left = (current.expires_at - now).total_seconds()
-                raise LeaseBusy(asset, partition, current.holder, current.expires_at, seconds_left)
-            token = current.token + 1
-            connection.execute(
-                sa.update(leases)
-                .where(
-                    leases.c.asset == asset,
-                    leases.c.partition == partition,
-                    leases.c.token == current.token,
-                )
-                .values(
-                    token=token,
-                    holder=holder,
-                    run_id=run_id,
-                    attempt_id=None,
-                    acquired_at=now,
-                    expires_at=now + dt.timedelta(seconds=ttl_seconds),
-                )
+
+    def acquire_on(
+        self,
+        connection: sa.Connection,
+        asset: str,
+        partition: str,
+        *,
+        holder: str,
+        run_id: str | None,
+        ttl_seconds: float,
+    ) -> Grant:
+        """`acquire`, in the caller's transaction: the lease is taken when it commits.
+
+        The attempt's start takes it this way, with its attempt row, in one commit: a
+        rollback leaves neither, so nothing has to give the partition back.
+        """
+        # Not one upsert: whether to take the lease over depends on its holder being alive,
+        # which only this process's /proc can tell. So make sure the row exists, then lock
+        # it and decide; a concurrent acquirer waits on the lock and then sees our token.
+        upsert_row(
+            connection,
+            leases,
+            {"asset": asset, "partition": partition, "token": 0, "expires_at": _EPOCH},
+        )
+        current = connection.execute(
+            sa.select(leases)
+            .where(leases.c.asset == asset, leases.c.partition == partition)
+            .with_for_update()
+        ).one()
+        now = self.clock.now(connection)
+        live = current.holder is not None and current.expires_at > now
+        if live and not holder_is_dead(current.holder):
+            seconds_left = (current.expires_at - now).total_seconds()
+            raise LeaseBusy(asset, partition, current.holder, current.expires_at, seconds_left)
+        token = current.token + 1
+        connection.execute(
+            sa.update(leases)
+            .where(
+                leases.c.asset == asset,
+                leases.c.partition == partition,
+                leases.c.token == current.token,
             )
+            .values(
+                token=token,
+                holder=holder,
+                run_id=run_id,
+                attempt_id=None,
+                acquired_at=now,
+                expires_at=now + dt.timedelta(seconds=ttl_seconds),
+            )
+        )
         return Grant(Lease(asset, partition, token, holder), abandoned_by=current.holder)
 
     def fence(self, connection: sa.Connection, lease: Lease, ttl_seconds: float) -> None:
@@ -127,6 +151,21 @@ class Leases:
         waits for this commit or this commit sees the takeover, never both.
         """
         if not self._extend(connection, lease, ttl_seconds):
+            raise LeaseLostError(
+                f"lease on {lease.asset}/{lease.partition} lost (token {lease.token}); "
+                "this commit was rolled back"
+            )
+
+    def fence_and_release(self, connection: sa.Connection, lease: Lease) -> None:
+        """`fence`, then `release_lease`, as ONE statement: the last of a transaction that
+        makes the partition done. A lost lease raises and the transaction rolls back."""
+        now = self.clock.now(connection)
+        released = connection.execute(
+            sa.update(leases)
+            .where(*_owned(lease), leases.c.expires_at > now)
+            .values(holder=None, expires_at=_EPOCH)
+        ).rowcount
+        if released != 1:
             raise LeaseLostError(
                 f"lease on {lease.asset}/{lease.partition} lost (token {lease.token}); "
                 "this commit was rolled back"

@@ -229,6 +229,16 @@ def test_a_signal_held_before_the_work_is_raised_when_the_work_starts(raising_ha
     assert not ran and shield.interrupted
 
 
+def test_a_signal_inside_a_held_commit_waits_for_deliver_held(raising_handlers):
+    committed = False
+    with InterruptShield() as shield, pytest.raises(KeyboardInterrupt), shield.delivering():
+        with shield.holding():
+            signal.raise_signal(signal.SIGTERM)
+            committed = True  # reached: the commit was not cut short
+        shield.deliver_held()
+    assert committed and shield.interrupted
+
+
 def test_ignored_signals_and_other_threads_are_left_alone(raising_handlers):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     with InterruptShield():

@@ -7,6 +7,7 @@ test controls, so that an attempt can be made to succeed, fail, block or crash a
 from __future__ import annotations
 
 import dataclasses
+import logging
 import multiprocessing
 import signal
 import threading
@@ -467,3 +468,125 @@ def test_crashes_spend_the_budget_and_the_next_attempt_quarantines_without_start
     entry = quarantine_entry(runner)
     assert (entry.attempts, entry.error_class) == (3, "crash")
     assert (spent.failures, spent.entry_id) == (3, entry.id)
+
+
+# The run's log
+
+
+class LinesKept(logging.Handler):
+    """The lines a run's log keeps (each a stored event in Dagster's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def run_log(name: str) -> tuple[logging.Logger, LinesKept]:
+    log, kept = logging.getLogger(f"jobs_platform_tests.{name}"), LinesKept()
+    log.addHandler(kept)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return log, kept
+
+
+def events_kept(kept: LinesKept) -> list[str]:
+    return [line.split()[1] for line in kept.lines if line.startswith(f"{ASSET}/")]
+
+
+def test_a_partition_of_one_chunk_keeps_only_its_end_line_in_the_run_log(items_input, settings):
+    log, kept = run_log("one_chunk")
+    runner = PartitionRunner(items_spec(items_input), settings, log=log)
+
+    assert isinstance(
+        runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10), PartitionReport
+    )
+
+    assert events_kept(kept) == ["succeeded"]
+
+
+def test_a_partition_of_several_chunks_keeps_each_chunk_line(items_input, settings):
+    log, kept = run_log("several_chunks")
+    runner = PartitionRunner(items_spec(items_input), settings, log=log)
+
+    assert isinstance(runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=2), PartitionReport)
+
+    assert events_kept(kept) == ["chunk_committed"] * 3 + ["succeeded"]
+
+
+def test_a_retry_keeps_its_started_line_in_the_run_log(items_input, settings):
+    log, kept = run_log("retry")
+    runner = PartitionRunner(items_spec(items_input), settings, log=log)
+    items_input.errors.append(RetryableError("upstream timed out"))
+
+    assert isinstance(runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10), Failed)
+    assert isinstance(
+        runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10), PartitionReport
+    )
+
+    assert events_kept(kept) == ["failed", "retrying", "started", "succeeded"]
+
+
+# One commit for a partition of one chunk
+
+
+def test_a_partition_of_one_chunk_commits_its_rows_with_its_finalize(runner):
+    commits: list[None] = []
+    sa.event.listen(runner.engine, "commit", lambda connection: commits.append(None))
+
+    report = runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10)
+
+    assert isinstance(report, PartitionReport)
+    assert (report.chunks_written, report.input_rows) == (1, 5)
+    assert partition_state(runner) == ("done", 1)
+    assert len(commits) == COMMITS_OF_A_ONE_CHUNK_PARTITION
+
+
+def test_a_fingerprinted_partition_of_one_chunk_checks_its_input_in_the_same_commits(
+    runner, settings
+):
+    spec = replace(runner.spec, fingerprint=lambda source: "input-v1")
+    fingerprinted = PartitionRunner(spec, settings)
+    commits: list[None] = []
+    sa.event.listen(fingerprinted.engine, "commit", lambda connection: commits.append(None))
+
+    report = fingerprinted.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10)
+
+    assert isinstance(report, PartitionReport) and not report.unchanged_input
+    assert len(commits) == COMMITS_OF_A_ONE_CHUNK_PARTITION
+    again = fingerprinted.attempt(DAY, Attempter(run_id="run-2"), chunk_rows=10)
+    assert isinstance(again, PartitionReport) and again.unchanged_input
+    assert len(commits) == COMMITS_OF_A_ONE_CHUNK_PARTITION + 2  # the start; the finish
+
+
+# The start (gates, lease, attempt row); the input's state (unchanged and done, or the
+# chunks committed for it); the seen keys emptied; the chunk with its finalize.
+COMMITS_OF_A_ONE_CHUNK_PARTITION = 4
+
+
+def test_a_failed_finalize_rolls_back_the_one_chunk_it_would_commit(runner, items_input, settings):
+    flaky = PartitionRunner(runner.spec, replace(settings, failpoints="finalize=transient*1"))
+
+    failed = flaky.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10)
+
+    assert isinstance(failed, Failed)
+    assert stored_items(runner) == []  # done with its rows or not at all
+    report = flaky.attempt(DAY, Attempter(run_id="run-1", step_retry=1), chunk_rows=10)
+    assert isinstance(report, PartitionReport)
+    assert (report.chunks_resumed, report.chunks_written) == (0, 1)
+    assert [row[0] for row in stored_items(runner)] == [1, 2, 3, 4, 5]
+
+
+def test_a_read_failing_after_a_short_chunk_leaves_that_chunk_committed(runner, settings):
+    def short_then_unreadable(source: PartitionInput) -> Iterator[pd.DataFrame]:
+        yield pd.DataFrame({"id": [1], "value": ["a"], "part": source.partition_key})
+        raise TerminalError("the second file is unreadable")
+
+    spec = replace(runner.spec, read_chunks=short_then_unreadable)
+
+    failed = PartitionRunner(spec, runner.settings).attempt(DAY, Attempter(), chunk_rows=2)
+
+    assert isinstance(failed, Failed)
+    assert stored_items(runner) == [(1, "a", DAY)]  # read ahead of its commit, committed

@@ -161,6 +161,29 @@ def test_fence_succeeds_for_the_owner_and_extends_the_lease(warehouse):
     assert TTL < expires_in(warehouse) <= LONG_TTL
 
 
+def test_fence_and_release_frees_the_partition_of_its_owner(warehouse):
+    first = acquire(warehouse, "worker-a")
+    with warehouse.begin() as connection:
+        Leases(connection.engine, DATABASE_CLOCK).fence_and_release(connection, first.lease)
+
+    second = acquire(warehouse, "worker-b")
+
+    assert (second.lease.token, second.abandoned_by) == (first.lease.token + 1, None)
+
+
+def test_fence_and_release_by_a_stale_token_rolls_back_and_frees_nothing(warehouse, clock):
+    old = acquire(warehouse, "worker-a", ttl=SHORT_TTL, clock=clock)
+    clock.advance(SHORT_TTL)
+    new = acquire(warehouse, "worker-b", clock=clock)
+
+    with pytest.raises(LeaseLostError, match="lost"), warehouse.begin() as connection:
+        Leases(connection.engine, clock).fence_and_release(connection, old.lease)
+
+    with pytest.raises(LeaseBusy):
+        acquire(warehouse, "worker-c", clock=clock)
+    assert new.lease.token == old.lease.token + 1
+
+
 def test_renew_extends_the_lease_of_its_owner(warehouse):
     grant = acquire(warehouse, "worker-a", ttl=TTL)
 
