@@ -26,11 +26,13 @@ chain): docs/ARCHITECTURE.md.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -53,10 +55,12 @@ from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.interrupts import InterruptShield
 from jobs_platform.engine.outcome_events import emit_outcome
 from jobs_platform.engine.outcomes import Blocked, NotDue, Outcome, PartitionReport
+from jobs_platform.engine.read_ahead import read_ahead
 from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
     PartitionInput,
+    RejectCollector,
     UpstreamReads,
     reads_nothing,
 )
@@ -326,42 +330,50 @@ class PartitionRunner:
         """
         spec, connection = self.spec, seen_keys.connection
         counts, written, resumed, input_rows, chunks = UpsertCounts(), 0, 0, 0, 0
-        for index, chunk in enumerate(self._chunks(source, attempt)):
-            chunks = index + 1
-            _check_still_owner(heartbeat, lease=attempt.lease)
-            chunk = last_row_per_key(bad_rows.numbered(chunk), spec.key)
-            input_rows += len(chunk)
-            chunk_hash = content_hash(chunk)
-            # Skip only while every chunk so far was skipped: once one is written, a later
-            # chunk must be written again too, or an unchanged later line that repeats a
-            # key of a changed earlier one would lose to it ("the last line wins").
-            if written == 0 and committed.get(index) == chunk_hash:
-                with connection.begin():  # its rejects, committed with it, still stand
-                    seen_keys.add(bad_rows.resumed(connection, index, chunk))
-                resumed += 1
-                continue
-            write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys, stage)
-            before_commit = functools.partial(self._failpoint, Point.BEFORE_COMMIT, attempt, index)
-            again = index in committed
-            try:
-                counts += commit_chunk(
-                    self.place, write, bad_rows, written_before=again, before_commit=before_commit
+        # Closed on the way out, whatever ends the loop: a reading thread stops with it.
+        with contextlib.closing(self._chunks(source, attempt)) as reads:
+            for index, chunk in enumerate(reads):
+                chunks = index + 1
+                _check_still_owner(heartbeat, lease=attempt.lease)
+                chunk = last_row_per_key(bad_rows.numbered(chunk), spec.key)
+                input_rows += len(chunk)
+                chunk_hash = content_hash(chunk)
+                # Skip only while every chunk so far was skipped: once one is written, a later
+                # chunk must be written again too, or an unchanged later line that repeats a
+                # key of a changed earlier one would lose to it ("the last line wins").
+                if written == 0 and committed.get(index) == chunk_hash:
+                    with connection.begin():  # its rejects, committed with it, still stand
+                        seen_keys.add(bad_rows.resumed(connection, index, chunk))
+                    resumed += 1
+                    continue
+                write = ChunkWrite(attempt, fingerprint, index, chunk, chunk_hash, seen_keys, stage)
+                before_commit = functools.partial(
+                    self._failpoint, Point.BEFORE_COMMIT, attempt, index
                 )
-            except RejectedValue as rejected:
-                if not bad_rows.rejects(rejected):
-                    raise
-                # Rolled back whole: written again, in parts, without the rejected rows.
-                counts += commit_chunk(
-                    self.place,
-                    write,
-                    bad_rows,
-                    written_before=again,
-                    before_commit=before_commit,
-                    rejected=rejected,
-                )
-            written += 1
-            attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
-            self._failpoint(Point.AFTER_COMMIT, attempt, index)
+                again = index in committed
+                try:
+                    counts += commit_chunk(
+                        self.place,
+                        write,
+                        bad_rows,
+                        written_before=again,
+                        before_commit=before_commit,
+                    )
+                except RejectedValue as rejected:
+                    if not bad_rows.rejects(rejected):
+                        raise
+                    # Rolled back whole: written again, in parts, without the rejected rows.
+                    counts += commit_chunk(
+                        self.place,
+                        write,
+                        bad_rows,
+                        written_before=again,
+                        before_commit=before_commit,
+                        rejected=rejected,
+                    )
+                written += 1
+                attempt.trail.emit(Lifecycle.CHUNK_COMMITTED, chunk=index, rows=len(chunk))
+                self._failpoint(Point.AFTER_COMMIT, attempt, index)
         lease_seconds = self.settings.lease_seconds
         bad_rows.finish(
             connection,
@@ -396,17 +408,33 @@ class PartitionRunner:
             audits=finished.audits,
         )
 
-    def _chunks(self, source: PartitionInput, attempt: StartedAttempt) -> Iterator[pd.DataFrame]:
-        iterator = iter(self.spec.read_chunks(source))
-        index = 0
-        while True:
-            self._failpoint(Point.READ, attempt, index)
-            try:
-                chunk = next(iterator)
-            except StopIteration:
-                return
-            yield chunk
-            index += 1
+    def _chunks(self, source: PartitionInput, attempt: StartedAttempt) -> Generator[pd.DataFrame]:
+        """The reader's chunks, the next one read while the engine commits this one
+        (`read_ahead`). Read in turn with the setting off, and on SQLite: its one writer
+        would lock out a reader that queries the warehouse as it goes."""
+        iterator: Iterator[pd.DataFrame]
+        if not self.settings.read_ahead or self.engine.dialect.name == "sqlite":
+            iterator = iter(self.spec.read_chunks(source))
+        else:
+            # The reader rejects into a collector of its own; read_ahead moves each
+            # chunk's rejects to `source` with the chunk, where `bad_rows` drains them.
+            reading = dataclasses.replace(source, rejects=RejectCollector())
+            iterator = read_ahead(
+                iter(self.spec.read_chunks(reading)), reading.rejects, source.rejects
+            )
+        try:
+            index = 0
+            while True:
+                self._failpoint(Point.READ, attempt, index)
+                try:
+                    chunk = next(iterator)
+                except StopIteration:
+                    return
+                yield chunk
+                index += 1
+        finally:
+            if isinstance(iterator, Generator):
+                iterator.close()  # read_ahead's thread ends; so does a reader's open file
 
     def _failpoint(self, point: Point, attempt: StartedAttempt, chunk: int | None) -> None:
         if self.failpoints:
