@@ -76,6 +76,8 @@ class Settings:
     circuit_window_seconds: float = DEFAULT_CIRCUIT_WINDOW_SECONDS
     circuit_probe_seconds: float = DEFAULT_CIRCUIT_PROBE_SECONDS
     circuit_probe_max_seconds: float = DEFAULT_CIRCUIT_PROBE_MAX_SECONDS
+    # Off for a reader that must run on the engine's thread (`engine.read_ahead`).
+    read_ahead: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -102,6 +104,10 @@ class Settings:
             executor=_choice(
                 env, "JOBS_PLATFORM_EXECUTOR", DEFAULT_EXECUTOR, EXECUTORS, f"one of {EXECUTORS}"
             ),
+            read_ahead=_choice(
+                env, "JOBS_PLATFORM_READ_AHEAD", "on", ("on", "off"), "'on' or 'off'"
+            )
+            == "on",
             celery_broker=env.get("JOBS_PLATFORM_CELERY_BROKER") or DEFAULT_CELERY_BROKER,
             celery_backend=env.get("JOBS_PLATFORM_CELERY_BACKEND") or DEFAULT_CELERY_BACKEND,
             redrive_cooldown_seconds=_non_negative_float(

@@ -34,7 +34,7 @@ import functools
 import hashlib
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -64,10 +64,12 @@ from jobs_platform.engine.heartbeat import Heartbeat
 from jobs_platform.engine.interrupts import InterruptShield
 from jobs_platform.engine.outcome_events import emit_outcome
 from jobs_platform.engine.outcomes import Blocked, NotDue, Outcome, PartitionReport
+from jobs_platform.engine.read_ahead import read_ahead
 from jobs_platform.engine.spec import (
     DEFAULT_CHUNK_ROWS,
     BackfillSpec,
     PartitionInput,
+    RejectCollector,
     UpstreamReads,
     reads_nothing,
 )
@@ -380,7 +382,8 @@ class PartitionRunner:
         That commit holds a signal back, as finalize does: it is short.
         """
         spec, connection = self.spec, seen_keys.connection
-        reader = _Lookahead(self._chunks(source, attempt))
+        reads = self._chunks(source, attempt)  # closed at the end: a reading thread stops
+        reader = _Lookahead(reads)
         finished: list[Finished] = []
         counts, written, resumed, input_rows, chunks = UpsertCounts(), 0, 0, 0, 0
         # The first chunk's line waits for a second chunk, to be kept in the run's log: for
@@ -452,6 +455,8 @@ class PartitionRunner:
             if first_line is not None:  # what the failure's line does not say
                 self._chunk_line(attempt, first_line)
             raise
+        finally:
+            reads.close()
         if first_line is not None:
             self._chunk_line(attempt, first_line, kept=False)
         if finished:
@@ -530,17 +535,33 @@ class PartitionRunner:
             audits=finished.audits,
         )
 
-    def _chunks(self, source: PartitionInput, attempt: StartedAttempt) -> Iterator[pd.DataFrame]:
-        iterator = iter(self.spec.read_chunks(source))
-        index = 0
-        while True:
-            self._failpoint(Point.READ, attempt, index)
-            try:
-                chunk = next(iterator)
-            except StopIteration:
-                return
-            yield chunk
-            index += 1
+    def _chunks(self, source: PartitionInput, attempt: StartedAttempt) -> Generator[pd.DataFrame]:
+        """The reader's chunks, the next one read while the engine commits this one
+        (`read_ahead`). Read in turn with the setting off, and on SQLite: its one writer
+        would lock out a reader that queries the warehouse as it goes."""
+        iterator: Iterator[pd.DataFrame]
+        if not self.settings.read_ahead or self.engine.dialect.name == "sqlite":
+            iterator = iter(self.spec.read_chunks(source))
+        else:
+            # The reader rejects into a collector of its own; read_ahead moves each
+            # chunk's rejects to `source` with the chunk, where `bad_rows` drains them.
+            reading = dataclasses.replace(source, rejects=RejectCollector())
+            iterator = read_ahead(
+                iter(self.spec.read_chunks(reading)), reading.rejects, source.rejects
+            )
+        try:
+            index = 0
+            while True:
+                self._failpoint(Point.READ, attempt, index)
+                try:
+                    chunk = next(iterator)
+                except StopIteration:
+                    return
+                yield chunk
+                index += 1
+        finally:
+            if isinstance(iterator, Generator):
+                iterator.close()  # read_ahead's thread ends; so does a reader's open file
 
     def _failpoint(self, point: Point, attempt: StartedAttempt, chunk: int | None) -> None:
         if self.failpoints:

@@ -72,6 +72,8 @@ def runner(upgraded_url, tmp_path, items_input, raising_handlers) -> PartitionRu
         max_attempts=1,
         retry_delay_seconds=0.01,
         lease_seconds=5,
+        # The reader raises the first signal between two chunks: on the engine's thread.
+        read_ahead=False,
     )
     return PartitionRunner(items_spec(items_input), settings)
 

@@ -33,6 +33,7 @@ from jobs_platform.store.leases import LeaseBusy, Leases, this_holder
 from jobs_platform.store.partitions import partition_rows
 from jobs_platform.store.schema import EntryStatus, create_user_tables
 from jobs_platform.writer.upsert import UpsertCounts
+from jobs_platform_tests.waiting import wait_for
 
 ASSET, DAY = "items", "2024-01-03"
 MAX_ATTEMPTS = 3
@@ -402,9 +403,16 @@ def test_worker_whose_lease_was_taken_over_cannot_commit_and_snoozes(runner, ite
     # another worker may take the lease over while this attempt is still reading.
     here = HolderIdentity.parse(this_holder())
     stale_holder = str(dataclasses.replace(here, start_ticks="0"))
-    items_input.before_chunk[1] = lambda: Leases(runner.engine, DATABASE_CLOCK).acquire(
-        ASSET, DAY, holder="worker-b", run_id=None, ttl_seconds=60
-    )
+
+    def take_over() -> None:
+        # Chunk 1 is read while chunk 0 commits (`engine.read_ahead`): the take-over waits
+        # for that commit, so that it is chunk 1's commit the lost lease refuses.
+        wait_for(lambda: len(stored_items(runner)) == 2, timeout=30, what="chunk 0 committed")
+        Leases(runner.engine, DATABASE_CLOCK).acquire(
+            ASSET, DAY, holder="worker-b", run_id=None, ttl_seconds=60
+        )
+
+    items_input.before_chunk[1] = take_over
 
     failed = runner.attempt(DAY, Attempter(holder=stale_holder), chunk_rows=2)
 

@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 
 from jobs_platform.errors import InputValidationError, TerminalError
 from orders_example.orders.landing import (
+    _MICROSECOND,
+    _UNIX_EPOCH,
     ORDER_COLUMNS,
+    _columns,
+    _frame,
+    _parse_line,
+    _validated_columns,
     input_fingerprint,
     landing_file,
     read_order_chunks,
@@ -482,3 +488,110 @@ def test_with_a_rejecter_an_invalid_line_is_refused_by_row_number_and_the_file_r
     ]
     assert refused[0][1].startswith("line 3: not valid JSON")
     assert refused[1][1] == "line 5, field 'amount_cents': must be >= 0, got -1"
+
+
+# Lines a batch check could misjudge: valid orders spelled as json.dumps writes them (keys
+# in any order, with or without spaces, CRLF), and each field pushed past its rule.
+_PAST_THE_RULES = {
+    "schema_version": st.sampled_from([1, 2, True, 1.0, "1"]),
+    "order_id": st.one_of(st.integers(-2, 2**64), st.sampled_from([1.0, "1", False])),
+    "customer_id": st.integers(0, 10**19),
+    "amount_cents": st.one_of(st.integers(-1, 2**63 + 1), st.just(None)),
+    "currency": st.sampled_from(["USD", "EUR", "GBP", "usd", "XXX", "", 1]),
+    "status": st.sampled_from(["paid", "refunded", "pending", "Paid", None]),
+    "ordered_at": st.one_of(
+        st.datetimes(min_value=datetime(2024, 1, 2, 22), max_value=datetime(2024, 1, 4, 2)).map(
+            datetime.isoformat
+        ),
+        st.sampled_from(
+            [
+                f"{DAY}T05:06:07Z",
+                f"{DAY}T00:00:00+01:00",
+                f"{DAY}T23:30:00-01:00",
+                f"{DAY}T05:06:07.5Z",
+                f"{DAY}T05:06:07.1234567Z",
+                f"{DAY}T24:00:00Z",
+                "2024-02-30T05:06:07Z",
+                "0001-01-01T00:00:00+01:00",
+                DAY,
+            ]
+        ),
+    ),
+}
+
+
+@st.composite
+def landing_lines(draw: st.DrawFn) -> str:
+    fields = order(order_id=draw(st.integers(1, 10**18)))
+    for field in draw(st.lists(st.sampled_from(sorted(_PAST_THE_RULES)), max_size=2)):
+        fields[field] = draw(_PAST_THE_RULES[field])
+    if draw(st.booleans()):
+        fields.pop(draw(st.sampled_from(sorted(fields))))
+    keys = draw(st.permutations(sorted(fields))) if draw(st.booleans()) else list(fields)
+    spaced = draw(st.booleans())
+    text = json.dumps(
+        {key: fields[key] for key in keys},
+        separators=(", ", ": ") if spaced else (",", ":"),
+    )
+    return text + draw(st.sampled_from(["", "", "\r", " "]))
+
+
+def read_line_by_line(path: str, chunk_rows: int, events: list) -> list[pd.DataFrame]:
+    """The reader as it was before the batch check: each line parsed on its own."""
+    first_us = (datetime.fromisoformat(DAY).replace(tzinfo=UTC) - _UNIX_EPOCH) // _MICROSECOND
+    end_us = first_us + timedelta(days=1) // _MICROSECOND
+    rows: list = []
+    chunks = []
+    row_number = 0
+    with open(path, "rb") as stream:
+        for line_number, raw in enumerate(stream, start=1):
+            if raw.isspace():
+                continue
+            row_number += 1
+            try:
+                rows.append(_parse_line(raw, line_number, DAY, first_us, end_us))
+            except InputValidationError as invalid:
+                events.append(("rejected", row_number, str(invalid)))
+                continue
+            if len(rows) == chunk_rows:
+                events.append(("chunk", len(chunks)))
+                chunks.append(_frame([_columns(rows)]))
+                rows = []
+    if rows:
+        events.append(("chunk", len(chunks)))
+        chunks.append(_frame([_columns(rows)]))
+    return chunks
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.one_of(landing_lines(), st.sampled_from(["", "{oops", "[1]"])), max_size=8),
+    chunk_rows=st.integers(1, 4),
+)
+def test_the_batch_check_accepts_rejects_and_chunks_as_the_line_by_line_rules(lines, chunk_rows):
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_lines(Path(folder) / "in.jsonl", lines)
+        expected_events: list = []
+        expected = read_line_by_line(path, chunk_rows, expected_events)
+        events: list = []
+        reject = lambda row, reason, values: events.append(("rejected", row, reason))  # noqa: E731
+        read = []
+        for chunk in read_order_chunks(path, DAY, chunk_rows, reject=reject):
+            events.append(("chunk", len(read)))
+            read.append(chunk)
+
+    # The same rows in the same chunks, each rejected line before the chunk it falls in.
+    assert events == expected_events
+    for chunk, chunk_expected in zip(read, expected, strict=True):
+        pd.testing.assert_frame_equal(chunk, chunk_expected)
+
+
+def test_the_seeders_lines_pass_the_batch_check_whole(tmp_path):
+    seed_orders(str(tmp_path), date(2024, 1, 3), date(2024, 1, 3), orders_per_day=50)
+    with open(landing_file(str(tmp_path), DAY), "rb") as stream:
+        lines = stream.readlines()
+    first_us = (datetime.fromisoformat(DAY).replace(tzinfo=UTC) - _UNIX_EPOCH) // _MICROSECOND
+
+    columns = _validated_columns(lines, first_us, first_us + timedelta(days=1) // _MICROSECOND)
+
+    assert columns is not None and len(columns[0]) == 50
