@@ -66,13 +66,15 @@ class Attempts:
         holder: str,
         correlation_id: str | None,
         code_version: str | None = None,
+        first: bool = False,
     ) -> tuple[int, int]:
         """Record a started attempt; returns (attempt id, attempt number in the episode).
 
+        `first` says the partition has no attempt yet (`leases.Grant.first`): it is number 1.
         Its times are the database's: another host ends it when it crashes, and its duration
         is read across both.
         """
-        number = next_attempt_number(connection, asset, partition, episode)
+        number = 1 if first else next_attempt_number(connection, asset, partition, episode)
         attempt_id = connection.execute(
             sa.insert(attempts)
             .values(

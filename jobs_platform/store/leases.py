@@ -51,6 +51,14 @@ class Grant:
     lease: Lease
     abandoned_by: str | None
 
+    @property
+    def first(self) -> bool:
+        """The partition's first lease: no attempt at it was ever recorded.
+
+        Every attempt row is written under a lease, and lease rows are never deleted.
+        """
+        return self.lease.token == 1
+
 
 class LeaseBusy(Exception):
     """Another live worker holds the partition; wait, this is not a failure of the input."""
