@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import Clock
+from jobs_platform.store.clock import Clock, now_in_statement
 from jobs_platform.store.partitions import PartitionStatus
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import EntryStatus, attempts, partitions, quarantine, requeues
@@ -195,7 +195,10 @@ class Releases:
                 quarantine.c.partition == partition,
                 quarantine.c.status == EntryStatus.REQUEUED,
             )
-            .values(status=EntryStatus.RESOLVED, resolved_at=self.clock.now(connection))
+            .values(
+                status=EntryStatus.RESOLVED,
+                resolved_at=now_in_statement(self.clock, connection),
+            )
         ).rowcount
 
 

@@ -184,7 +184,9 @@ def _start(
     admitted = _admit(place, connection, lease, trail)
     if isinstance(admitted, Busy):
         return admitted
-    return _record_start(place, connection, lease, attempter, trail, probe=admitted)
+    return _record_start(
+        place, connection, lease, attempter, trail, probe=admitted, first=grant.first
+    )
 
 
 def _admit(
@@ -218,12 +220,58 @@ def _record_start(
     trail: EventTrail,
     *,
     probe: bool,
+    first: bool,
 ) -> StartedAttempt | BudgetSpent:
+    """The attempt row; first, a crashed attempt before it recorded, and the budget it may
+    have spent settled. The partition's first lease (`first`) has no attempt before it."""
+    asset, partition = place.spec.asset, lease.partition
+    episode = current_episode(connection, asset, partition)
+    # With no attempt before, nothing crashed and no budget is spent (unless it is zero).
+    nothing_to_settle = first and place.budget.max_attempts > 0
+    spent = None if nothing_to_settle else _settle_crashes(place, connection, lease, trail, episode)
+    if spent is not None:
+        return spent
+    history_id, number = place.store.attempts.start(
+        connection,
+        asset=asset,
+        partition=partition,
+        episode=episode,
+        run_id=attempter.run_id,
+        step_retry=attempter.step_retry,
+        token=lease.token,
+        holder=lease.holder,
+        correlation_id=attempter.correlation_id,
+        code_version=place.spec.version,
+        first=first,
+    )
+    lease_store.attach_attempt(connection, lease, history_id)
+    began = time.monotonic()
+    return StartedAttempt(
+        partition=partition,
+        lease=lease,
+        history_id=history_id,
+        number=number,
+        episode=episode,
+        trail=trail.with_attempt(number),
+        deadline=began + place.settings.attempt_timeout_seconds,
+        began=began,
+        attempter=attempter,
+        probe=probe,
+    )
+
+
+def _settle_crashes(
+    place: Workplace,
+    connection: sa.Connection,
+    lease: lease_store.Lease,
+    trail: EventTrail,
+    episode: int,
+) -> BudgetSpent | None:
+    """Attempts that never reported recorded as crashes; the budget spent, quarantined."""
     asset, partition = place.spec.asset, lease.partition
     crashed = place.store.attempts.record_abandoned(connection, asset, partition, lease.token)
     if crashed:
         trail.log.warning("%s/%s: previous attempt recorded as a crash", asset, partition)
-    episode = current_episode(connection, asset, partition)
     # A worker that dies every time never reports; the next one quarantines.
     spent = settle(
         connection,
@@ -245,32 +293,7 @@ def _record_start(
             failures=spent.failures,
             entry_id=spent.entry_id,
         )
-    history_id, number = place.store.attempts.start(
-        connection,
-        asset=asset,
-        partition=partition,
-        episode=episode,
-        run_id=attempter.run_id,
-        step_retry=attempter.step_retry,
-        token=lease.token,
-        holder=lease.holder,
-        correlation_id=attempter.correlation_id,
-        code_version=place.spec.version,
-    )
-    lease_store.attach_attempt(connection, lease, history_id)
-    began = time.monotonic()
-    return StartedAttempt(
-        partition=partition,
-        lease=lease,
-        history_id=history_id,
-        number=number,
-        episode=episode,
-        trail=trail.with_attempt(number),
-        deadline=began + place.settings.attempt_timeout_seconds,
-        began=began,
-        attempter=attempter,
-        probe=probe,
-    )
+    return None
 
 
 class Gate(enum.StrEnum):

@@ -355,7 +355,7 @@ class PartitionRunner:
         checkpoint_store.forget_other_inputs(connection, asset, partition, fingerprint)
         committed = checkpoint_store.committed_chunks(connection, asset, partition, fingerprint)
         # The chunks this attempt writes reject their rows again (or none, fixed).
-        clearing = reject_store.Clearing(self.spec.version, self.store.now(connection))
+        clearing = reject_store.Clearing(self.spec.version, self.store.now_in_statement(connection))
         reject_store.forget_unkept(connection, asset, partition, committed.keys(), clearing)
         return committed
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from jobs_platform.errors import Classification
-from jobs_platform.store.clock import Clock
+from jobs_platform.store.clock import Clock, now_in_statement
 from jobs_platform.store.rows import TableRow
 from jobs_platform.store.schema import attempts, circuit_failures
 
@@ -66,13 +66,15 @@ class Attempts:
         holder: str,
         correlation_id: str | None,
         code_version: str | None = None,
+        first: bool = False,
     ) -> tuple[int, int]:
         """Record a started attempt; returns (attempt id, attempt number in the episode).
 
+        `first` says the partition has no attempt yet (`leases.Grant.first`): it is number 1.
         Its times are the database's: another host ends it when it crashes, and its duration
         is read across both.
         """
-        number = next_attempt_number(connection, asset, partition, episode)
+        number = 1 if first else next_attempt_number(connection, asset, partition, episode)
         attempt_id = connection.execute(
             sa.insert(attempts)
             .values(
@@ -87,7 +89,7 @@ class Attempts:
                 correlation_id=correlation_id,
                 code_version=code_version or None,
                 outcome=AttemptOutcome.RUNNING,
-                started_at=self.clock.now(connection),
+                started_at=now_in_statement(self.clock, connection),
             )
             .returning(attempts.c.id)
         ).scalar_one()
@@ -97,7 +99,7 @@ class Attempts:
         self, connection: sa.Connection, attempt_id: int, failure: AttemptFailure | None = None
     ) -> None:
         """Record how an attempt ended (its own worker knows best, so it may correct a crash)."""
-        values: dict[str, object] = {"ended_at": self.clock.now(connection)}
+        values: dict[str, object] = {"ended_at": now_in_statement(self.clock, connection)}
         if failure is None:
             # A crash recorded by someone else is corrected entirely, not only its class.
             values.update(
@@ -131,7 +133,7 @@ class Attempts:
                 attempts.c.outcome == AttemptOutcome.RUNNING,
                 attempts.c.token < before_token,
             )
-            .values(**crash_values(self.clock.now(connection)))
+            .values(**crash_values(now_in_statement(self.clock, connection)))
         ).rowcount
 
 
@@ -154,7 +156,7 @@ def record_fingerprint(connection: sa.Connection, attempt_id: int, fingerprint: 
     )
 
 
-def crash_values(now: dt.datetime) -> dict[str, object]:
+def crash_values(now: dt.datetime | sa.ColumnElement[dt.datetime]) -> dict[str, object]:
     """The columns of an attempt whose worker died without reporting."""
     return {
         "outcome": AttemptOutcome.FAILED,

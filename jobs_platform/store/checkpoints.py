@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import Clock
+from jobs_platform.store.clock import Clock, now_in_statement
 from jobs_platform.store.rows import upsert_row
 from jobs_platform.store.schema import checkpoints
 
@@ -58,7 +58,7 @@ class Checkpoints:
                 "chunk_hash": chunk_hash,
                 "row_count": row_count,
                 "token": token,
-                "committed_at": self.clock.now(connection),
+                "committed_at": now_in_statement(self.clock, connection),
             },
             update=("chunk_hash", "row_count", "token", "committed_at"),
         )

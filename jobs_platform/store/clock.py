@@ -11,6 +11,10 @@ clock is the only one. Tests inject a clock of their own, as tenacity injects `s
 Every query that reads or stamps the time is a method of an object built with its `clock`
 (no default, e.g. `store.attempts.Attempts`): the process's `Store` (`store.handle`) builds
 them all with its one clock, so a stamp cannot read another clock than the one injected.
+
+A stamp or a comparison that only goes into a statement reads the time inside that
+statement (`now_in_statement`): on PostgreSQL, `clock_timestamp()` when the statement
+runs, the very time a read just before would have given, without its round trip.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Protocol
 
 import sqlalchemy as sa
 
-from jobs_platform.store.schema import utcnow
+from jobs_platform.store.schema import UtcDateTime, utcnow
 
 
 class Clock(Protocol):
@@ -43,3 +47,15 @@ class DatabaseClock:
 
 
 DATABASE_CLOCK = DatabaseClock()
+
+
+def now_in_statement(clock: Clock, connection: sa.Connection) -> sa.ColumnElement[dt.datetime]:
+    """`clock`'s time as an SQL expression, for a statement that stamps or compares it.
+
+    The database's clock on PostgreSQL is `clock_timestamp()`, read by the statement itself:
+    one round trip less than `now` then the statement. Any other clock (a test's, SQLite's
+    host clock) is read here and bound, so an injected clock still decides every stamp.
+    """
+    if isinstance(clock, DatabaseClock) and connection.dialect.name == "postgresql":
+        return sa.func.clock_timestamp(type_=UtcDateTime)
+    return sa.literal(clock.now(connection), UtcDateTime)

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from jobs_platform.store.attempts import Attempts
 from jobs_platform.store.catalog import Catalog
 from jobs_platform.store.checkpoints import Checkpoints
-from jobs_platform.store.clock import Clock
+from jobs_platform.store.clock import Clock, now_in_statement
 from jobs_platform.store.health import Health
 from jobs_platform.store.leases import Leases
 from jobs_platform.store.outbox_backlog import OutboxBacklog
@@ -48,6 +48,10 @@ class Store:
 
     def now(self, connection: sa.Connection) -> dt.datetime:
         return self.clock.now(connection)
+
+    def now_in_statement(self, connection: sa.Connection) -> sa.ColumnElement[dt.datetime]:
+        """The clock's time for a statement to stamp (`clock.now_in_statement`)."""
+        return now_in_statement(self.clock, connection)
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[sa.Connection]:

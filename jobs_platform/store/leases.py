@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from jobs_platform.errors import LeaseLostError
-from jobs_platform.store.clock import Clock
+from jobs_platform.store.clock import Clock, now_in_statement
 from jobs_platform.store.holders import holder_is_dead, this_holder
 from jobs_platform.store.rows import upsert_row
 from jobs_platform.store.schema import leases
@@ -50,6 +50,14 @@ class Grant:
 
     lease: Lease
     abandoned_by: str | None
+
+    @property
+    def first(self) -> bool:
+        """The partition's first lease: no attempt at it was ever recorded.
+
+        Every attempt row is written under a lease, and lease rows are never deleted.
+        """
+        return self.lease.token == 1
 
 
 class LeaseBusy(Exception):
@@ -159,7 +167,7 @@ class Leases:
     def fence_and_release(self, connection: sa.Connection, lease: Lease) -> None:
         """`fence`, then `release_lease`, as ONE statement: the last of a transaction that
         makes the partition done. A lost lease raises and the transaction rolls back."""
-        now = self.clock.now(connection)
+        now = now_in_statement(self.clock, connection)
         released = connection.execute(
             sa.update(leases)
             .where(*_owned(lease), leases.c.expires_at > now)

@@ -6,7 +6,7 @@ import enum
 
 import sqlalchemy as sa
 
-from jobs_platform.store.clock import Clock
+from jobs_platform.store.clock import Clock, now_in_statement
 from jobs_platform.store.rows import TableRow, upsert_row
 from jobs_platform.store.schema import partitions
 
@@ -87,7 +87,11 @@ class Partitions:
         **details: object,
     ) -> None:
         """Upsert the partition's row (idempotent: the same call twice leaves the same row)."""
-        values = {"status": str(status), "updated_at": self.clock.now(connection), **details}
+        values = {
+            "status": str(status),
+            "updated_at": now_in_statement(self.clock, connection),
+            **details,
+        }
         if episode is not None:
             values["episode"] = episode
         # A new partition starts in episode 1; an existing one keeps its episode unless told.

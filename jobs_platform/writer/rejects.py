@@ -152,7 +152,7 @@ class Clearing:
     """Who clears rejects: the backfill's code_version and the time, kept in each journey."""
 
     version: str
-    at: dt.datetime
+    at: dt.datetime | sa.ColumnElement[dt.datetime]  # a time, or one a statement reads
 
 
 def forget_unkept(
@@ -218,7 +218,7 @@ def _clear(
                     rejected_rows.c.code_version,
                     rejected_rows.c.rejected_at,
                     sa.literal(clearing.version or None, sa.String),
-                    sa.literal(clearing.at, UtcDateTime),
+                    _stamp(clearing.at),
                 ).where(
                     *conditions,
                     # Read again by the version that rejected it: the same verdict, no journey.
@@ -408,3 +408,7 @@ def reject_journeys(connection: sa.Connection, asset: str, partition: str) -> li
         }
         for entry in history
     ]
+
+
+def _stamp(at: dt.datetime | sa.ColumnElement[dt.datetime]) -> sa.ColumnElement[dt.datetime]:
+    return at if isinstance(at, sa.ColumnElement) else sa.literal(at, UtcDateTime)

@@ -574,6 +574,26 @@ def test_a_fingerprinted_partition_of_one_chunk_checks_its_input_in_the_same_com
 COMMITS_OF_A_ONE_CHUNK_PARTITION = 4
 
 
+def test_a_first_attempt_reads_the_clock_once_and_settles_nothing(runner, settings):
+    if not settings.database_url.startswith("postgresql"):
+        pytest.skip("SQLite's clock is the host's: no statement reads it")
+    executed: list[str] = []
+    sa.event.listen(
+        runner.engine,
+        "before_cursor_execute",
+        lambda connection, cursor, statement, *rest: executed.append(statement),
+    )
+
+    report = runner.attempt(DAY, Attempter(run_id="run-1"), chunk_rows=10)
+
+    assert isinstance(report, PartitionReport) and report.attempt == 1
+    # The lease's judgment reads it; every stamp and the fence read it in their statement.
+    assert executed.count("SELECT clock_timestamp()") == 1
+    # The partition's first lease: no budget to settle, no attempt number to read.
+    assert not any("max(jp_attempts.attempt)" in statement for statement in executed)
+    assert not any("coalesce(sum(" in statement for statement in executed)
+
+
 def test_a_failed_finalize_rolls_back_the_one_chunk_it_would_commit(runner, items_input, settings):
     flaky = PartitionRunner(runner.spec, replace(settings, failpoints="finalize=transient*1"))
 
