@@ -39,8 +39,9 @@ CRASHES = {
     "after_commit": ("after_commit@orders#1=crash*1", 2),
     # Chunk 1 was written but its transaction never committed: only chunk 0 survives.
     "before_commit": ("before_commit@orders#1=crash*1", 1),
-    # Every chunk committed; the finalize transaction (sweep, done, release) did not.
-    "finalize": ("finalize@orders=crash*1", CHUNKS),
+    # The full chunks committed; the last, short one commits in the finalize transaction
+    # (its rows, sweep, done, release), which did not.
+    "finalize": ("finalize@orders=crash*1", CHUNKS - 1),
 }
 
 
