@@ -16,6 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 README_MAX_LINES = 300
+BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
+BENCHMARKS_MAX_LINES = 300
 
 
 def python_blocks(text: str) -> list[str]:
@@ -48,6 +50,25 @@ def test_the_site_builds_with_no_warning(tmp_path):
 def test_the_readme_is_at_most_300_lines():
     lines = len(README.read_text().splitlines())
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; the guides go in docs/"
+
+
+def test_the_benchmarks_page_is_at_most_300_lines():
+    lines = len(BENCHMARKS.read_text().splitlines())
+    assert lines <= BENCHMARKS_MAX_LINES, f"docs/BENCHMARKS.md has {lines} lines"
+
+
+def test_every_row_of_the_benchmarks_targets_names_its_command():
+    """Each figure of the Targets table can be measured again: its row gives the command
+    (or points at the run of the row before it)."""
+    section = BENCHMARKS.read_text().split("## Targets", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) >= 10, "the Targets table has its rows"
+    commandless = [
+        row.split(" | ")[0]
+        for row in rows
+        if not re.search(r"`(bin/bench|pytest) [^`]+`|same run", row)
+    ]
+    assert commandless == []
 
 
 def test_every_relative_link_of_the_readme_is_a_file_of_the_repo():
