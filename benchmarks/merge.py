@@ -14,8 +14,9 @@ populated table (`plans`, by chunk size, table size and changed fraction).
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import cast
 
 import numpy as np
@@ -69,18 +70,12 @@ def run_merge_bench(
     frame = orders_frame(rows)
     results = []
     plans: dict[str, dict[str, str]] = {}
-    with fresh_schema(database_url, "merge") as url:
-        engine = sa.create_engine(normalize_url(url))
-        try:
-            template = orders_shaped(engine, TEMPLATE)
-            framework_upsert(engine, template, frame)
-            for fraction in fractions:
-                rounds = MergeRound(engine, libpq_dsn(url), changed_rows(frame, fraction, 1))
-                baselines.add_plans(plans, rounds.plans(fraction))
-                runs = alternated(rounds.methods(), repeats, warmup)
-                results.append(_figures(rows, fraction, runs, rounds.versions))
-        finally:
-            engine.dispose()
+    with loaded_template(database_url, "merge", frame) as (engine, dsn):
+        for fraction in fractions:
+            rounds = MergeRound(engine, dsn, changed_rows(frame, fraction, 1))
+            baselines.add_plans(plans, rounds.plans(fraction))
+            runs = alternated(rounds.methods(), repeats, warmup)
+            results.append(_figures(rows, fraction, runs, rounds.versions))
     return {
         "rows": rows,
         "chunk_rows": CHUNK_ROWS,
@@ -89,6 +84,21 @@ def run_merge_bench(
         "plans": plans,
         "server": server_facts(database_url),
     }
+
+
+@contextlib.contextmanager
+def loaded_template(
+    database_url: str, label: str, frame: pd.DataFrame
+) -> Iterator[tuple[sa.Engine, str]]:
+    """A scratch schema whose `TEMPLATE` table the writer loaded with `frame` (each
+    `MergeRound` copies it): its engine and libpq DSN."""
+    with fresh_schema(database_url, label) as url:
+        engine = sa.create_engine(normalize_url(url))
+        try:
+            framework_upsert(engine, orders_shaped(engine, TEMPLATE), frame)
+            yield engine, libpq_dsn(url)
+        finally:
+            engine.dispose()
 
 
 class MergeRound:

@@ -23,15 +23,13 @@ from collections.abc import Callable, Iterator
 import pandas as pd
 import sqlalchemy as sa
 
-from benchmarks.database import bench_database, fresh_schema, server_facts
-from benchmarks.merge import MergeRound, changed_rows
+from benchmarks.database import bench_database, server_facts
+from benchmarks.merge import MergeRound, changed_rows, loaded_template
 from benchmarks.timing import alternated, median_ratio
-from benchmarks.upsert import CHUNK_ROWS, framework_upsert, libpq_dsn, orders_frame, orders_shaped
-from jobs_platform.store.db import normalize_url
+from benchmarks.upsert import CHUNK_ROWS, framework_upsert, orders_frame
 from jobs_platform.writer import upsert as writer_upsert
 
 DEFAULT_FRACTIONS = (0.1, 1.0)
-TEMPLATE = "bench_merge_template"  # MergeRound copies from this table
 
 
 def best_plain_variant(fraction: float) -> str:
@@ -84,33 +82,27 @@ class CountRound(MergeRound):
 def run(database_url: str, rows: int, fractions, repeats: int, warmup: int) -> dict:
     frame = orders_frame(rows)
     results = []
-    with fresh_schema(database_url, "merge_count") as url:
-        engine = sa.create_engine(normalize_url(url))
-        try:
-            framework_upsert(engine, orders_shaped(engine, TEMPLATE), frame)
-            for fraction in fractions:
-                changed = changed_rows(frame, fraction, 1)
-                round_ = CountRound(engine, libpq_dsn(url), changed, best_plain_variant(fraction))
-                runs = alternated(round_.methods(), repeats, warmup)
-                figures = {name: kept.figures(rows) for name, kept in runs.items()}
-                plain = f"plain_script_{round_.variant}"
-                results.append(
-                    {
-                        "changed_fraction": fraction,
-                        "methods": figures,
-                        "new_row_versions": round_.versions,
-                        # Run by run: the first's seconds over the second's (> 1: slower).
-                        "framework_over_without_count": median_ratio(
-                            runs["framework"], runs["framework_without_count"]
-                        ),
-                        "framework_over_best_plain": median_ratio(runs["framework"], runs[plain]),
-                        "without_count_over_best_plain": median_ratio(
-                            runs["framework_without_count"], runs[plain]
-                        ),
-                    }
-                )
-        finally:
-            engine.dispose()
+    with loaded_template(database_url, "merge_count", frame) as (engine, dsn):
+        for fraction in fractions:
+            changed = changed_rows(frame, fraction, 1)
+            round_ = CountRound(engine, dsn, changed, best_plain_variant(fraction))
+            runs = alternated(round_.methods(), repeats, warmup)
+            plain = f"plain_script_{round_.variant}"
+            results.append(
+                {
+                    "changed_fraction": fraction,
+                    "methods": {name: kept.figures(rows) for name, kept in runs.items()},
+                    "new_row_versions": round_.versions,
+                    # Run by run: the first's seconds over the second's (> 1: slower).
+                    "framework_over_without_count": median_ratio(
+                        runs["framework"], runs["framework_without_count"]
+                    ),
+                    "framework_over_best_plain": median_ratio(runs["framework"], runs[plain]),
+                    "without_count_over_best_plain": median_ratio(
+                        runs["framework_without_count"], runs[plain]
+                    ),
+                }
+            )
     return {
         "rows": rows,
         "chunk_rows": CHUNK_ROWS,
